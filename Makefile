@@ -1,0 +1,35 @@
+# streamtasks — developer entry points. Both targets create .venv when missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml examples/custom_assignor/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/streamtasks assign examples/scenarios/sample.yaml --assignor high_availability
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/assignors.py
+	$(BIN)/python benchmarks/codecs.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,88 @@
+"""Partition assignor input and output for plain consumer groups (KIP-429's
+``ConsumerPartitionAssignor`` shape, without IO)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import ClassVar, Protocol, runtime_checkable
+
+from topology.ids import TopicPartition
+
+__all__ = [
+    "GroupAssignment",
+    "GroupSubscription",
+    "MemberId",
+    "PartitionAssignor",
+    "RebalanceProtocol",
+    "Subscription",
+]
+
+MemberId = str
+
+
+class RebalanceProtocol(enum.IntEnum):
+    """KIP-429's ``RebalanceProtocol``; higher is newer. The group uses the highest one that
+    every configured assignor supports."""
+
+    EAGER = 0
+    COOPERATIVE = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscription:
+    """One member's subscription as the leader decodes it (consumer protocol v0-v3)."""
+
+    topics: tuple[str, ...]
+    owned_partitions: tuple[TopicPartition, ...] = ()
+    generation: int = -1
+    rack: str | None = None
+    group_instance_id: str | None = None
+    user_data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSubscription:
+    """All members' subscriptions plus the partition count of every subscribed topic."""
+
+    members: Mapping[MemberId, Subscription]
+    partitions_per_topic: Mapping[str, int]
+    #: Rack of each partition's replicas, for rack-aware assignors; empty when unknown.
+    partition_racks: Mapping[TopicPartition, frozenset[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "members", MappingProxyType(dict(self.members)))
+        object.__setattr__(
+            self, "partitions_per_topic", MappingProxyType(dict(self.partitions_per_topic))
+        )
+        object.__setattr__(self, "partition_racks", MappingProxyType(dict(self.partition_racks)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupAssignment:
+    """Partitions per member. ``followup_needed``: a cooperative round withheld partitions
+    that move between owners, so the group must rebalance once more to hand them over."""
+
+    members: Mapping[MemberId, tuple[TopicPartition, ...]]
+    followup_needed: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "members",
+            MappingProxyType({m: tuple(sorted(p)) for m, p in sorted(self.members.items())}),
+        )
+
+
+@runtime_checkable
+class PartitionAssignor(Protocol):
+    """A pluggable partition assignor. Implementations must be deterministic and pure."""
+
+    name: ClassVar[str]
+    version: ClassVar[int]
+
+    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]: ...
+
+    def assign(self, group: GroupSubscription) -> GroupAssignment: ...

@@ -1,0 +1,253 @@
+"""Task assignor input and output, shaped after Kafka's KIP-924 API.
+
+All values are immutable. Collections handed in are normalised to frozensets / tuples and
+mappings are copied into read-only views, so an assignor can never depend on the iteration
+order of what came off the wire.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import ClassVar, Protocol, runtime_checkable
+
+from streamtasks.errors import AssignorInputError
+from topology.ids import TaskId, TopicPartition
+
+__all__ = [
+    "RUNNING_LAG",
+    "ApplicationState",
+    "AssignmentConfigs",
+    "AssignmentError",
+    "ClientState",
+    "ProcessAssignment",
+    "ProcessId",
+    "TaskAssignment",
+    "TaskAssignor",
+    "TaskSpec",
+]
+
+ProcessId = uuid.UUID
+
+#: Lag sentinel for a task the process runs right now as active: caught up by definition
+#: (Kafka Streams' ``Task.LATEST_OFFSET``).
+RUNNING_LAG = -2
+
+
+class AssignmentError(enum.Enum):
+    """KIP-924's verdict on a task assignment (``TaskAssignor.AssignmentError``)."""
+
+    NONE = "NONE"
+    ACTIVE_TASK_ASSIGNED_MULTIPLE_TIMES = "ACTIVE_TASK_ASSIGNED_MULTIPLE_TIMES"
+    INVALID_STANDBY_TASK = "INVALID_STANDBY_TASK"
+    MISSING_PROCESS_ID = "MISSING_PROCESS_ID"
+    UNKNOWN_PROCESS_ID = "UNKNOWN_PROCESS_ID"
+    UNKNOWN_TASK_ID = "UNKNOWN_TASK_ID"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignmentConfigs:
+    """KIP-441 / KIP-924 knobs every task assignor reads."""
+
+    num_standby_replicas: int = 0
+    acceptable_recovery_lag: int = 10_000
+    max_warmup_replicas: int = 2
+    probing_rebalance_interval_ms: int = 600_000
+    #: Client tag keys across which standbys are spread (Kafka's rack.aware.assignment.tags).
+    rack_aware_assignment_tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("num_standby_replicas", "acceptable_recovery_lag"):
+            if getattr(self, name) < 0:
+                raise AssignorInputError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.max_warmup_replicas < 1:
+            raise AssignorInputError(
+                f"max_warmup_replicas must be >= 1, got {self.max_warmup_replicas}"
+            )
+        if self.probing_rebalance_interval_ms < 60_000:
+            raise AssignorInputError(
+                "probing_rebalance_interval_ms must be >= 60000 (as in Kafka Streams), "
+                f"got {self.probing_rebalance_interval_ms}"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskSpec:
+    """What an assignor knows of a task (KIP-924 ``TaskInfo``)."""
+
+    id: TaskId
+    is_stateful: bool
+    source_partitions: tuple[TopicPartition, ...] = ()
+    changelog_partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientState:
+    """One process of the application (KIP-924 ``KafkaStreamsState``).
+
+    ``task_lags`` holds a lag for every task this process has local state for; a task it
+    runs now as active may carry :data:`RUNNING_LAG`. A task absent from it has unknown,
+    effectively infinite, lag on this process.
+    """
+
+    process_id: ProcessId
+    capacity: int = 1
+    rack: str | None = None
+    client_tags: Mapping[str, str] = field(default_factory=dict)
+    previous_active: frozenset[TaskId] = frozenset()
+    previous_standby: frozenset[TaskId] = frozenset()
+    task_lags: Mapping[TaskId, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.process_id, uuid.UUID):
+            raise AssignorInputError(f"process_id must be a UUID, got {self.process_id!r}")
+        if self.capacity < 1:
+            raise AssignorInputError(
+                f"process {self.process_id} has capacity {self.capacity}; need at least 1 thread"
+            )
+        for task, lag in self.task_lags.items():
+            if lag < 0 and lag != RUNNING_LAG:
+                raise AssignorInputError(
+                    f"process {self.process_id} reports lag {lag} for task {task}; lags are "
+                    f">= 0, or {RUNNING_LAG} for a task it runs now"
+                )
+        overlap = set(self.previous_active) & set(self.previous_standby)
+        if overlap:
+            raise AssignorInputError(
+                f"process {self.process_id} claims tasks {sorted(map(str, overlap))} "
+                "both as previous active and previous standby"
+            )
+        object.__setattr__(self, "previous_active", frozenset(self.previous_active))
+        object.__setattr__(self, "previous_standby", frozenset(self.previous_standby))
+        object.__setattr__(self, "client_tags", MappingProxyType(dict(self.client_tags)))
+        object.__setattr__(self, "task_lags", MappingProxyType(dict(self.task_lags)))
+
+    def lag_for(self, task: TaskId) -> int | None:
+        """The lag of ``task`` here, :data:`RUNNING_LAG` when running, ``None`` when unknown."""
+        return self.task_lags.get(task)
+
+    @property
+    def previous_tasks(self) -> frozenset[TaskId]:
+        return self.previous_active | self.previous_standby
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplicationState:
+    """Everything a task assignor sees (KIP-924 ``ApplicationState``).
+
+    ``now_ms`` is the leader's clock at assignment time, injected so that assignors stay
+    pure: follow-up rebalance deadlines are computed from it.
+    """
+
+    tasks: Mapping[TaskId, TaskSpec]
+    clients: Mapping[ProcessId, ClientState]
+    configs: AssignmentConfigs = AssignmentConfigs()
+    now_ms: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", MappingProxyType(dict(self.tasks)))
+        object.__setattr__(self, "clients", MappingProxyType(dict(self.clients)))
+        for key, spec in self.tasks.items():
+            if key != spec.id:
+                raise AssignorInputError(f"task key {key} does not match its spec id {spec.id}")
+        for pid, client in self.clients.items():
+            if pid != client.process_id:
+                raise AssignorInputError(f"client key {pid} does not match its process id")
+            unknown = sorted(
+                str(t)
+                for t in (*client.previous_active, *client.previous_standby)
+                if t not in self.tasks
+            )
+            if unknown:
+                raise AssignorInputError(
+                    f"process {pid} reports previous tasks {unknown} that the topology does not have"
+                )
+
+    @classmethod
+    def build(
+        cls,
+        tasks: Iterable[TaskSpec],
+        clients: Iterable[ClientState],
+        configs: AssignmentConfigs | None = None,
+        now_ms: int = 0,
+    ) -> ApplicationState:
+        """Build from sequences; duplicate task or process ids are an :class:`AssignorInputError`."""
+        task_map: dict[TaskId, TaskSpec] = {}
+        for spec in tasks:
+            if spec.id in task_map:
+                raise AssignorInputError(f"task {spec.id} is listed twice")
+            task_map[spec.id] = spec
+        client_map: dict[ProcessId, ClientState] = {}
+        for client in clients:
+            if client.process_id in client_map:
+                raise AssignorInputError(f"process id {client.process_id} is listed twice")
+            client_map[client.process_id] = client
+        return cls(
+            tasks=task_map,
+            clients=client_map,
+            configs=configs or AssignmentConfigs(),
+            now_ms=now_ms,
+        )
+
+    def sorted_task_ids(self) -> list[TaskId]:
+        return sorted(self.tasks)
+
+    def sorted_process_ids(self) -> list[ProcessId]:
+        return sorted(self.clients)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessAssignment:
+    """The tasks one process runs after this rebalance."""
+
+    process_id: ProcessId
+    active: frozenset[TaskId] = frozenset()
+    standby: frozenset[TaskId] = frozenset()
+    warmup: frozenset[TaskId] = frozenset()
+
+    @property
+    def all_tasks(self) -> frozenset[TaskId]:
+        return self.active | self.standby | self.warmup
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskAssignment:
+    """An assignor's answer: one entry per process, sorted by process id.
+
+    ``followup_rebalance_ms``: absolute time (the clock of ``ApplicationState.now_ms``) at
+    which the group should rebalance again, or ``None`` when the assignment is final.
+    """
+
+    processes: tuple[ProcessAssignment, ...]
+    followup_rebalance_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "processes", tuple(sorted(self.processes, key=lambda p: p.process_id))
+        )
+
+    def for_process(self, process_id: ProcessId) -> ProcessAssignment:
+        for p in self.processes:
+            if p.process_id == process_id:
+                return p
+        raise KeyError(process_id)
+
+    def active_owner(self) -> dict[TaskId, ProcessId]:
+        """Task → process running it as active (last one wins if the assignment is invalid)."""
+        return {t: p.process_id for p in self.processes for t in p.active}
+
+    @property
+    def needs_followup(self) -> bool:
+        return self.followup_rebalance_ms is not None
+
+
+@runtime_checkable
+class TaskAssignor(Protocol):
+    """A pluggable task assignor. Implementations must be deterministic and pure."""
+
+    name: ClassVar[str]
+
+    def assign(self, state: ApplicationState) -> TaskAssignment: ...

@@ -1,0 +1,66 @@
+"""The one error tree of streamtasks.
+
+Every exception streamtasks raises on purpose derives from :class:`StreamTasksError`.
+This module imports nothing from the rest of the project, so every layer (``topology``,
+``assignors``, the codecs, the runtime) may raise from it without breaking the layering.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AssignorError",
+    "AssignorInputError",
+    "ConfigError",
+    "CopartitionError",
+    "DecodeError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
+    "StreamTasksError",
+    "TopologyError",
+    "UnknownAssignorError",
+    "UnsupportedVersionError",
+]
+
+
+class StreamTasksError(Exception):
+    """Root of every error streamtasks raises on purpose."""
+
+
+class ConfigError(StreamTasksError, ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class TopologyError(StreamTasksError, ValueError):
+    """The topology is not well formed (duplicate names, missing partition counts, ...)."""
+
+
+class CopartitionError(TopologyError):
+    """Source topics of one subtopology do not have the same number of partitions."""
+
+
+class DecodeError(StreamTasksError, ValueError):
+    """Bytes received from another member or the broker could not be decoded."""
+
+
+class LocalProtocolError(StreamTasksError):
+    """This process tried to do something the protocol does not allow in its state."""
+
+
+class RemoteProtocolError(StreamTasksError):
+    """A peer (broker or member) did something the protocol does not allow."""
+
+
+class AssignorError(StreamTasksError):
+    """An assignor could not produce an assignment."""
+
+
+class AssignorInputError(AssignorError, ValueError):
+    """The input handed to an assignor is inconsistent (unknown task, duplicate process, ...)."""
+
+
+class UnknownAssignorError(AssignorError, LookupError):
+    """No assignor is registered under the requested name."""
+
+
+class UnsupportedVersionError(AssignorError):
+    """A member's metadata version is older than this process can handle."""

@@ -1,0 +1,24 @@
+"""Shared test configuration.
+
+Hypothesis runs derandomized (a fixed seed) when ``CI`` is set and with random seeds and more
+examples locally; ``HYPOTHESIS_PROFILE`` picks a profile explicitly. A failing example is
+printed together with the ``@reproduce_failure`` blob that replays it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=100,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=300, deadline=None, print_blob=True)
+settings.register_profile("nightly", max_examples=5_000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))

@@ -1,0 +1,43 @@
+"""Identifiers shared by every layer: tasks and topic partitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamtasks.errors import TopologyError
+
+__all__ = ["TaskId", "TopicPartition"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TaskId:
+    """A task: one partition of one subtopology. Ordered by (subtopology, partition)."""
+
+    subtopology: int
+    partition: int
+
+    def __post_init__(self) -> None:
+        if self.subtopology < 0 or self.partition < 0:
+            raise TopologyError(f"task id parts must be >= 0, got {self.subtopology}_{self.partition}")
+
+    def __str__(self) -> str:
+        return f"{self.subtopology}_{self.partition}"
+
+    @classmethod
+    def parse(cls, text: str) -> TaskId:
+        """Parse Kafka Streams' textual form ``"<subtopology>_<partition>"``, e.g. ``"0_3"``."""
+        head, sep, tail = text.strip().partition("_")
+        if not sep or not head.isdigit() or not tail.isdigit():
+            raise TopologyError(f"not a task id: {text!r} (expected '<subtopology>_<partition>')")
+        return cls(int(head), int(tail))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    """One partition of one topic. Ordered by (topic, partition)."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
