@@ -64,9 +64,7 @@ class AssignmentConfigs:
             if getattr(self, name) < 0:
                 raise AssignorInputError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.max_warmup_replicas < 1:
-            raise AssignorInputError(
-                f"max_warmup_replicas must be >= 1, got {self.max_warmup_replicas}"
-            )
+            raise AssignorInputError(f"max_warmup_replicas must be >= 1, got {self.max_warmup_replicas}")
         if self.probing_rebalance_interval_ms < 60_000:
             raise AssignorInputError(
                 "probing_rebalance_interval_ms must be >= 60000 (as in Kafka Streams), "
@@ -157,9 +155,7 @@ class ApplicationState:
             if pid != client.process_id:
                 raise AssignorInputError(f"client key {pid} does not match its process id")
             unknown = sorted(
-                str(t)
-                for t in (*client.previous_active, *client.previous_standby)
-                if t not in self.tasks
+                str(t) for t in (*client.previous_active, *client.previous_standby) if t not in self.tasks
             )
             if unknown:
                 raise AssignorInputError(
@@ -225,9 +221,7 @@ class TaskAssignment:
     followup_rebalance_ms: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "processes", tuple(sorted(self.processes, key=lambda p: p.process_id))
-        )
+        object.__setattr__(self, "processes", tuple(sorted(self.processes, key=lambda p: p.process_id)))
 
     def for_process(self, process_id: ProcessId) -> ProcessAssignment:
         for p in self.processes:

@@ -140,9 +140,7 @@ class Topology:
     def _repartition_counts(self, counts: Mapping[str, int]) -> dict[str, int]:
         resolved = {r.name: r.partitions for r in self.repartition_topics if r.partitions is not None}
         pending = [r.name for r in self.repartition_topics if r.partitions is None]
-        writers = {
-            name: [s for s in self.subtopologies if name in s.repartition_sinks] for name in pending
-        }
+        writers = {name: [s for s in self.subtopologies if name in s.repartition_sinks] for name in pending}
         while pending:
             progressed = False
             for name in list(pending):
@@ -166,8 +164,7 @@ class Topology:
                     progressed = True
             if not progressed:
                 raise TopologyError(
-                    f"repartition topics {sorted(pending)} form a cycle; give one an explicit "
-                    "partition count"
+                    f"repartition topics {sorted(pending)} form a cycle; give one an explicit partition count"
                 )
         return {k: v for k, v in resolved.items() if v is not None}
 

@@ -1,0 +1,74 @@
+"""The ``streamtasks`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+import assignors
+from streamtasks.errors import StreamTasksError
+from streamtasks.report import build_report, render_text
+from streamtasks.scenario import load_scenario
+
+__all__ = ["main"]
+
+DEFAULT_TASK_ASSIGNOR = "high_availability"
+
+
+def _cmd_assign(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    name = args.assignor or scenario.assignor or DEFAULT_TASK_ASSIGNOR
+    assignor = assignors.get(name)
+    assignment = assignor.assign(scenario.state)
+    report = build_report(scenario.state, assignment, scenario.names, name)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(render_text(report))
+    return 0 if report.to_json()["valid"] else 3
+
+
+def _cmd_assignors(args: argparse.Namespace) -> int:
+    listing = {"task": assignors.available(), "partition": assignors.available_partition_assignors()}
+    if args.json:
+        print(json.dumps(listing, indent=2))
+    else:
+        for kind, names in listing.items():
+            print(f"{kind} assignors: {', '.join(names)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    assign = sub.add_parser("assign", help="run a task assignor on a scenario file and show the result")
+    assign.add_argument("scenario", help="scenario file (.yaml, .yml or .json)")
+    assign.add_argument(
+        "--assignor", help=f"task assignor name (default: the scenario's, else {DEFAULT_TASK_ASSIGNOR})"
+    )
+    assign.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    assign.set_defaults(func=_cmd_assign)
+
+    listing = sub.add_parser("assignors", help="list the task and partition assignors available")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=_cmd_assignors)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except StreamTasksError as exc:
+        print(f"streamtasks: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
