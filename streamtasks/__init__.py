@@ -10,6 +10,7 @@ from __future__ import annotations
 from streamtasks.errors import (
     AssignorError,
     AssignorInputError,
+    BrokerError,
     ConfigError,
     CopartitionError,
     DecodeError,
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AssignorError",
     "AssignorInputError",
+    "BrokerError",
     "ConfigError",
     "CopartitionError",
     "DecodeError",

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AssignorError",
     "AssignorInputError",
+    "BrokerError",
     "ConfigError",
     "CopartitionError",
     "DecodeError",
@@ -64,3 +65,7 @@ class UnknownAssignorError(AssignorError, LookupError):
 
 class UnsupportedVersionError(AssignorError):
     """A member's metadata version is older than this process can handle."""
+
+
+class BrokerError(StreamTasksError):
+    """The Kafka broker could not be started, reached, or did not do what was asked."""

@@ -22,3 +22,23 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=300, deadline=None, print_blob=True)
 settings.register_profile("nightly", max_examples=5_000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+# -- the Kafka broker for integration tests -------------------------------------------------
+
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster, cluster_from_env  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[EmbeddedBroker | ExternalCluster]:
+    """A Kafka-compatible cluster: an embedded Tansu broker started for this test session, or the
+    cluster named by ``STREAMTASKS_BOOTSTRAP``."""
+    cluster = cluster_from_env()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
