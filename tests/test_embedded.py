@@ -66,7 +66,8 @@ def test_created_topics_are_seen_by_another_client(kafka: EmbeddedBroker | Exter
 def test_stop_ends_the_process_and_frees_the_port() -> None:
     broker = EmbeddedBroker().start()
     pid = broker.pid
-    assert pid is not None and _alive(pid)
+    assert pid is not None
+    assert _alive(pid)
     broker.stop()
     broker.stop()  # idempotent
     assert not broker.running
@@ -86,9 +87,7 @@ def test_broker_dies_with_a_parent_killed_by_sigkill() -> None:
         "print(b.pid, flush=True)\n"
         "import time; time.sleep(60)\n"
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert parent.stdout is not None
     child_pid = int(parent.stdout.readline())
     assert _alive(child_pid)

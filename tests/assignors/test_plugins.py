@@ -25,8 +25,17 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("plugin-site")
     subprocess.run(
         [
-            sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-            "--no-index", "--target", str(target), str(PLUGIN),
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(PLUGIN),
         ],
         check=True,
         capture_output=True,
