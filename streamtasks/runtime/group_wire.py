@@ -1,0 +1,194 @@
+"""Map the decoded classic-group messages (``streamtasks.protocol.classic_group``) to kio's wire
+entities and back: JoinGroup v9, SyncGroup v5, Heartbeat v4, LeaveGroup v5, OffsetCommit v8,
+FindCoordinator v3. These are the versions Apache Kafka 2.4+ and the embedded broker both speak
+(static membership, KIP-814's ``SkipAssignment``, KIP-800 reasons)."""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from typing import Any
+
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as KFindCoordinatorRequest
+from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse as KFindCoordinatorResponse
+from kio.schema.heartbeat.v4.request import HeartbeatRequest as KHeartbeatRequest
+from kio.schema.heartbeat.v4.response import HeartbeatResponse as KHeartbeatResponse
+from kio.schema.join_group.v9.request import JoinGroupRequest as KJoinGroupRequest
+from kio.schema.join_group.v9.request import JoinGroupRequestProtocol
+from kio.schema.join_group.v9.response import JoinGroupResponse as KJoinGroupResponse
+from kio.schema.leave_group.v5.request import LeaveGroupRequest as KLeaveGroupRequest
+from kio.schema.leave_group.v5.request import MemberIdentity
+from kio.schema.leave_group.v5.response import LeaveGroupResponse as KLeaveGroupResponse
+from kio.schema.offset_commit.v8.request import OffsetCommitRequest as KOffsetCommitRequest
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_commit.v8.response import OffsetCommitResponse as KOffsetCommitResponse
+from kio.schema.sync_group.v5.request import SyncGroupRequest as KSyncGroupRequest
+from kio.schema.sync_group.v5.request import SyncGroupRequestAssignment
+from kio.schema.sync_group.v5.response import SyncGroupResponse as KSyncGroupResponse
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from streamtasks.errors import LocalProtocolError
+from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.errors import KafkaErrorCode
+from topology.ids import TopicPartition
+
+__all__ = ["GroupRequest", "find_coordinator_request", "from_wire", "response_type", "to_wire"]
+
+GroupRequest = (
+    cg.JoinGroupRequest
+    | cg.SyncGroupRequest
+    | cg.HeartbeatRequest
+    | cg.LeaveGroupRequest
+    | cg.OffsetCommitRequest
+)
+
+_RESPONSE_TYPES: dict[type[Any], type[Any]] = {
+    cg.JoinGroupRequest: KJoinGroupResponse,
+    cg.SyncGroupRequest: KSyncGroupResponse,
+    cg.HeartbeatRequest: KHeartbeatResponse,
+    cg.LeaveGroupRequest: KLeaveGroupResponse,
+    cg.OffsetCommitRequest: KOffsetCommitResponse,
+}
+
+
+def _ms(value: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=value))
+
+
+def _err(code: Any) -> KafkaErrorCode:
+    return KafkaErrorCode.of(int(code.value))
+
+
+def find_coordinator_request(group_id: str) -> KFindCoordinatorRequest:
+    return KFindCoordinatorRequest(key=group_id, key_type=i8(0))
+
+
+def response_type(request: GroupRequest) -> type[Any]:
+    """The kio response entity that answers ``request``."""
+    return _RESPONSE_TYPES[type(request)]
+
+
+def to_wire(request: GroupRequest) -> Any:
+    """The kio request entity for a decoded classic-group request."""
+    if isinstance(request, cg.JoinGroupRequest):
+        return KJoinGroupRequest(
+            group_id=request.group_id,  # type: ignore[arg-type]
+            session_timeout=_ms(request.session_timeout_ms),
+            rebalance_timeout=_ms(request.rebalance_timeout_ms),
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            protocol_type=request.protocol_type,
+            protocols=tuple(
+                JoinGroupRequestProtocol(name=p.name, metadata=p.metadata) for p in request.protocols
+            ),
+            reason=request.reason,
+        )
+    if isinstance(request, cg.SyncGroupRequest):
+        return KSyncGroupRequest(
+            group_id=request.group_id,  # type: ignore[arg-type]
+            generation_id=i32(request.generation_id),
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            protocol_type=request.protocol_type,
+            protocol_name=request.protocol_name,
+            assignments=tuple(
+                SyncGroupRequestAssignment(member_id=a.member_id, assignment=a.assignment)
+                for a in request.assignments
+            ),
+        )
+    if isinstance(request, cg.HeartbeatRequest):
+        return KHeartbeatRequest(
+            group_id=request.group_id,  # type: ignore[arg-type]
+            generation_id=i32(request.generation_id),
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+        )
+    if isinstance(request, cg.LeaveGroupRequest):
+        return KLeaveGroupRequest(
+            group_id=request.group_id,  # type: ignore[arg-type]
+            members=(
+                MemberIdentity(
+                    member_id=request.member_id,
+                    group_instance_id=request.group_instance_id,
+                    reason=request.reason,
+                ),
+            ),
+        )
+    if isinstance(request, cg.OffsetCommitRequest):
+        by_topic: dict[str, list[cg.CommittedOffset]] = defaultdict(list)
+        for o in request.offsets:
+            by_topic[o.partition.topic].append(o)
+        return KOffsetCommitRequest(
+            group_id=request.group_id,  # type: ignore[arg-type]
+            generation_id_or_member_epoch=i32(request.generation_id),
+            member_id=request.member_id,
+            group_instance_id=request.group_instance_id,
+            topics=tuple(
+                OffsetCommitRequestTopic(
+                    name=topic,  # type: ignore[arg-type]
+                    partitions=tuple(
+                        OffsetCommitRequestPartition(
+                            partition_index=i32(o.partition.partition),
+                            committed_offset=i64(o.offset),
+                            committed_leader_epoch=i32(-1),
+                            committed_metadata=o.metadata,
+                        )
+                        for o in sorted(offsets, key=lambda o: o.partition.partition)
+                    ),
+                )
+                for topic, offsets in sorted(by_topic.items())
+            ),
+        )
+    raise LocalProtocolError(f"not a classic group request: {type(request).__name__}")
+
+
+def from_wire(response: Any) -> Any:
+    """The decoded classic-group response for a kio response entity."""
+    if isinstance(response, KJoinGroupResponse):
+        return cg.JoinGroupResponse(
+            error=_err(response.error_code),
+            generation_id=int(response.generation_id),
+            protocol_type=response.protocol_type,
+            protocol_name=response.protocol_name,
+            leader=response.leader,
+            skip_assignment=bool(response.skip_assignment),
+            member_id=response.member_id,
+            members=tuple(
+                cg.JoinGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=bytes(m.metadata)
+                )
+                for m in response.members
+            ),
+        )
+    if isinstance(response, KSyncGroupResponse):
+        return cg.SyncGroupResponse(
+            error=_err(response.error_code),
+            protocol_type=response.protocol_type,
+            protocol_name=response.protocol_name,
+            assignment=bytes(response.assignment),
+        )
+    if isinstance(response, KHeartbeatResponse):
+        return cg.HeartbeatResponse(error=_err(response.error_code))
+    if isinstance(response, KLeaveGroupResponse):
+        error = _err(response.error_code)
+        if error is KafkaErrorCode.NONE:
+            for m in response.members:
+                if m.error_code.value != 0:
+                    error = _err(m.error_code)
+                    break
+        return cg.LeaveGroupResponse(error=error)
+    if isinstance(response, KOffsetCommitResponse):
+        return cg.OffsetCommitResponse(
+            errors=tuple(
+                (TopicPartition(str(t.name), int(p.partition_index)), _err(p.error_code))
+                for t in response.topics
+                for p in t.partitions
+            )
+        )
+    raise LocalProtocolError(f"not a classic group response: {type(response).__name__}")
+
+
+__all__ += ["KFindCoordinatorResponse"]

@@ -1,0 +1,111 @@
+"""The classic group RPCs, decoded → kio → the real broker → decoded, one member end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from streamtasks.errors import BrokerError
+from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.connection import ConnectionLost, GroupCoordinatorClient, parse_bootstrap
+from topology import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+
+def join(group: str, member_id: str, instance: str | None = None) -> cg.JoinGroupRequest:
+    return cg.JoinGroupRequest(
+        group_id=group,
+        member_id=member_id,
+        group_instance_id=instance,
+        session_timeout_ms=6000,
+        rebalance_timeout_ms=6000,
+        protocol_type="consumer",
+        protocols=(cg.ProtocolMetadata(name="range", metadata=b"\x00\x01opaque"),),
+        reason="test",
+    )
+
+
+async def lone_member_round_trip(bootstrap: str) -> None:
+    group = f"wire-{uuid.uuid4().hex[:8]}"
+    client = GroupCoordinatorClient(bootstrap, group)
+    try:
+        first = await client.send(join(group, cg.UNKNOWN_MEMBER_ID))
+        assert first.error is KafkaErrorCode.MEMBER_ID_REQUIRED
+        assert first.member_id
+        joined = await client.send(join(group, first.member_id), timeout_s=30)
+        assert joined.error is KafkaErrorCode.NONE, joined
+        assert joined.leader == first.member_id
+        assert joined.protocol_name == "range"
+        assert [m.metadata for m in joined.members] == [b"\x00\x01opaque"]
+        synced = await client.send(
+            cg.SyncGroupRequest(
+                group_id=group,
+                generation_id=joined.generation_id,
+                member_id=first.member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=(cg.SyncGroupAssignment(member_id=first.member_id, assignment=b"\x00\x03mine"),),
+            )
+        )
+        assert synced.error is KafkaErrorCode.NONE
+        assert synced.assignment == b"\x00\x03mine"
+        beat = await client.send(
+            cg.HeartbeatRequest(
+                group_id=group,
+                generation_id=joined.generation_id,
+                member_id=first.member_id,
+                group_instance_id=None,
+            )
+        )
+        assert beat.error is KafkaErrorCode.NONE
+        stale = await client.send(
+            cg.HeartbeatRequest(
+                group_id=group,
+                generation_id=joined.generation_id + 7,
+                member_id=first.member_id,
+                group_instance_id=None,
+            )
+        )
+        assert stale.error is KafkaErrorCode.ILLEGAL_GENERATION
+        committed = await client.send(
+            cg.OffsetCommitRequest(
+                group_id=group,
+                generation_id=joined.generation_id,
+                member_id=first.member_id,
+                group_instance_id=None,
+                offsets=(cg.CommittedOffset(partition=TopicPartition("wire-topic", 0), offset=42),),
+            )
+        )
+        assert committed.errors == ((TopicPartition("wire-topic", 0), KafkaErrorCode.NONE),)
+        left = await client.send(cg.LeaveGroupRequest(group_id=group, member_id=first.member_id))
+        assert left.error is KafkaErrorCode.NONE
+    finally:
+        await client.close()
+
+
+def test_lone_member_joins_syncs_beats_commits_and_leaves(kafka: EmbeddedBroker | ExternalCluster) -> None:
+    kafka.create_topics({"wire-topic": 1})
+    asyncio.run(asyncio.wait_for(lone_member_round_trip(kafka.bootstrap_servers), 60))
+
+
+def test_unreachable_coordinator_is_connection_lost() -> None:
+    async def go() -> None:
+        client = GroupCoordinatorClient("127.0.0.1:1", "g")
+        with pytest.raises(ConnectionLost, match="not found"):
+            await client.send(
+                cg.HeartbeatRequest(group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+            )
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("bad", ["", "host", "host:", ":9092", "a:1,b"])
+def test_bootstrap_must_be_host_port(bad: str) -> None:
+    with pytest.raises(BrokerError, match="host:port"):
+        parse_bootstrap(bad)
