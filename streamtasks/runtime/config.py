@@ -1,0 +1,90 @@
+"""Consumer configuration: a frozen pydantic model that also accepts Kafka's property names.
+
+    ConsumerConfig(bootstrap_servers="127.0.0.1:9092", group_id="orders")
+    ConsumerConfig.model_validate({"bootstrap.servers": "...", "group.id": "orders",
+                                   "partition.assignment.strategy": "cooperative-sticky"})
+
+Invalid values raise :class:`streamtasks.errors.ConfigError` naming every offending field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from streamtasks.errors import ConfigError
+
+__all__ = ["KAFKA_ASSIGNOR_NAMES", "ConsumerConfig", "make_config"]
+
+#: Kafka / librdkafka assignor names → streamtasks partition assignor names.
+KAFKA_ASSIGNOR_NAMES = {
+    "range": "range",
+    "roundrobin": "round_robin",
+    "round_robin": "round_robin",
+    "sticky": "sticky",
+    "cooperative-sticky": "cooperative_sticky",
+    "cooperative_sticky": "cooperative_sticky",
+    "uniform": "uniform",
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "round_robin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative_sticky",
+}
+
+
+class ConsumerConfig(BaseModel):
+    """Settings of a :class:`streamtasks.Consumer`; defaults follow Apache Kafka's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    bootstrap_servers: str = Field(alias="bootstrap.servers", min_length=3)
+    group_id: str = Field(alias="group.id", min_length=1)
+    group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
+    client_id: str = Field(default="streamtasks", alias="client.id")
+    client_rack: str | None = Field(default=None, alias="client.rack")
+    assignors: tuple[str, ...] = Field(
+        default=("cooperative_sticky",), alias="partition.assignment.strategy", min_length=1
+    )
+    session_timeout_ms: int = Field(default=45_000, alias="session.timeout.ms", ge=1_000, le=3_600_000)
+    heartbeat_interval_ms: int = Field(default=3_000, alias="heartbeat.interval.ms", ge=100)
+    rebalance_timeout_ms: int = Field(default=300_000, alias="max.poll.interval.ms", ge=1_000)
+    retry_backoff_ms: int = Field(default=100, alias="retry.backoff.ms", ge=0)
+    request_timeout_ms: int = Field(default=30_000, alias="request.timeout.ms", ge=1_000)
+    auto_offset_reset: Literal["earliest", "latest", "none"] = Field(
+        default="latest", alias="auto.offset.reset"
+    )
+    enable_auto_commit: bool = Field(default=True, alias="enable.auto.commit")
+    auto_commit_interval_ms: int = Field(default=5_000, alias="auto.commit.interval.ms", ge=100)
+    max_poll_records: int = Field(default=500, alias="max.poll.records", ge=1)
+    metadata_max_age_ms: int = Field(default=300_000, alias="metadata.max.age.ms", ge=100)
+
+    @field_validator("assignors", mode="before")
+    @classmethod
+    def _split_assignors(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        return tuple(KAFKA_ASSIGNOR_NAMES.get(v, v) if isinstance(v, str) else v for v in value)
+
+    @model_validator(mode="after")
+    def _check(self) -> ConsumerConfig:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session.timeout.ms ({self.session_timeout_ms})"
+            )
+        if len(set(self.assignors)) != len(self.assignors):
+            raise ValueError(f"partition.assignment.strategy lists an assignor twice: {self.assignors}")
+        return self
+
+
+def make_config(values: dict[str, Any] | None = None, /, **kwargs: Any) -> ConsumerConfig:
+    """Build a :class:`ConsumerConfig` from Python or Kafka-style names; errors are ConfigErrors."""
+    merged = {**(values or {}), **kwargs}
+    try:
+        return ConsumerConfig.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid consumer config: {problems}") from None

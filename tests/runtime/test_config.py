@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import pytest
+
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.config import make_config
+
+
+def test_python_and_kafka_names_build_the_same_config() -> None:
+    a = make_config(bootstrap_servers="h:1", group_id="g", session_timeout_ms=6000, assignors=["range"])
+    b = make_config(
+        {
+            "bootstrap.servers": "h:1",
+            "group.id": "g",
+            "session.timeout.ms": 6000,
+            "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RangeAssignor",
+        }
+    )
+    assert a == b
+    assert a.assignors == ("range",)
+
+
+def test_kafka_assignor_list_maps_to_streamtasks_names() -> None:
+    cfg = make_config(
+        {
+            "bootstrap.servers": "h:1",
+            "group.id": "g",
+            "partition.assignment.strategy": "cooperative-sticky, range",
+        }
+    )
+    assert cfg.assignors == ("cooperative_sticky", "range")
+
+
+def test_defaults_follow_kafka() -> None:
+    cfg = make_config(bootstrap_servers="h:1", group_id="g")
+    assert cfg.session_timeout_ms == 45_000
+    assert cfg.heartbeat_interval_ms == 3_000
+    assert cfg.rebalance_timeout_ms == 300_000
+    assert cfg.auto_offset_reset == "latest"
+
+
+def test_config_is_frozen() -> None:
+    cfg = make_config(bootstrap_servers="h:1", group_id="g")
+    with pytest.raises(ValueError, match="frozen"):
+        cfg.group_id = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"group_id": "g"}, "bootstrap.servers"),
+        ({"bootstrap_servers": "h:1", "group_id": ""}, "group.id"),
+        ({"bootstrap_servers": "h:1", "group_id": "g", "session_timeout_ms": 5}, "session.timeout.ms"),
+        (
+            {
+                "bootstrap_servers": "h:1",
+                "group_id": "g",
+                "heartbeat_interval_ms": 9000,
+                "session_timeout_ms": 6000,
+            },
+            "must be lower than session.timeout.ms",
+        ),
+        (
+            {"bootstrap_servers": "h:1", "group_id": "g", "auto_offset_reset": "sometimes"},
+            "auto.offset.reset",
+        ),
+        ({"bootstrap_servers": "h:1", "group_id": "g", "fetch.everything": True}, "fetch.everything"),
+        ({"bootstrap_servers": "h:1", "group_id": "g", "assignors": ["range", "range"]}, "twice"),
+    ],
+)
+def test_invalid_values_are_config_errors(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_config(values)
