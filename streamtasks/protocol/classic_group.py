@@ -26,6 +26,8 @@ __all__ = [
     "LeaveGroupResponse",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
     "ProtocolMetadata",
     "SyncGroupAssignment",
     "SyncGroupRequest",
@@ -149,3 +151,20 @@ class OffsetCommitRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetCommitResponse:
     errors: tuple[tuple[TopicPartition, KafkaErrorCode], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequest:
+    """Committed offsets of ``partitions`` (``require_stable``: wait out pending transactions)."""
+
+    group_id: str
+    partitions: tuple[TopicPartition, ...]
+    require_stable: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchResponse:
+    """``offsets``: (partition, committed offset or -1 when none, per-partition error)."""
+
+    error: KafkaErrorCode
+    offsets: tuple[tuple[TopicPartition, int, KafkaErrorCode], ...] = ()

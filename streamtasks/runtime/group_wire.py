@@ -25,6 +25,9 @@ from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequestTopic,
 )
 from kio.schema.offset_commit.v8.response import OffsetCommitResponse as KOffsetCommitResponse
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as KOffsetFetchRequest
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequestTopic
+from kio.schema.offset_fetch.v7.response import OffsetFetchResponse as KOffsetFetchResponse
 from kio.schema.sync_group.v5.request import SyncGroupRequest as KSyncGroupRequest
 from kio.schema.sync_group.v5.request import SyncGroupRequestAssignment
 from kio.schema.sync_group.v5.response import SyncGroupResponse as KSyncGroupResponse
@@ -43,6 +46,7 @@ GroupRequest = (
     | cg.HeartbeatRequest
     | cg.LeaveGroupRequest
     | cg.OffsetCommitRequest
+    | cg.OffsetFetchRequest
 )
 
 _RESPONSE_TYPES: dict[type[Any], type[Any]] = {
@@ -51,6 +55,7 @@ _RESPONSE_TYPES: dict[type[Any], type[Any]] = {
     cg.HeartbeatRequest: KHeartbeatResponse,
     cg.LeaveGroupRequest: KLeaveGroupResponse,
     cg.OffsetCommitRequest: KOffsetCommitResponse,
+    cg.OffsetFetchRequest: KOffsetFetchResponse,
 }
 
 
@@ -142,6 +147,18 @@ def to_wire(request: GroupRequest) -> Any:
                 for topic, offsets in sorted(by_topic.items())
             ),
         )
+    if isinstance(request, cg.OffsetFetchRequest):
+        parts: dict[str, list[int]] = defaultdict(list)
+        for tp in request.partitions:
+            parts[tp.topic].append(tp.partition)
+        return KOffsetFetchRequest(
+            group_id=request.group_id,  # type: ignore[arg-type]
+            topics=tuple(
+                OffsetFetchRequestTopic(name=t, partition_indexes=tuple(i32(p) for p in sorted(ps)))  # type: ignore[arg-type]
+                for t, ps in sorted(parts.items())
+            ),
+            require_stable=request.require_stable,
+        )
     raise LocalProtocolError(f"not a classic group request: {type(request).__name__}")
 
 
@@ -187,6 +204,19 @@ def from_wire(response: Any) -> Any:
                 for t in response.topics
                 for p in t.partitions
             )
+        )
+    if isinstance(response, KOffsetFetchResponse):
+        return cg.OffsetFetchResponse(
+            error=_err(response.error_code),
+            offsets=tuple(
+                (
+                    TopicPartition(str(t.name), int(p.partition_index)),
+                    int(p.committed_offset),
+                    _err(p.error_code),
+                )
+                for t in response.topics
+                for p in t.partitions
+            ),
         )
     raise LocalProtocolError(f"not a classic group response: {type(response).__name__}")
 

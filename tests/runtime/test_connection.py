@@ -83,6 +83,15 @@ async def lone_member_round_trip(bootstrap: str) -> None:
             )
         )
         assert committed.errors == ((TopicPartition("wire-topic", 0), KafkaErrorCode.NONE),)
+        fetched = await client.send(
+            cg.OffsetFetchRequest(
+                group_id=group, partitions=(TopicPartition("wire-topic", 0), TopicPartition("wire-topic", 1))
+            )
+        )
+        assert fetched.error is KafkaErrorCode.NONE
+        offsets = {tp: off for tp, off, _ in fetched.offsets}
+        assert offsets[TopicPartition("wire-topic", 0)] == 42
+        assert offsets.get(TopicPartition("wire-topic", 1), -1) == -1
         left = await client.send(cg.LeaveGroupRequest(group_id=group, member_id=first.member_id))
         assert left.error is KafkaErrorCode.NONE
     finally:
@@ -90,7 +99,7 @@ async def lone_member_round_trip(bootstrap: str) -> None:
 
 
 def test_lone_member_joins_syncs_beats_commits_and_leaves(kafka: EmbeddedBroker | ExternalCluster) -> None:
-    kafka.create_topics({"wire-topic": 1})
+    kafka.create_topics({"wire-topic": 2})
     asyncio.run(asyncio.wait_for(lone_member_round_trip(kafka.bootstrap_servers), 60))
 
 
