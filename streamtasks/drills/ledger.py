@@ -1,0 +1,129 @@
+"""Audits for live drills, fed from every member's rebalance callbacks and consumed records.
+
+:class:`OwnershipLedger` keeps who owns each partition over (injected) time and records a
+:class:`DoubleOwnership` whenever a partition is handed to a member while another still holds
+it. It also measures how long partitions went without an owner. :class:`RecordAudit` compares
+produced and consumed record ids: duplicates are allowed (at-least-once), losses are not.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from topology.ids import TopicPartition
+
+__all__ = ["DoubleOwnership", "LedgerReport", "OwnershipLedger", "RecordAudit"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoubleOwnership:
+    partition: TopicPartition
+    holder: str
+    claimant: str
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerReport:
+    assignments: int
+    revocations: int
+    losses: int
+    longest_unowned_ms: int
+    unowned_partition_ms: int
+    violations: tuple[DoubleOwnership, ...]
+
+
+class OwnershipLedger:
+    """Who owns which partition, and since when. Every call takes the caller's ``now_ms``."""
+
+    def __init__(self, partitions: Iterable[TopicPartition], start_ms: int) -> None:
+        self._owner: dict[TopicPartition, str | None] = dict.fromkeys(sorted(partitions))
+        self._unowned_since: dict[TopicPartition, int | None] = dict.fromkeys(self._owner, start_ms)
+        self._longest = 0
+        self._total = 0
+        self._assignments = 0
+        self._revocations = 0
+        self._losses = 0
+        self._violations: list[DoubleOwnership] = []
+
+    def _release(self, member: str, partitions: Iterable[TopicPartition], now_ms: int) -> int:
+        released = 0
+        for tp in partitions:
+            if self._owner.get(tp) == member:
+                self._owner[tp] = None
+                self._unowned_since[tp] = now_ms
+                released += 1
+        return released
+
+    def assigned(self, member: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
+        for tp in partitions:
+            holder = self._owner.get(tp)
+            if holder is not None and holder != member:
+                self._violations.append(
+                    DoubleOwnership(partition=tp, holder=holder, claimant=member, at_ms=now_ms)
+                )
+            since = self._unowned_since.get(tp)
+            if since is not None:
+                gap = now_ms - since
+                self._longest = max(self._longest, gap)
+                self._total += gap
+            self._owner[tp] = member
+            self._unowned_since[tp] = None
+            self._assignments += 1
+
+    def revoked(self, member: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
+        self._revocations += self._release(member, partitions, now_ms)
+
+    def lost(self, member: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
+        self._losses += self._release(member, partitions, now_ms)
+
+    def member_gone(self, member: str, now_ms: int) -> None:
+        """A member process died: whatever it held is released now (it can no longer process)."""
+        self._release(member, [tp for tp, m in self._owner.items() if m == member], now_ms)
+
+    def owners(self) -> dict[TopicPartition, str | None]:
+        return dict(self._owner)
+
+    def report(self, now_ms: int) -> LedgerReport:
+        open_gaps = [now_ms - s for s in self._unowned_since.values() if s is not None]
+        return LedgerReport(
+            assignments=self._assignments,
+            revocations=self._revocations,
+            losses=self._losses,
+            longest_unowned_ms=max([self._longest, *open_gaps]),
+            unowned_partition_ms=self._total + sum(open_gaps),
+            violations=tuple(self._violations),
+        )
+
+
+class RecordAudit:
+    """Produced versus consumed record ids: duplicates are counted, losses are listed."""
+
+    def __init__(self) -> None:
+        self._produced: set[str] = set()
+        self._consumed: Counter[str] = Counter()
+
+    def produced(self, record_id: str) -> None:
+        self._produced.add(record_id)
+
+    def consumed(self, record_id: str) -> None:
+        self._consumed[record_id] += 1
+
+    @property
+    def produced_count(self) -> int:
+        return len(self._produced)
+
+    @property
+    def consumed_count(self) -> int:
+        return sum(self._consumed.values())
+
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self._consumed.values() if n > 1)
+
+    def lost(self) -> list[str]:
+        return sorted(self._produced - set(self._consumed))
+
+    def unexpected(self) -> list[str]:
+        return sorted(set(self._consumed) - self._produced)

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from streamtasks.drills import OwnershipLedger, RecordAudit
+from topology import TopicPartition
+
+P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def test_cooperative_handover_has_no_violation_and_measures_the_gap() -> None:
+    ledger = OwnershipLedger([P0, P1], start_ms=0)
+    ledger.assigned("a", [P0, P1], 100)
+    ledger.revoked("a", [P1], 1_000)
+    ledger.assigned("b", [P1], 1_250)
+    report = ledger.report(2_000)
+    assert report.violations == ()
+    assert report.revocations == 1
+    assert report.longest_unowned_ms == 250  # the first assignment gap (100) is shorter
+    assert report.unowned_partition_ms == 100 + 100 + 250
+    assert ledger.owners() == {P0: "a", P1: "b"}
+
+
+def test_assigning_a_held_partition_is_a_double_ownership() -> None:
+    ledger = OwnershipLedger([P0], start_ms=0)
+    ledger.assigned("a", [P0], 10)
+    ledger.assigned("b", [P0], 20)
+    (violation,) = ledger.report(30).violations
+    assert (violation.holder, violation.claimant, violation.at_ms) == ("a", "b", 20)
+
+
+def test_a_dead_member_releases_and_open_gaps_count() -> None:
+    ledger = OwnershipLedger([P0, P1], start_ms=0)
+    ledger.assigned("a", [P0, P1], 0)
+    ledger.member_gone("a", 500)
+    ledger.assigned("b", [P0], 800)
+    report = ledger.report(1_000)
+    assert report.violations == ()
+    assert report.longest_unowned_ms == 500  # P1 is still unowned since 500
+    assert report.unowned_partition_ms == 300 + 500
+
+
+def test_revoking_what_you_do_not_own_changes_nothing() -> None:
+    ledger = OwnershipLedger([P0], start_ms=0)
+    ledger.assigned("a", [P0], 0)
+    ledger.revoked("b", [P0], 5)
+    assert ledger.owners() == {P0: "a"}
+    assert ledger.report(5).revocations == 0
+
+
+def test_record_audit_counts_duplicates_and_losses() -> None:
+    audit = RecordAudit()
+    for rid in ("r1", "r2", "r3"):
+        audit.produced(rid)
+    for rid in ("r1", "r1", "r2", "zz"):
+        audit.consumed(rid)
+    assert audit.duplicates() == 1
+    assert audit.lost() == ["r3"]
+    assert audit.unexpected() == ["zz"]
+    assert (audit.produced_count, audit.consumed_count) == (3, 4)
