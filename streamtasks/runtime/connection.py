@@ -156,6 +156,10 @@ class GroupCoordinatorClient:
         self._coordinator: AsyncConnection | None = None
         self._lock = asyncio.Lock()
 
+    async def ensure_coordinator(self) -> None:
+        """Find the coordinator (if not known) and connect to it; ConnectionLost when that fails."""
+        await self._find()
+
     async def _find(self) -> AsyncConnection:
         async with self._lock:
             if self._coordinator is not None and not self._coordinator.closed:

@@ -1,0 +1,98 @@
+"""Configuration of a classic group member and the protocol it derives from its assignors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from assignors.partition.types import PartitionAssignor, RebalanceProtocol
+from streamtasks.errors import ConfigError
+from topology.ids import TopicPartition
+
+__all__ = ["MemberConfig", "UserDataProvider", "select_protocol"]
+
+#: ``(assignor, topics, previous_assignment, previous_generation) -> user data bytes`` put in the
+#: subscription offered for ``assignor``. ``previous_generation`` is -1 when the generation
+#: marker is disabled or unknown.
+UserDataProvider = Callable[[PartitionAssignor, tuple[str, ...], tuple[TopicPartition, ...], int], bytes]
+
+
+def select_protocol(assignors: tuple[PartitionAssignor, ...]) -> RebalanceProtocol:
+    """KIP-429: the highest rebalance protocol supported by *every* configured assignor.
+
+    Raises :class:`ConfigError` when there is none (or no assignor at all).
+    """
+    if not assignors:
+        raise ConfigError("a classic group member needs at least one partition assignor")
+    common = set(RebalanceProtocol)
+    for assignor in assignors:
+        common &= set(assignor.supported_protocols())
+    if not common:
+        names = ", ".join(a.name for a in assignors)
+        raise ConfigError(f"the assignors [{names}] have no rebalance protocol in common")
+    return max(common)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberConfig:
+    """Everything a :class:`ClassicMember` needs to know up front.
+
+    ``assignors`` are tried in preference order: JoinGroup offers one protocol per assignor in
+    this order and the coordinator picks one that every member offers. ``generation_marker``
+    (KIP-341, default on): the member puts its generation in its subscription and, as leader,
+    ignores owned-partition claims made under an older generation. Turning it off exists only
+    so the simulator can demonstrate the duplicate ownership the marker prevents.
+    """
+
+    group_id: str
+    topics: tuple[str, ...]
+    assignors: tuple[PartitionAssignor, ...]
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+    heartbeat_interval_ms: int = 3_000
+    retry_backoff_ms: int = 100
+    #: Requests other than JoinGroup without an answer after this long count as failed
+    #: (JoinGroup waits ``rebalance_timeout_ms + request_timeout_ms``).
+    request_timeout_ms: int = 30_000
+    rack: str | None = None
+    user_data_provider: UserDataProvider | None = None
+    generation_marker: bool = True
+    protocol_type: str = "consumer"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "topics", tuple(sorted(set(self.topics))))
+        object.__setattr__(self, "assignors", tuple(self.assignors))
+        if not self.group_id:
+            raise ConfigError("group_id must not be empty")
+        names = [a.name for a in self.assignors]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"assignor names must be unique, got {names}")
+        for name, value in (
+            ("session_timeout_ms", self.session_timeout_ms),
+            ("rebalance_timeout_ms", self.rebalance_timeout_ms),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("request_timeout_ms", self.request_timeout_ms),
+        ):
+            if value <= 0:
+                raise ConfigError(f"{name} must be > 0, got {value}")
+        if self.retry_backoff_ms < 0:
+            raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session_timeout_ms ({self.session_timeout_ms})"
+            )
+        if self.group_instance_id is not None and not self.group_instance_id:
+            raise ConfigError("group_instance_id must be None or a non-empty string")
+        select_protocol(self.assignors)
+
+    @property
+    def protocol(self) -> RebalanceProtocol:
+        """The rebalance protocol this member follows (see :func:`select_protocol`)."""
+        return select_protocol(self.assignors)
+
+    @property
+    def is_static(self) -> bool:
+        """KIP-345 static membership: a ``group_instance_id`` is configured."""
+        return self.group_instance_id is not None

@@ -1,0 +1,164 @@
+"""The leader's step (KIP-429 "Consumer Coordinator Algorithm" 2a-2f), pure.
+
+decode every member's subscription → build the assignor input → run the selected assignor →
+under COOPERATIVE withhold what changes owner (:func:`assignors.cooperative.assign`) → encode
+one assignment per member.
+
+* Protocol: the highest one the *selected* assignor supports. In a mixed group (KIP-429's
+  upgrade path, "cooperative_sticky, range" members next to "cooperative_sticky" members) the
+  coordinator can only have selected an assignor that every member offers; EAGER members claim
+  nothing, so adjusting their (empty) claims is harmless, and COOPERATIVE members' claims must
+  be respected whatever protocol the leader itself follows.
+* Claims (KIP-341): a member's owned partitions and the generation it owned them under. For
+  the eager ``sticky`` assignor they come from its sticky userdata. With
+  ``generation_marker=False`` every claim's generation is forced to -1: the leader cannot tell
+  a stale claim from a current one.
+* A subscription that cannot be decoded does not stop the round: that member gets an empty
+  assignment and the problem is reported. An assignor failure gives every member back its
+  valid claims (nothing moves) and asks for a follow-up rebalance.
+* Topics without a partition count are left out of the assignor input and reported; a
+  metadata update that brings them triggers the leader's rejoin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from assignors.cooperative import assign as cooperative_assign
+from assignors.cooperative import owned_from, valid_claims
+from assignors.partition.metadata import prune_unknown_topics
+from assignors.partition.types import GroupSubscription, MemberId, PartitionAssignor, Subscription
+from streamtasks.errors import AssignorError, DecodeError
+from streamtasks.membership.classic.subscription import STICKY_ASSIGNOR_NAME
+from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
+from streamtasks.protocol.consumer import (
+    HIGHEST_CONSUMER_PROTOCOL_VERSION,
+    ConsumerProtocolAssignment,
+    decode_subscription,
+    encode_assignment,
+    subscription_from,
+)
+from streamtasks.protocol.sticky import decode_sticky_userdata
+from topology.ids import TopicPartition
+
+__all__ = ["DecodedGroup", "LeaderResult", "decode_members", "lead"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodedGroup:
+    """Every member's subscription as the leader reads it."""
+
+    subscriptions: Mapping[MemberId, Subscription]
+    #: Consumer protocol version each decodable member sent.
+    versions: Mapping[MemberId, int]
+    #: Members whose subscription bytes could not be decoded (sorted).
+    undecodable: tuple[MemberId, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """Every topic some member subscribes to, sorted: what the leader monitors."""
+        return tuple(sorted({t for s in self.subscriptions.values() for t in s.topics}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderResult:
+    """What the leader sends in SyncGroup, and what it learnt."""
+
+    assignments: tuple[SyncGroupAssignment, ...]
+    #: Partitions per member (every JoinGroup member, sorted), as encoded.
+    assignment: Mapping[MemberId, tuple[TopicPartition, ...]]
+    group_topics: tuple[str, ...]
+    followup_needed: bool
+    problems: tuple[str, ...]
+
+
+def _sticky_claims(member: MemberId, sub: Subscription, problems: list[str]) -> Subscription:
+    if not sub.user_data:
+        return replace(sub, owned_partitions=(), generation=-1)
+    try:
+        data = decode_sticky_userdata(sub.user_data)
+    except DecodeError as exc:
+        problems.append(f"member {member!r}: sticky userdata ignored: {exc}")
+        return replace(sub, owned_partitions=(), generation=-1)
+    return replace(sub, owned_partitions=data.partitions, generation=data.effective_generation)
+
+
+def decode_members(
+    members: Iterable[JoinGroupMember], *, assignor_name: str | None, generation_marker: bool
+) -> DecodedGroup:
+    """Decode the JoinGroup response's member list (any consumer protocol version)."""
+    subs: dict[MemberId, Subscription] = {}
+    versions: dict[MemberId, int] = {}
+    bad: list[MemberId] = []
+    problems: list[str] = []
+    for member in sorted(members, key=lambda m: m.member_id):
+        try:
+            raw = decode_subscription(member.metadata)
+        except DecodeError as exc:
+            bad.append(member.member_id)
+            problems.append(f"member {member.member_id!r}: undecodable subscription: {exc}")
+            continue
+        sub = subscription_from(raw, member.group_instance_id)
+        if assignor_name == STICKY_ASSIGNOR_NAME:
+            sub = _sticky_claims(member.member_id, sub, problems)
+        if not generation_marker:
+            sub = replace(sub, generation=-1)
+        subs[member.member_id] = sub
+        versions[member.member_id] = raw.version
+    return DecodedGroup(
+        subscriptions=MappingProxyType(subs),
+        versions=MappingProxyType(versions),
+        undecodable=tuple(bad),
+        problems=tuple(problems),
+    )
+
+
+def lead(
+    members: Iterable[JoinGroupMember],
+    *,
+    assignor: PartitionAssignor,
+    partitions_per_topic: Mapping[str, int],
+    generation_marker: bool = True,
+) -> LeaderResult:
+    """Compute and encode the group's assignment (module docstring)."""
+    members = tuple(members)
+    decoded = decode_members(members, assignor_name=assignor.name, generation_marker=generation_marker)
+    problems = list(decoded.problems)
+    counts = {t: partitions_per_topic[t] for t in decoded.topics if t in partitions_per_topic}
+    group, unknown = prune_unknown_topics(
+        GroupSubscription(members=decoded.subscriptions, partitions_per_topic=counts)
+    )
+    if unknown:
+        problems.append(f"no partition count for topics {list(unknown)}; left out of this assignment")
+    protocol = max(assignor.supported_protocols())
+    parts: Mapping[MemberId, tuple[TopicPartition, ...]] = {}
+    followup = False
+    if group.members:
+        try:
+            result = cooperative_assign(assignor, group, protocol)
+            parts, followup = result.members, result.followup_needed
+        except AssignorError as exc:
+            problems.append(f"assignor {assignor.name!r} failed, every member keeps its claims: {exc}")
+            parts, followup = valid_claims(owned_from(group)), True
+    assignment: dict[MemberId, tuple[TopicPartition, ...]] = {}
+    encoded: list[SyncGroupAssignment] = []
+    for member in sorted({m.member_id for m in members}):
+        mine = tuple(sorted(parts.get(member, ())))
+        assignment[member] = mine
+        version = min(
+            decoded.versions.get(member, HIGHEST_CONSUMER_PROTOCOL_VERSION), HIGHEST_CONSUMER_PROTOCOL_VERSION
+        )
+        data = encode_assignment(
+            ConsumerProtocolAssignment(assigned_partitions=mine, user_data=None), version=version
+        )
+        encoded.append(SyncGroupAssignment(member_id=member, assignment=data))
+    return LeaderResult(
+        assignments=tuple(encoded),
+        assignment=MappingProxyType(assignment),
+        group_topics=decoded.topics,
+        followup_needed=followup,
+        problems=tuple(problems),
+    )

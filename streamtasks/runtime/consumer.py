@@ -1,0 +1,320 @@
+"""``streamtasks.Consumer``: an asyncio consumer with cooperative rebalancing and pluggable
+partition assignors.
+
+Group membership runs on streamtasks' own classic-protocol member (KIP-429 cooperative or
+eager, static membership, KIP-568 ``enforce_rebalance``); records are fetched by an aiokafka
+consumer with manual assignment. Offsets are committed with the member id and generation, so a
+fenced member's commit is rejected::
+
+    async with Consumer(["orders"], bootstrap_servers="127.0.0.1:9092", group_id="billing") as c:
+        async for record in c:
+            handle(record)
+            await c.commit()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka.structs import TopicPartition as AioTopicPartition
+
+import assignors as assignor_registry
+from streamtasks.errors import ConfigError, StreamTasksError
+from streamtasks.membership.classic import (
+    AssignmentChanged,
+    ClassicMember,
+    ErrorReported,
+    InvokeListener,
+    ListenerKind,
+    MemberConfig,
+)
+from streamtasks.protocol.classic_group import (
+    CommittedOffset,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+)
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.config import ConsumerConfig, make_config
+from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.driver import MemberDriver
+from topology.ids import TopicPartition
+
+__all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
+
+log = logging.getLogger("streamtasks.consumer")
+
+
+class CommitFailedError(StreamTasksError):
+    """The coordinator rejected an offset commit (e.g. this member was fenced or the group
+    rebalanced); the offsets were not stored."""
+
+
+class ConsumerFailedError(StreamTasksError):
+    """The member hit a fatal group error (e.g. FENCED_INSTANCE_ID) and cannot continue."""
+
+
+def _tp(tp: TopicPartition) -> AioTopicPartition:
+    return AioTopicPartition(tp.topic, tp.partition)
+
+
+class Consumer:
+    """Async consumer of ``topics`` in group ``group_id`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        topics: Iterable[str] | str,
+        *,
+        listener: Any = None,
+        config: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> None:
+        topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
+        if not topic_list:
+            raise ConfigError("a Consumer needs at least one topic")
+        self.config: ConsumerConfig = make_config(dict(config or {}), **settings)
+        self._topics = tuple(sorted(set(topic_list)))
+        self._listener = listener
+        partition_assignors = tuple(
+            assignor_registry.get_partition_assignor(n) for n in self.config.assignors
+        )
+        self._member_config = MemberConfig(
+            group_id=self.config.group_id,
+            topics=self._topics,
+            assignors=partition_assignors,
+            group_instance_id=self.config.group_instance_id,
+            session_timeout_ms=self.config.session_timeout_ms,
+            rebalance_timeout_ms=self.config.rebalance_timeout_ms,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            retry_backoff_ms=self.config.retry_backoff_ms,
+            request_timeout_ms=self.config.request_timeout_ms,
+            rack=self.config.client_rack,
+        )
+        self._member = ClassicMember(self._member_config)
+        self._fetcher: AIOKafkaConsumer | None = None
+        self._client: GroupCoordinatorClient | None = None
+        self._driver: MemberDriver | None = None
+        self._driver_task: asyncio.Task[None] | None = None
+        self._commit_task: asyncio.Task[None] | None = None
+        self._owned: frozenset[TopicPartition] = frozenset()
+        self._paused: set[TopicPartition] = set()
+        self._positions: dict[TopicPartition, int] = {}
+        self._fatal: ErrorReported | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        self._fetcher = AIOKafkaConsumer(
+            bootstrap_servers=cfg.bootstrap_servers,
+            group_id=None,
+            client_id=cfg.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset=cfg.auto_offset_reset,
+            max_poll_records=cfg.max_poll_records,
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
+        )
+        await self._fetcher.start()
+        self._client = GroupCoordinatorClient(cfg.bootstrap_servers, cfg.group_id, client_id=cfg.client_id)
+        self._driver = MemberDriver(
+            self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
+        )
+        await self._driver.refresh_metadata()
+        self._driver_task = asyncio.get_running_loop().create_task(self._driver.run())
+        if cfg.enable_auto_commit:
+            self._commit_task = asyncio.get_running_loop().create_task(self._auto_commit())
+
+    async def stop(self) -> None:
+        """Commit, revoke (listener called), leave the group (dynamic members), close."""
+        if self._commit_task is not None:
+            self._commit_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._commit_task
+        if self._driver is not None and self._driver_task is not None:
+            await self._driver.leave("consumer closed", timeout_s=self.config.request_timeout_ms / 1000)
+            self._driver_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._driver_task
+        if self._client is not None:
+            await self._client.close()
+        if self._fetcher is not None:
+            await self._fetcher.stop()
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- the user's API --------------------------------------------------------------------
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._owned
+
+    @property
+    def member_id(self) -> str:
+        return self._member.member_id
+
+    @property
+    def generation(self) -> int:
+        return self._member.generation
+
+    def enforce_rebalance(self, reason: str = "") -> bool:
+        """KIP-568: rejoin on the next poll, keeping owned partitions. Returns whether it took
+        effect (False while a rebalance is already in flight)."""
+        took = self._member.enforce_rebalance(reason)
+        if took and self._driver is not None:
+            self._driver.wake()
+        return took
+
+    def metrics(self) -> dict[str, float]:
+        from streamtasks.runtime.driver import monotonic_ms
+
+        return dict(self._member.metrics(monotonic_ms()))
+
+    def _raise_pending_errors(self) -> None:
+        if self._fatal is not None:
+            raise ConsumerFailedError(f"group membership failed: {self._fatal.reason}")
+        if self._driver is not None:
+            error = self._driver.take_listener_error()
+            if error is not None:
+                raise error
+
+    async def getmany(
+        self, timeout_ms: int = 1000, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
+        """Records from owned partitions, at most ``max_records``; waits up to ``timeout_ms``."""
+        self._raise_pending_errors()
+        if self._fetcher is None:
+            raise StreamTasksError("consumer is not started")
+        active = [tp for tp in self._owned if tp not in self._paused]
+        if not active:
+            await asyncio.sleep(min(timeout_ms, 100) / 1000)
+            return {}
+        batch = await self._fetcher.getmany(*map(_tp, active), timeout_ms=timeout_ms, max_records=max_records)
+        out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        for atp, records in batch.items():
+            tp = TopicPartition(atp.topic, atp.partition)
+            if tp not in self._owned or tp in self._paused:
+                continue  # revoked or being revoked while the fetch was in flight
+            floor = self._positions.get(tp, -1)
+            fresh = [r for r in records if r.offset >= floor]
+            if fresh:
+                self._positions[tp] = fresh[-1].offset + 1
+                out[tp] = fresh
+        return out
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+        while True:
+            batch = await self.getmany(timeout_ms=1000)
+            for records in batch.values():
+                for record in records:
+                    yield record
+
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit ``offsets`` (default: the position after the last record returned, for every
+        owned partition) with this member's id and generation."""
+        if self._client is None:
+            raise StreamTasksError("consumer is not started")
+        chosen = (
+            dict(offsets)
+            if offsets is not None
+            else {tp: self._positions[tp] for tp in self._owned if tp in self._positions}
+        )
+        if not chosen:
+            return
+        request = OffsetCommitRequest(
+            group_id=self.config.group_id,
+            generation_id=self._member.generation,
+            member_id=self._member.member_id,
+            group_instance_id=self.config.group_instance_id,
+            offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(chosen.items())),
+        )
+        response: OffsetCommitResponse = await self._client.send(request)
+        failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
+        if failed:
+            detail = ", ".join(f"{tp}: {err.name}" for tp, err in failed)
+            raise CommitFailedError(f"offset commit rejected ({detail})")
+
+    async def _auto_commit(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.auto_commit_interval_ms / 1000)
+            try:
+                await self.commit()
+            except StreamTasksError as exc:
+                log.info("auto-commit skipped: %s", exc)
+
+    # -- DriverHost --------------------------------------------------------------------------
+
+    def positions(self) -> Mapping[TopicPartition, int]:
+        return self._positions
+
+    async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None:
+        """Stop handing out records of partitions about to be revoked (their offsets are being
+        committed now)."""
+        self._paused.update(partitions)
+
+    async def assignment_changed(self, change: AssignmentChanged) -> None:
+        assert self._fetcher is not None
+        assert self._client is not None
+        owned = frozenset(change.owned)
+        for tp in change.removed:
+            self._positions.pop(tp, None)
+        self._paused.intersection_update(owned)
+        self._paused.difference_update(change.added)
+        new = [tp for tp in sorted(owned) if tp not in self._positions]
+        if new:
+            try:
+                fetched = await self._client.send(
+                    OffsetFetchRequest(group_id=self.config.group_id, partitions=tuple(new))
+                )
+                for tp, offset, err in fetched.offsets:
+                    if err is KafkaErrorCode.NONE and offset >= 0:
+                        self._positions[tp] = offset
+            except StreamTasksError as exc:
+                log.warning("committed offsets unavailable, using auto.offset.reset: %s", exc)
+        self._fetcher.assign([_tp(tp) for tp in sorted(owned)])
+        for tp in sorted(owned):
+            if tp in self._positions:
+                self._fetcher.seek(_tp(tp), self._positions[tp])
+        self._owned = owned
+
+    async def invoke_listener(self, call: InvokeListener) -> None:
+        if self._listener is None:
+            return
+        callback = getattr(self._listener, call.kind.value, None)
+        if callback is None:
+            if call.kind is ListenerKind.LOST:  # Kafka's default: lost behaves like revoked
+                callback = getattr(self._listener, ListenerKind.REVOKED.value, None)
+            if callback is None:
+                return
+        result = callback(call.partitions)
+        if inspect.isawaitable(result):
+            await result
+
+    def error_reported(self, error: ErrorReported) -> None:
+        if error.fatal:
+            self._fatal = error
+            log.error("fatal group error: %s", error.reason)
+        else:
+            log.info("group error handled: %s", error.reason)
+
+    async def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]:
+        assert self._fetcher is not None
+        await self._fetcher.topics()  # refreshes cluster metadata
+        counts: dict[str, int] = {}
+        for topic in topics:
+            parts = self._fetcher.partitions_for_topic(topic)
+            if parts:
+                counts[topic] = len(parts)
+        return counts

@@ -1,0 +1,219 @@
+"""The asyncio driver of a classic group member.
+
+It owns no protocol logic: it feeds responses, failures and timer ticks into a
+:class:`~streamtasks.membership.classic.ClassicMember`, executes the actions it returns in order,
+and sleeps until the member's next deadline or the next event. Requests run as tasks, so
+heartbeats keep going while the application processes records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from streamtasks.errors import BrokerError, DecodeError
+from streamtasks.membership.classic import (
+    Action,
+    AssignmentChanged,
+    ClassicMember,
+    CommitOffsets,
+    CoordinatorDiscovered,
+    ErrorReported,
+    Event,
+    FindCoordinator,
+    InvokeListener,
+    Leave,
+    ListenerCompleted,
+    MemberState,
+    MetadataUpdated,
+    RequestFailed,
+    ResponseReceived,
+    SendRequest,
+)
+from streamtasks.protocol.classic_group import JoinGroupRequest
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.connection import GroupCoordinatorClient
+from topology.ids import TopicPartition
+
+__all__ = ["DriverHost", "MemberDriver", "monotonic_ms"]
+
+log = logging.getLogger("streamtasks.driver")
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class DriverHost(Protocol):
+    """What the driver needs from the consumer that embeds it."""
+
+    def positions(self) -> Mapping[TopicPartition, int]: ...
+
+    async def assignment_changed(self, change: AssignmentChanged) -> None: ...
+
+    async def invoke_listener(self, call: InvokeListener) -> None: ...
+
+    async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None: ...
+
+    def error_reported(self, error: ErrorReported) -> None: ...
+
+    async def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]: ...
+
+
+class MemberDriver:
+    """Runs one member until it has left the group (or failed)."""
+
+    def __init__(
+        self,
+        member: ClassicMember,
+        client: GroupCoordinatorClient,
+        host: DriverHost,
+        *,
+        metadata_interval_ms: int = 300_000,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.member = member
+        self._client = client
+        self._host = host
+        self._clock = clock
+        self._metadata_interval_ms = metadata_interval_ms
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listener_error: BaseException | None = None
+        self.done = asyncio.Event()
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def post(self, event: Event) -> None:
+        self._events.put_nowait(event)
+
+    def wake(self) -> None:
+        """Make the loop poll the member now (after a direct call such as enforce_rebalance)."""
+        self._wake.set()
+
+    def take_listener_error(self) -> BaseException | None:
+        """The first exception a rebalance callback raised since the last call, if any."""
+        error, self._listener_error = self._listener_error, None
+        return error
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        metadata = asyncio.get_running_loop().create_task(self._metadata_loop())
+        try:
+            while True:
+                await self._step()
+                if self.member.state in (MemberState.CLOSED, MemberState.FAILED):
+                    break
+                await self._wait()
+        finally:
+            metadata.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await metadata
+            self.done.set()
+
+    async def _step(self) -> None:
+        actions: list[Action] = []
+        while not self._events.empty():
+            actions += self.member.handle(self._events.get_nowait(), self._clock())
+            await self._execute(actions)
+            actions = []
+        await self._execute(self.member.poll(self._clock()))
+
+    async def _wait(self) -> None:
+        deadline = self.member.next_deadline_ms()
+        timeout = None if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
+        if not self._events.empty():
+            return
+        getter = asyncio.ensure_future(self._events.get())
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {getter, waker}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waker.cancel()
+            if not getter.done():
+                getter.cancel()
+        self._wake.clear()
+        if getter in done and not getter.cancelled():
+            self._events.put_nowait(getter.result())
+
+    async def _execute(self, actions: list[Action]) -> None:
+        first_error: BaseException | None = None
+        for action in actions:
+            if isinstance(action, SendRequest):
+                self._spawn(self._send(action.request_id, action.request))
+            elif isinstance(action, FindCoordinator):
+                self._spawn(self._find(action.request_id))
+            elif isinstance(action, CommitOffsets):
+                await self._host.before_commit(action.partitions)
+                self._spawn(self._send(action.request_id, action.to_request(self._host.positions())))
+            elif isinstance(action, AssignmentChanged):
+                await self._host.assignment_changed(action)
+            elif isinstance(action, InvokeListener):
+                failed = False
+                try:
+                    await self._host.invoke_listener(action)
+                except Exception as exc:  # KIP-429: run the rest, re-raise the first
+                    failed = True
+                    first_error = first_error or exc
+                    log.warning("rebalance callback %s raised: %r", action.kind.value, exc)
+                self.post(ListenerCompleted(invocation_id=action.invocation_id, failed=failed))
+            elif isinstance(action, ErrorReported):
+                self._host.error_reported(action)
+        if first_error is not None and self._listener_error is None:
+            self._listener_error = first_error
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, request_id: int, request: Any) -> None:
+        config = self.member.config
+        timeout_ms = config.request_timeout_ms
+        if isinstance(request, JoinGroupRequest):
+            timeout_ms += config.rebalance_timeout_ms
+        try:
+            response = await self._client.send(request, timeout_s=timeout_ms / 1000)
+        except (BrokerError, DecodeError) as exc:
+            log.debug("request %s failed: %s", type(request).__name__, exc)
+            self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.NETWORK_EXCEPTION))
+        else:
+            self.post(ResponseReceived(request_id=request_id, response=response))
+
+    async def _find(self, request_id: int) -> None:
+        try:
+            await self._client.ensure_coordinator()
+        except BrokerError as exc:
+            log.debug("coordinator lookup failed: %s", exc)
+            self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.COORDINATOR_NOT_AVAILABLE))
+        else:
+            self.post(CoordinatorDiscovered(request_id=request_id))
+
+    async def refresh_metadata(self) -> None:
+        counts = await self._host.partition_counts(self.member.config.topics)
+        self.post(MetadataUpdated(partitions_per_topic=counts))
+
+    async def _metadata_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._metadata_interval_ms / 1000)
+            try:
+                await self.refresh_metadata()
+            except BrokerError as exc:
+                log.warning("metadata refresh failed: %s", exc)
+
+    async def leave(self, reason: str, timeout_s: float) -> None:
+        """Ask the member to leave (commit, revoke, LeaveGroup) and wait until it has."""
+        if self.member.state not in (MemberState.CLOSED, MemberState.FAILED):
+            self.post(Leave(reason=reason))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.done.wait(), timeout_s)

@@ -1,0 +1,242 @@
+"""The leader role: assignment (KIP-429 2a-2f), stale claims (KIP-341), SkipAssignment and
+metadata monitoring (KIP-814)."""
+
+from __future__ import annotations
+
+from assignors.partition.range import RangeAssignor
+from assignors.partition.sticky import CooperativeStickyAssignor, StickyAssignor
+from streamtasks.membership.classic import ClassicMember, ErrorReported, MemberState, MetadataUpdated
+from streamtasks.membership.classic.leader import decode_members, lead
+from streamtasks.protocol.classic_group import JoinGroupMember
+from streamtasks.protocol.consumer import (
+    ConsumerProtocolSubscription,
+    decode_assignment,
+    encode_subscription,
+)
+from streamtasks.protocol.sticky import StickyUserData, decode_sticky_userdata, encode_sticky_userdata
+from tests.membership.classic.helpers import config, join, join_ok, of, rejoin, stable, sync_ok, tps
+
+
+def sub(topics: tuple[str, ...] = ("t",), owned: str = "", generation: int = -1, **kw: object) -> bytes:
+    return encode_subscription(
+        ConsumerProtocolSubscription(
+            topics=topics,
+            user_data=kw.pop("user_data", None),
+            owned_partitions=tps(owned),
+            generation_id=generation,
+        ),
+        **kw,
+    )
+
+
+def jm(member_id: str, metadata: bytes, instance: str | None = None) -> JoinGroupMember:
+    return JoinGroupMember(member_id=member_id, group_instance_id=instance, metadata=metadata)
+
+
+def assigned(sync_assignments: object) -> dict[str, tuple[object, ...]]:
+    return {a.member_id: decode_assignment(a.assignment).assigned_partitions for a in sync_assignments}
+
+
+def test_leader_decodes_assigns_and_encodes_for_every_member() -> None:
+    member = ClassicMember(config())
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 4}), 0)
+    rid, req = join(member)
+    members = (jm("m1", req.protocols[0].metadata), jm("m2", sub()))
+    _, _, sync = join_ok(member, rid, member_id="m1", leader="m1", members=members)
+    assert member.is_leader
+    got = assigned(sync.assignments)
+    assert sorted(got) == ["m1", "m2"]
+    assert sorted(got["m1"] + got["m2"]) == list(tps("t0 t1 t2 t3"))
+    assert len(got["m1"]) == len(got["m2"]) == 2
+    assert member.group_topics == ("t",)
+
+
+def test_leader_withholds_partitions_that_change_owner_cooperative() -> None:
+    result = lead(
+        (jm("a", sub(owned="t0 t1 t2 t3", generation=3)), jm("b", sub())),
+        assignor=CooperativeStickyAssignor(),
+        partitions_per_topic={"t": 4},
+    )
+    assert len(result.assignment["a"]) == 2  # keeps two, revokes two
+    assert result.assignment["b"] == ()  # nothing yet: the two are still owned by a
+    assert result.followup_needed
+
+
+def test_leader_ignores_claims_of_an_older_generation_kip341() -> None:
+    # b owns t0 in generation 5; a stale member claims it from generation 2
+    members = (jm("a", sub(owned="t0", generation=2)), jm("b", sub(owned="t0 t1", generation=5)))
+    result = lead(members, assignor=CooperativeStickyAssignor(), partitions_per_topic={"t": 2})
+    # b's claim wins: b keeps t0 and gives up t1, which a gets once b revoked it (withheld now)
+    assert dict(result.assignment) == {"a": (), "b": tps("t0")}
+    assert result.followup_needed
+    decoded = decode_members(members, assignor_name="cooperative_sticky", generation_marker=True)
+    assert decoded.subscriptions["a"].generation == 2
+
+
+def test_leader_without_the_marker_cannot_tell_stale_claims_kip341() -> None:
+    members = (jm("a", sub(owned="t0", generation=2)), jm("b", sub(owned="t0 t1", generation=5)))
+    decoded = decode_members(members, assignor_name="cooperative_sticky", generation_marker=False)
+    assert {s.generation for s in decoded.subscriptions.values()} == {-1}
+    with_marker = lead(members, assignor=CooperativeStickyAssignor(), partitions_per_topic={"t": 2})
+    without = lead(
+        members, assignor=CooperativeStickyAssignor(), partitions_per_topic={"t": 2}, generation_marker=False
+    )
+    assert dict(with_marker.assignment) == {"a": (), "b": tps("t0")}
+    # without it the two claims on t0 tie and are both void: b is told to give t0 up too
+    assert dict(without.assignment) == {"a": (), "b": tps("t1")}
+
+
+def test_leader_reads_sticky_claims_from_userdata_for_the_eager_sticky_assignor() -> None:
+    ud = encode_sticky_userdata(StickyUserData(partitions=tps("t0 t1"), generation=4))
+    members = (jm("a", sub(user_data=ud)), jm("b", sub()))
+    decoded = decode_members(members, assignor_name="sticky", generation_marker=True)
+    assert decoded.subscriptions["a"].owned_partitions == tps("t0 t1")
+    assert decoded.subscriptions["a"].generation == 4
+    result = lead(members, assignor=StickyAssignor(), partitions_per_topic={"t": 4})
+    assert set(tps("t0 t1")) & set(result.assignment["a"])  # sticky keeps some
+
+
+def test_member_offers_sticky_userdata_with_its_generation() -> None:
+    member = ClassicMember(config(assignors=(StickyAssignor(),)))
+    stable(member, tps("t0 t1"), generation=7)
+    member.enforce_rebalance()
+    from tests.membership.classic.helpers import commit_ok
+
+    done = commit_ok(member, member.poll(0))
+    from streamtasks.protocol.classic_group import JoinGroupRequest
+    from streamtasks.protocol.consumer import decode_subscription
+    from tests.membership.classic.helpers import request
+
+    _, req = request(done, JoinGroupRequest)
+    sub_ = decode_subscription(req.protocols[0].metadata)
+    assert sub_.owned_partitions == ()  # eager: revoked before joining
+    data = decode_sticky_userdata(sub_.user_data or b"")
+    assert (data.partitions, data.generation) == (tps("t0 t1"), 7)
+
+
+def test_member_without_marker_sends_no_generation() -> None:
+    member = ClassicMember(config(generation_marker=False))
+    stable(member, tps("t0"), generation=7)
+    member.enforce_rebalance()
+    from streamtasks.protocol.consumer import decode_subscription
+
+    _, _, req = rejoin(member, 0)
+    assert decode_subscription(req.protocols[0].metadata).generation_id == -1
+
+
+def test_leader_survives_an_undecodable_subscription() -> None:
+    member = ClassicMember(config())
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2}), 0)
+    rid, req = join(member)
+    members = (jm("m1", req.protocols[0].metadata), jm("m2", b"\xff\xff\x00"))
+    actions, _, sync = join_ok(member, rid, member_id="m1", leader="m1", members=members)
+    assert of(actions, ErrorReported)
+    got = assigned(sync.assignments)
+    assert got["m2"] == ()
+    assert got["m1"] == tps("t0 t1")
+
+
+def test_leader_reports_topics_without_metadata_and_assigns_the_rest() -> None:
+    result = lead(
+        (jm("a", sub(topics=("t", "u"))),),
+        assignor=CooperativeStickyAssignor(),
+        partitions_per_topic={"t": 1},
+    )
+    assert result.assignment["a"] == tps("t0")
+    assert any("u" in p for p in result.problems)
+
+
+def test_leader_keeps_claims_when_the_assignor_fails() -> None:
+    class Broken:
+        name = "broken"
+        version = 0
+
+        def supported_protocols(self) -> tuple[object, ...]:
+            from assignors.partition.types import RebalanceProtocol
+
+            return (RebalanceProtocol.COOPERATIVE,)
+
+        def assign(self, group: object) -> object:
+            return "not an assignment"
+
+    result = lead(
+        (jm("a", sub(owned="t0", generation=1)), jm("b", sub())),
+        assignor=Broken(),
+        partitions_per_topic={"t": 2},
+    )
+    assert result.assignment == {"a": tps("t0"), "b": ()}
+    assert result.followup_needed
+    assert result.problems
+
+
+def test_leader_with_mixed_protocol_group_respects_cooperative_claims() -> None:
+    # upgrade path: the leader still offers "cooperative_sticky, range" (EAGER), a bounced member
+    # only "cooperative_sticky" (COOPERATIVE) and owns t0..t3 -- nothing it owns may move yet
+    leader = ClassicMember(config(assignors=(CooperativeStickyAssignor(), RangeAssignor())))
+    leader.handle(MetadataUpdated(partitions_per_topic={"t": 4}), 0)
+    rid, req = join(leader)
+    members = (jm("m1", req.protocols[0].metadata), jm("m2", sub(owned="t0 t1 t2 t3", generation=2)))
+    _, _, sync = join_ok(leader, rid, member_id="m1", leader="m1", members=members, generation=3)
+    got = assigned(sync.assignments)
+    assert got["m1"] == ()
+    assert len(got["m2"]) == 2
+
+
+def test_static_leader_skip_assignment_kip814() -> None:
+    member = ClassicMember(config(group_instance_id="i1"))
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2, "u": 3}), 0)
+    rid, req = join(member)
+    members = (jm("m1", req.protocols[0].metadata, "i1"), jm("m2", sub(topics=("u",)), "i2"))
+    _, sid, sync = join_ok(member, rid, member_id="m1", leader="m1", members=members, skip_assignment=True)
+    assert sync.assignments == ()  # no assignment computed
+    assert member.is_leader
+    assert member.group_topics == ("t", "u")  # monitors every member's topics
+    sync_ok(member, sid, tps("t0 t1"))  # still collects its own assignment
+    assert member.state is MemberState.STABLE
+    assert member.owned_partitions == frozenset(tps("t0 t1"))
+    assert not member.rejoin_needed
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2, "u": 4}), 5)  # u grew
+    assert member.rejoin_needed
+
+
+def test_follower_does_not_rejoin_on_partition_count_change() -> None:
+    member = ClassicMember(config())
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2}), 0)
+    stable(member, tps("t0"))
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 3}), 1)
+    assert not member.rejoin_needed
+
+
+def test_leader_rejoins_when_metadata_changed_while_it_was_syncing() -> None:
+    member = ClassicMember(config())
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2}), 0)
+    rid, req = join(member)
+    _, sid, _ = join_ok(
+        member, rid, member_id="m1", leader="m1", members=(jm("m1", req.protocols[0].metadata),)
+    )
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 3}), 1)
+    sync_ok(member, sid, tps("t0 t1"), now=2)
+    assert member.rejoin_needed
+
+
+def test_static_leader_learns_unknown_counts_after_skip_assignment_without_rejoining() -> None:
+    member = ClassicMember(config(group_instance_id="i1"))  # restarted: no metadata yet
+    rid, req = join(member)
+    members = (jm("m1", req.protocols[0].metadata, "i1"),)
+    _, sid, _ = join_ok(member, rid, member_id="m1", leader="m1", members=members, skip_assignment=True)
+    sync_ok(member, sid, tps("t0"))
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2}), 5)  # first sight: learnt
+    assert not member.rejoin_needed
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 3}), 6)  # a real change
+    assert member.rejoin_needed
+
+
+def test_leader_rejoins_when_a_topic_it_could_not_assign_gets_metadata() -> None:
+    member = ClassicMember(config())
+    rid, req = join(member)
+    _, sid, _ = join_ok(
+        member, rid, member_id="m1", leader="m1", members=(jm("m1", req.protocols[0].metadata),)
+    )
+    sync_ok(member, sid, ())
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 2}), 5)
+    assert member.rejoin_needed
