@@ -22,7 +22,7 @@ from streamtasks.errors import (
     UnsupportedVersionError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "AssignorError",

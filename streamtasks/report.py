@@ -97,12 +97,12 @@ def build_report(
     assigned: set[TaskId] = set()
     ordered = sorted(assignment.processes, key=lambda p: (name(p.process_id), p.process_id))
     for proc in ordered:
-        client = state.clients.get(proc.process_id)
+        known = state.clients.get(proc.process_id)
         rows.append(
             ProcessRow(
                 name=name(proc.process_id),
-                capacity=client.capacity if client else 0,
-                rack=client.rack if client else None,
+                capacity=known.capacity if known else 0,
+                rack=known.rack if known else None,
                 active=tuple(sorted(proc.active)),
                 standby=tuple(sorted(proc.standby)),
                 warmup=tuple(sorted(proc.warmup)),

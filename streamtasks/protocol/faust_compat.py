@@ -1,0 +1,274 @@
+"""faust-streaming's ``faust`` assignor protocol, on the wire (no faust import).
+
+faust's ``PartitionAssignor`` (name ``"faust"``, version 4) joins with aiokafka's
+``ConsumerProtocolMemberMetadata``: the consumer protocol's v0 layout, but with the assignor's
+version (4) in the int16 header::
+
+    FaustSubscription => Version(=4) Topics UserData      UserData: ClientMetadata JSON
+    FaustAssignment   => Version(=4) [Topic [Partition]] UserData
+                                                         UserData: zlib(ClientMetadata JSON)
+
+``ClientMetadata`` JSON, as faust writes it with the standard library's ``json`` (compact
+separators, non-ASCII characters as ``\\uXXXX`` escapes, keys in this order; faust with the
+optional ``orjson`` writes raw UTF-8 instead, which decodes the same)::
+
+    {"assignment":{"actives":{topic:[partition,...]},"standbys":{...}},
+     "url":"http://host:port/","changelog_distribution":{url:{topic:[partition,...]}},
+     "external_topic_distribution":{url:{topic:[...]}},"topic_groups":{topic:group}}
+
+Decoders follow faust: the last two keys are optional. Inflating a faust assignment stops at
+:data:`MAX_INFLATED_SIZE` bytes, so a small buffer cannot expand into a huge allocation.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from streamtasks.errors import DecodeError, LocalProtocolError
+from streamtasks.protocol._buf import INT16_MAX, INT32_MAX, INT32_MIN, Reader, Writer
+from topology.ids import TopicPartition
+
+__all__ = [
+    "FAUST_ASSIGNOR_VERSION",
+    "FAUST_PROTOCOL_NAME",
+    "MAX_INFLATED_SIZE",
+    "FaustAssignment",
+    "FaustClientMetadata",
+    "FaustSubscription",
+    "decode_faust_assignment",
+    "decode_faust_client_metadata",
+    "decode_faust_subscription",
+    "encode_faust_assignment",
+    "encode_faust_client_metadata",
+    "encode_faust_subscription",
+    "faust_client_metadata",
+]
+
+FAUST_PROTOCOL_NAME = "faust"
+#: ``faust.assignor.PartitionAssignor.version``, written as the consumer protocol version.
+FAUST_ASSIGNOR_VERSION = 4
+#: Upper bound on an inflated faust assignment's ClientMetadata.
+MAX_INFLATED_SIZE = 64 * 1024 * 1024
+
+TopicPartitions = Mapping[str, tuple[int, ...]]
+HostToPartitions = Mapping[str, TopicPartitions]
+
+
+def _freeze_tp(value: Mapping[str, Iterable[int]]) -> TopicPartitions:
+    return MappingProxyType({str(t): tuple(ps) for t, ps in value.items()})
+
+
+def _freeze_hosts(value: Mapping[str, Mapping[str, Iterable[int]]]) -> HostToPartitions:
+    return MappingProxyType({str(h): _freeze_tp(tps) for h, tps in value.items()})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaustClientMetadata:
+    """faust's ``ClientMetadata`` (with its ``ClientAssignment`` flattened into two fields)."""
+
+    url: str
+    actives: TopicPartitions = field(default_factory=dict)
+    standbys: TopicPartitions = field(default_factory=dict)
+    changelog_distribution: HostToPartitions = field(default_factory=dict)
+    external_topic_distribution: HostToPartitions = field(default_factory=dict)
+    topic_groups: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actives", _freeze_tp(self.actives))
+        object.__setattr__(self, "standbys", _freeze_tp(self.standbys))
+        object.__setattr__(self, "changelog_distribution", _freeze_hosts(self.changelog_distribution))
+        object.__setattr__(
+            self, "external_topic_distribution", _freeze_hosts(self.external_topic_distribution)
+        )
+        object.__setattr__(self, "topic_groups", MappingProxyType(dict(self.topic_groups)))
+
+
+def _tp_json(value: TopicPartitions) -> dict[str, list[int]]:
+    return {t: list(value[t]) for t in sorted(value)}
+
+
+def _hosts_json(value: HostToPartitions) -> dict[str, dict[str, list[int]]]:
+    return {h: _tp_json(value[h]) for h in sorted(value)}
+
+
+def encode_faust_client_metadata(meta: FaustClientMetadata) -> bytes:
+    """The JSON faust's ``ClientMetadata.dumps()`` writes (mapping keys sorted)."""
+    doc = {
+        "assignment": {"actives": _tp_json(meta.actives), "standbys": _tp_json(meta.standbys)},
+        "url": meta.url,
+        "changelog_distribution": _hosts_json(meta.changelog_distribution),
+        "external_topic_distribution": _hosts_json(meta.external_topic_distribution),
+        "topic_groups": {t: meta.topic_groups[t] for t in sorted(meta.topic_groups)},
+    }
+    # faust's own ``json.dumps`` path (no orjson): compact separators, non-ASCII escaped.
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def faust_client_metadata(
+    *,
+    url: str,
+    actives: Mapping[str, Iterable[int]] | None = None,
+    standbys: Mapping[str, Iterable[int]] | None = None,
+    changelog_distribution: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
+    external_topic_distribution: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
+    topic_groups: Mapping[str, int] | None = None,
+) -> bytes:
+    """Build and encode a faust ``ClientMetadata`` in one call."""
+    return encode_faust_client_metadata(
+        FaustClientMetadata(
+            url=url,
+            actives=_freeze_tp(actives or {}),
+            standbys=_freeze_tp(standbys or {}),
+            changelog_distribution=_freeze_hosts(changelog_distribution or {}),
+            external_topic_distribution=_freeze_hosts(external_topic_distribution or {}),
+            topic_groups=dict(topic_groups or {}),
+        )
+    )
+
+
+def _expect(value: Any, kind: type, where: str) -> Any:
+    # bool is an int in Python but not in faust's JSON.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise DecodeError(f"faust ClientMetadata: {where} must be {kind.__name__}, got {value!r:.80}")
+    return value
+
+
+def _int32(value: Any, where: str) -> int:
+    number: int = _expect(value, int, where)
+    if not INT32_MIN <= number <= INT32_MAX:
+        raise DecodeError(f"faust ClientMetadata: {where} = {number} does not fit in an int32")
+    return number
+
+
+def _tp_from(value: Any, where: str) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
+    for topic, parts in _expect(value, dict, where).items():
+        out[topic] = tuple(_int32(p, f"{where}[{topic}]") for p in _expect(parts, list, f"{where}[{topic}]"))
+    return out
+
+
+def _hosts_from(value: Any, where: str) -> dict[str, dict[str, tuple[int, ...]]]:
+    return {h: _tp_from(tps, f"{where}[{h}]") for h, tps in _expect(value, dict, where).items()}
+
+
+def _or_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def decode_faust_client_metadata(data: bytes) -> FaustClientMetadata:
+    """Parse faust's ``ClientMetadata`` JSON; anything else is a :class:`DecodeError`."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise DecodeError(f"faust ClientMetadata: expected bytes, got {type(data).__name__}")
+    try:
+        doc = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise DecodeError(f"faust ClientMetadata is not JSON: {str(exc)[:200]}") from None
+    doc = _expect(doc, dict, "the document")
+    assignment = _expect(doc.get("assignment"), dict, "assignment")
+    # faust defaults both of these when they are missing or null.
+    groups = _expect(_or_empty(doc.get("topic_groups")), dict, "topic_groups")
+    return FaustClientMetadata(
+        url=_expect(doc.get("url"), str, "url"),
+        actives=_tp_from(assignment.get("actives"), "assignment.actives"),
+        standbys=_tp_from(assignment.get("standbys"), "assignment.standbys"),
+        changelog_distribution=_hosts_from(doc.get("changelog_distribution"), "changelog_distribution"),
+        external_topic_distribution=_hosts_from(
+            _or_empty(doc.get("external_topic_distribution")), "external_topic_distribution"
+        ),
+        topic_groups={t: _int32(g, f"topic_groups[{t}]") for t, g in groups.items()},
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaustSubscription:
+    topics: tuple[str, ...]
+    metadata: FaustClientMetadata
+    version: int = FAUST_ASSIGNOR_VERSION
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaustAssignment:
+    partitions: tuple[TopicPartition, ...]
+    metadata: FaustClientMetadata
+    version: int = FAUST_ASSIGNOR_VERSION
+
+
+def encode_faust_subscription(sub: FaustSubscription) -> bytes:
+    """aiokafka's ``ConsumerProtocolMemberMetadata`` as a faust member sends it (topics sorted)."""
+    w = Writer()
+    w.int16(sub.version, "version")
+    w.kafka_array_length(len(sub.topics), "topics")
+    for topic in sorted(sub.topics):
+        w.kafka_nullable_string(topic, "topic")
+    w.kafka_nullable_bytes(encode_faust_client_metadata(sub.metadata), "user_data")
+    return w.getvalue()
+
+
+def decode_faust_subscription(data: bytes) -> FaustSubscription:
+    """Read a faust member's JoinGroup metadata (v0 layout whatever the header says)."""
+    r = Reader(data, "faust subscription")
+    version = r.int16()
+    if version < 0:
+        raise r.fail(f"unsupported version {version}")
+    topics = tuple(r.kafka_string("topic") for _ in range(r.kafka_array_length("topics", 2)))
+    user_data = r.kafka_nullable_bytes("user_data")
+    if user_data is None:
+        raise r.fail("user_data (faust ClientMetadata) is null")
+    return FaustSubscription(topics=topics, metadata=decode_faust_client_metadata(user_data), version=version)
+
+
+def encode_faust_assignment(a: FaustAssignment) -> bytes:
+    """The assignment faust's leader sends: partitions grouped by sorted topic, compressed JSON."""
+    if not 0 <= a.version <= INT16_MAX:
+        raise LocalProtocolError(f"faust assignment version {a.version} is not an int16 >= 0")
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(a.partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    w = Writer()
+    w.int16(a.version, "version")
+    w.kafka_array_length(len(by_topic), "assignment")
+    for topic, parts in by_topic.items():
+        w.kafka_nullable_string(topic, "topic")
+        w.kafka_array_length(len(parts), "partitions")
+        for p in parts:
+            w.int32(p, "partition")
+    w.kafka_nullable_bytes(zlib.compress(encode_faust_client_metadata(a.metadata)), "user_data")
+    return w.getvalue()
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, MAX_INFLATED_SIZE)
+    except zlib.error as exc:
+        raise DecodeError(f"faust assignment user_data is not zlib data: {exc}") from None
+    if inflater.unconsumed_tail:
+        raise DecodeError(f"faust assignment user_data inflates beyond {MAX_INFLATED_SIZE} bytes")
+    if not inflater.eof:
+        raise DecodeError("faust assignment user_data is a truncated zlib stream")
+    return out
+
+
+def decode_faust_assignment(data: bytes) -> FaustAssignment:
+    r = Reader(data, "faust assignment")
+    version = r.int16()
+    if version < 0:
+        raise r.fail(f"unsupported version {version}")
+    partitions: list[TopicPartition] = []
+    for _ in range(r.kafka_array_length("assignment", 6)):
+        topic = r.kafka_string("topic")
+        for _ in range(r.kafka_array_length("partitions", 4)):
+            partitions.append(TopicPartition(topic, r.int32()))
+    user_data = r.kafka_nullable_bytes("user_data")
+    if user_data is None:
+        raise r.fail("user_data (compressed faust ClientMetadata) is null")
+    return FaustAssignment(
+        partitions=tuple(partitions),
+        metadata=decode_faust_client_metadata(_inflate(user_data)),
+        version=version,
+    )
