@@ -26,6 +26,7 @@ from assignors.types import (
     TaskAssignor,
     TaskSpec,
 )
+from assignors.validate import validate_task_assignment
 
 __all__ = [
     "RUNNING_LAG",
@@ -48,4 +49,5 @@ __all__ = [
     "available_partition_assignors",
     "get",
     "get_partition_assignor",
+    "validate_task_assignment",
 ]

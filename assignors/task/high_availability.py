@@ -1,0 +1,204 @@
+"""KIP-441's high-availability task assignor.
+
+A stateful task is *caught up* on a process when the process runs it now (:data:`RUNNING_LAG`)
+or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
+
+1. computes the *destination* of every stateful active: balanced per thread and sticky
+   (:func:`~assignors.task.quota.balanced_fill`: previous owner, then caught-up processes and
+   previous standbys, then round-robin);
+2. keeps each stateful active whose destination is not caught up, while some other process is,
+   on a caught-up process (least loaded; the one running it wins a tie) -- a pending *movement*;
+3. balances stateless actives by load (sticky within quota) on top of the stateful ones;
+4. plans warm-up replicas on the destinations of pending movements, at most
+   ``max_warmup_replicas`` in all: warm-ups under way first (least lag), then tasks with the
+   fewest caught-up processes; a destination that already holds a standby of the task needs none
+   (the standby serves, and is kept there);
+5. places standbys: never beside their active, spread across racks / client tags, balanced per
+   thread, sticky to processes that hold state for the task; never on a planned warm-up's
+   process unless no other process can take it (then that warm-up's slot passes to the next
+   movement); a standby that has to move anyway prefers the destination of its task's movement.
+
+While movements are pending the result asks for a follow-up rebalance
+``probing_rebalance_interval_ms`` after ``now_ms``. A task no process is caught up on goes to its
+destination, so with no lags at all the result is the balanced, sticky destination itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from assignors.task.indexed import IndexedState, Rows, build_assignment, index_state
+from assignors.task.quota import balanced_fill
+from assignors.task.standby import place_standbys, signatures_for
+from assignors.types import RUNNING_LAG, ApplicationState, TaskAssignment
+
+__all__ = ["HighAvailabilityTaskAssignor"]
+
+_NO_LAG = 1 << 62
+
+
+class HighAvailabilityTaskAssignor:
+    """Lag-aware, balanced, sticky task assignment with warm-up replicas (KIP-441)."""
+
+    name: ClassVar[str] = "high_availability"
+
+    def assign(self, state: ApplicationState) -> TaskAssignment:
+        ix = index_state(state)
+        configs = state.configs
+        nt = ix.num_tasks
+        capacity = ix.capacity
+        stateful = [i for i in range(nt) if ix.stateful[i]]
+        stateless = [i for i in range(nt) if not ix.stateful[i]]
+        # Per task, the processes reporting a lag, best rank first; caught up: rank <= 0.
+        ranked = _ranked(ix, configs.acceptable_recovery_lag)
+        r_start, r_procs, r_rank = ranked.start, ranked.items, ranked.ranks
+        sb_start, sb_procs = ix.prev_standby.start, ix.prev_standby.items
+
+        def secondary(i: int) -> list[int]:
+            """Caught-up processes, previous standbys, then the others holding state, least lag first."""
+            first, end = r_start[i], r_start[i + 1]
+            holders = sb_procs[sb_start[i] : sb_start[i + 1]]
+            if first == end:
+                return holders
+            cut = first
+            while cut < end and r_rank[cut] <= 0:
+                cut += 1
+            return [*r_procs[first:cut], *holders, *r_procs[cut:end]]
+
+        destination = [-1] * nt
+        counts = [0] * ix.num_processes
+        balanced_fill(
+            stateful, capacity, counts, destination, sticky=_sticky_by_rank(ix, ranked), secondary=secondary
+        )
+
+        owner = list(destination)
+        moving: dict[int, int] = {}
+        caught_count: dict[int, int] = {}
+        for i in stateful:
+            first, end = r_start[i], r_start[i + 1]
+            if first == end or r_rank[first] > 0:
+                continue  # nobody is caught up: the destination stands
+            d = destination[i]
+            best = -1
+            best_key = (0.0, 0, 0)
+            k = first
+            while k < end and r_rank[k] <= 0:
+                p = r_procs[k]
+                if p == d:
+                    break
+                key = ((counts[p] + 1) / capacity[p], r_rank[k], p)
+                if best < 0 or key < best_key:
+                    best, best_key = p, key
+                k += 1
+            else:
+                owner[i] = best
+                counts[best] += 1
+                counts[d] -= 1
+                moving[i] = d
+                caught_count[i] = k - first
+
+        balanced_fill(stateless, capacity, counts, owner, sticky=ix.prev_active)
+
+        # Warm-ups go, in this order, to the movements' destinations: warm-ups under way first
+        # (least lag), then tasks with the fewest caught-up processes. A destination that held a
+        # standby of the task keeps it instead; the others are kept free of a new standby of the
+        # task, so that the warm-up can go there.
+        order = sorted(moving, key=lambda t: (_lag_on(ix, t, moving[t]), caught_count[t], t))
+        planned: dict[int, int] = {}
+        for i in order:
+            if len(planned) == configs.max_warmup_replicas:
+                break
+            if moving[i] not in sb_procs[sb_start[i] : sb_start[i + 1]]:
+                planned[i] = moving[i]
+
+        def preferred(i: int) -> list[int]:
+            """Processes holding state for the task, best first, then previous standbys; a
+            destination that held a standby comes first (it keeps warming up), another one last,
+            unless it is to get a warm-up."""
+            ranked_here = r_procs[r_start[i] : r_start[i + 1]]
+            holders = sb_procs[sb_start[i] : sb_start[i + 1]]
+            d = moving.get(i, -1)
+            if d < 0:
+                return [*ranked_here, *holders] if holders else ranked_here
+            if d in holders:
+                return [d, *ranked_here, *holders]
+            if i in planned:
+                return [p for p in (*ranked_here, *holders) if p != d]
+            return [*ranked_here, *holders, d]
+
+        k = min(configs.num_standby_replicas, ix.num_processes - 1)
+        slots = place_standbys(
+            stateful,
+            num_tasks=nt,
+            capacity=capacity,
+            owner=owner,
+            replicas=configs.num_standby_replicas,
+            preferred=preferred,
+            signatures=signatures_for(state, ix.process_ids),
+            avoid=planned,
+        )
+
+        warmups: list[tuple[int, int]] = []
+        for i in order:
+            d = moving[i]
+            if k > 0 and d in slots[i * k : (i + 1) * k]:
+                continue  # its standby there warms it up
+            if len(warmups) == configs.max_warmup_replicas:
+                break
+            warmups.append((i, d))
+
+        followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
+        return build_assignment(ix, owner, slots, warmups, followup)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Ranked:
+    """Per task, the processes reporting a lag sorted by (rank, process), with their ranks."""
+
+    start: list[int]
+    items: list[int]
+    ranks: list[int]
+
+
+def _ranked(ix: IndexedState, acceptable_recovery_lag: int) -> _Ranked:
+    start, procs = ix.lag_procs.start, ix.lag_procs.items
+    items = list(procs)
+    ranks = [
+        -1 if lag == RUNNING_LAG else 0 if lag <= acceptable_recovery_lag else lag for lag in ix.lag_values
+    ]  # lag_rank, inlined
+    for i in range(ix.num_tasks):
+        first, end = start[i], start[i + 1]
+        size = end - first
+        if size == 2:
+            if ranks[first] > ranks[first + 1]:
+                items[first], items[first + 1] = items[first + 1], items[first]
+                ranks[first], ranks[first + 1] = ranks[first + 1], ranks[first]
+        elif size > 2:
+            pairs = sorted(zip(ranks[first:end], items[first:end], strict=True))
+            ranks[first:end] = [r for r, _ in pairs]
+            items[first:end] = [p for _, p in pairs]
+    return _Ranked(start=start, items=items, ranks=ranks)
+
+
+def _sticky_by_rank(ix: IndexedState, ranked: _Ranked) -> Rows:
+    """Previous active owners of each task; when several claim one, the most caught up first."""
+    rows = ix.prev_active
+    start = rows.start
+    items: list[int] | None = None
+    for i in range(ix.num_tasks):
+        if start[i + 1] - start[i] > 1:
+            if items is None:
+                items = list(rows.items)
+            first, end = ranked.start[i], ranked.start[i + 1]
+            rank = dict(zip(ranked.items[first:end], ranked.ranks[first:end], strict=True))
+            items[start[i] : start[i + 1]] = sorted(rows.row(i), key=lambda p: (rank.get(p, _NO_LAG), p))
+    return rows if items is None else Rows(start=start, items=items)
+
+
+def _lag_on(ix: IndexedState, task: int, process: int) -> int:
+    rows = ix.lag_procs
+    for k in range(rows.start[task], rows.start[task + 1]):
+        if rows.items[k] == process:
+            return ix.lag_values[k]
+    return _NO_LAG

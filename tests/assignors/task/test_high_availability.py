@@ -1,0 +1,283 @@
+"""KIP-441's high-availability assignor on hand-made situations."""
+
+from __future__ import annotations
+
+import pytest
+
+import assignors
+from assignors.task.high_availability import HighAvailabilityTaskAssignor
+from assignors.task.quality import active_spread, colocated_standbys
+from assignors.types import RUNNING_LAG, AssignmentConfigs, ClientState, TaskAssignment
+from assignors.validate import validate_task_assignment
+from streamtasks.errors import AssignorInputError
+from tests.assignors.task.scenarios import build_state, pid, task_specs
+from topology.ids import TaskId
+
+HA = HighAvailabilityTaskAssignor()
+INTERVAL = AssignmentConfigs().probing_rebalance_interval_ms
+
+
+def t(s: int, p: int) -> TaskId:
+    return TaskId(s, p)
+
+
+def running(*tasks: TaskId) -> dict[TaskId, int]:
+    return dict.fromkeys(tasks, RUNNING_LAG)
+
+
+def actives(result: TaskAssignment, n: int) -> set[TaskId]:
+    return set(result.for_process(pid(n)).active)
+
+
+def test_registry_resolves_the_name() -> None:
+    assert isinstance(assignors.get("high_availability"), HighAvailabilityTaskAssignor)
+    assert HighAvailabilityTaskAssignor.name == "high_availability"
+
+
+def test_fresh_start_deals_tasks_round_robin_and_needs_no_followup() -> None:
+    state = build_state(task_specs({0: 6}), [ClientState(process_id=pid(n)) for n in range(3)])
+    result = HA.assign(state)
+    assert actives(result, 0) == {t(0, 0), t(0, 3)}
+    assert actives(result, 1) == {t(0, 1), t(0, 4)}
+    assert actives(result, 2) == {t(0, 2), t(0, 5)}
+    assert result.followup_rebalance_ms is None
+    assert not any(p.standby or p.warmup for p in result.processes)
+
+
+def test_without_lags_previous_owners_keep_their_tasks_within_quota() -> None:
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset({t(0, 0), t(0, 1), t(0, 2), t(0, 3)})),
+        ClientState(process_id=pid(1), previous_active=frozenset({t(0, 4), t(0, 5)})),
+        ClientState(process_id=pid(2)),
+    ]
+    result = HA.assign(build_state(task_specs({0: 6}), clients))
+    assert actives(result, 0) == {t(0, 0), t(0, 1)}
+    assert actives(result, 1) == {t(0, 4), t(0, 5)}
+    assert actives(result, 2) == {t(0, 2), t(0, 3)}
+    assert result.followup_rebalance_ms is None
+
+
+def test_a_process_that_is_not_caught_up_gets_warmups_not_actives() -> None:
+    tasks = [t(0, p) for p in range(6)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1)),
+    ]
+    state = build_state(task_specs({0: 6}), clients, now_ms=1_000)
+    result = HA.assign(state)
+    assert actives(result, 0) == set(tasks)
+    # the balanced destination of the last three tasks is process 1: two warm-ups (the default
+    # max_warmup_replicas), the first ones in task order
+    assert result.for_process(pid(1)).warmup == {t(0, 3), t(0, 4)}
+    assert result.followup_rebalance_ms == 1_000 + INTERVAL
+    assert validate_task_assignment(state, result).name == "NONE"
+
+
+def test_max_warmup_replicas_bounds_the_warmups_of_one_rebalance() -> None:
+    tasks = [t(0, p) for p in range(9)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1)),
+        ClientState(process_id=pid(2)),
+    ]
+    configs = AssignmentConfigs(max_warmup_replicas=3)
+    result = HA.assign(build_state(task_specs({0: 9}), clients, configs))
+    warmups = [w for p in result.processes for w in p.warmup]
+    assert len(warmups) == 3
+    assert actives(result, 0) == set(tasks)
+
+
+def test_a_caught_up_warmup_takes_over_its_active() -> None:
+    tasks = [t(0, p) for p in range(4)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1), task_lags={t(0, 2): 10, t(0, 3): 50_000}),
+    ]
+    result = HA.assign(build_state(task_specs({0: 4}), clients))
+    assert actives(result, 1) == {t(0, 2)}
+    assert actives(result, 0) == {t(0, 0), t(0, 1), t(0, 3)}
+    assert result.for_process(pid(1)).warmup == {t(0, 3)}
+    assert result.needs_followup
+
+
+def test_warmups_under_way_come_before_new_ones() -> None:
+    tasks = [t(0, p) for p in range(8)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1), task_lags={t(0, 7): 90_000}),
+    ]
+    configs = AssignmentConfigs(max_warmup_replicas=1)
+    result = HA.assign(build_state(task_specs({0: 8}), clients, configs))
+    assert result.for_process(pid(1)).warmup == {t(0, 7)}
+
+
+def test_a_destination_holding_a_standby_needs_no_warmup() -> None:
+    tasks = [t(0, p) for p in range(6)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1), previous_standby=frozenset({t(0, 2)}), task_lags={t(0, 2): 70_000}),
+        ClientState(process_id=pid(2)),
+    ]
+    configs = AssignmentConfigs(num_standby_replicas=1)
+    result = HA.assign(build_state(task_specs({0: 6}), clients, configs))
+    p1 = result.for_process(pid(1))
+    assert actives(result, 0) == set(tasks)
+    assert t(0, 2) in p1.standby
+    warmups = [(p.process_id, w) for p in result.processes for w in p.warmup]
+    assert all(w != t(0, 2) for _, w in warmups)
+    assert all(w not in result.for_process(q).standby for q, w in warmups)
+    assert result.needs_followup
+
+
+def test_without_standbys_the_destination_gets_a_warmup_even_if_it_held_one() -> None:
+    tasks = [t(0, p) for p in range(4)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1), previous_standby=frozenset({t(0, 2)}), task_lags={t(0, 2): 70_000}),
+    ]
+    result = HA.assign(build_state(task_specs({0: 4}), clients))
+    assert result.for_process(pid(1)).warmup == {t(0, 2), t(0, 3)}
+    assert not result.for_process(pid(1)).standby
+
+
+def test_a_task_no_process_is_caught_up_on_goes_to_its_destination() -> None:
+    clients = [
+        ClientState(
+            process_id=pid(0), previous_active=frozenset({t(0, 0), t(0, 1)}), task_lags={t(0, 0): 99_999}
+        ),
+        ClientState(process_id=pid(1), task_lags={t(0, 1): 99_999}),
+    ]
+    result = HA.assign(build_state(task_specs({0: 2}), clients))
+    assert actives(result, 0) == {t(0, 0)}
+    assert actives(result, 1) == {t(0, 1)}
+    assert result.followup_rebalance_ms is None
+
+
+def test_the_running_claimant_of_a_doubly_claimed_task_keeps_it() -> None:
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset({t(0, 0)}), task_lags={t(0, 0): 5}),
+        ClientState(process_id=pid(1), previous_active=frozenset({t(0, 0)}), task_lags=running(t(0, 0))),
+    ]
+    result = HA.assign(build_state(task_specs({0: 1}), clients))
+    assert actives(result, 1) == {t(0, 0)}
+    assert result.followup_rebalance_ms is None
+
+
+def test_stateless_tasks_balance_the_load_left_by_pinned_stateful_ones() -> None:
+    stateful = [t(0, p) for p in range(4)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(stateful), task_lags=running(*stateful)),
+        ClientState(process_id=pid(1)),
+    ]
+    state = build_state(task_specs({0: 4}, {1: 4}), clients, AssignmentConfigs(max_warmup_replicas=5))
+    result = HA.assign(state)
+    assert actives(result, 0) == set(stateful)
+    assert actives(result, 1) == {t(1, p) for p in range(4)}
+    assert result.for_process(pid(1)).warmup == {t(0, 2), t(0, 3)}
+
+
+def test_actives_are_balanced_per_thread() -> None:
+    clients = [ClientState(process_id=pid(0), capacity=1), ClientState(process_id=pid(1), capacity=3)]
+    state = build_state(task_specs({0: 6}, {1: 2}), clients)
+    result = HA.assign(state)
+    assert len(actives(result, 0)) == 2
+    assert len(actives(result, 1)) == 6
+    assert active_spread(state, result) == 0
+
+
+def test_standbys_never_share_a_process_with_their_active() -> None:
+    clients = [ClientState(process_id=pid(n)) for n in range(3)]
+    state = build_state(task_specs({0: 6}, {1: 3}), clients, AssignmentConfigs(num_standby_replicas=5))
+    result = HA.assign(state)
+    assert colocated_standbys(result) == 0
+    for task in (t(0, p) for p in range(6)):
+        assert sum(task in p.standby for p in result.processes) == 2  # capped at processes - 1
+    assert not any(t(1, p) in q.standby for q in result.processes for p in range(3))
+
+
+def test_standbys_go_to_another_rack() -> None:
+    racks = ["a", "a", "b", "b", "c", "c"]
+    clients = [ClientState(process_id=pid(n), rack=r) for n, r in enumerate(racks)]
+    state = build_state(task_specs({0: 12}), clients, AssignmentConfigs(num_standby_replicas=2))
+    result = HA.assign(state)
+    rack = {pid(n): r for n, r in enumerate(racks)}
+    owner = result.active_owner()
+    for task in state.tasks:
+        replicas = [owner[task], *(p.process_id for p in result.processes if task in p.standby)]
+        assert len({rack[p] for p in replicas}) == 3, task
+
+
+def test_standbys_spread_over_every_client_tag() -> None:
+    zones = ["z1", "z1", "z2", "z2"]
+    clusters = ["k1", "k2", "k1", "k2"]
+    clients = [
+        ClientState(process_id=pid(n), client_tags={"zone": zones[n], "cluster": clusters[n]})
+        for n in range(4)
+    ]
+    configs = AssignmentConfigs(num_standby_replicas=1, rack_aware_assignment_tags=("zone", "cluster"))
+    state = build_state(task_specs({0: 8}), clients, configs)
+    result = HA.assign(state)
+    owner = result.active_owner()
+    for p in result.processes:
+        for task in p.standby:
+            active = owner[task].int - 1
+            standby = p.process_id.int - 1
+            assert zones[active] != zones[standby], task
+            assert clusters[active] != clusters[standby], task
+
+
+def test_standbys_stay_where_their_state_is_and_leave_room_for_warmups() -> None:
+    tasks = [t(0, p) for p in range(4)]
+    clients = [
+        ClientState(
+            process_id=pid(0),
+            previous_active=frozenset(tasks[:2]),
+            previous_standby=frozenset(tasks[2:]),
+            task_lags={**running(*tasks[:2]), tasks[2]: 0, tasks[3]: 0},
+        ),
+        ClientState(
+            process_id=pid(1),
+            previous_active=frozenset(tasks[2:]),
+            previous_standby=frozenset(tasks[:2]),
+            task_lags={**running(*tasks[2:]), tasks[0]: 0, tasks[1]: 0},
+        ),
+        ClientState(process_id=pid(2)),
+    ]
+    state = build_state(task_specs({0: 4}), clients, AssignmentConfigs(num_standby_replicas=1))
+    result = HA.assign(state)
+    assert actives(result, 0) == set(tasks[:2])
+    assert actives(result, 1) == set(tasks[2:])
+    p2 = result.for_process(pid(2))
+    assert not p2.active
+    # the destination of 0_3 warms it up; the standby of 0_3 stays away from it
+    assert p2.warmup == {t(0, 3)}
+    assert not p2.standby
+    assert result.needs_followup
+    assert result.for_process(pid(0)).standby == {t(0, 2), t(0, 3)}
+    assert result.for_process(pid(1)).standby == {t(0, 0), t(0, 1)}
+
+
+def test_no_tasks_gives_every_process_an_empty_assignment() -> None:
+    state = build_state([], [ClientState(process_id=pid(n)) for n in range(2)])
+    result = HA.assign(state)
+    assert [p.process_id for p in result.processes] == [pid(0), pid(1)]
+    assert not any(p.all_tasks for p in result.processes)
+    assert result.followup_rebalance_ms is None
+
+
+def test_tasks_without_processes_are_an_input_error() -> None:
+    with pytest.raises(AssignorInputError, match="no processes"):
+        HA.assign(build_state(task_specs({0: 2}), []))
+
+
+def test_with_nowhere_else_to_go_a_standby_lands_on_the_destination_and_replaces_the_warmup() -> None:
+    tasks = [t(0, p) for p in range(4)]
+    clients = [
+        ClientState(process_id=pid(0), previous_active=frozenset(tasks), task_lags=running(*tasks)),
+        ClientState(process_id=pid(1)),
+    ]
+    result = HA.assign(build_state(task_specs({0: 4}), clients, AssignmentConfigs(num_standby_replicas=1)))
+    p1 = result.for_process(pid(1))
+    assert p1.standby == set(tasks)
+    assert not p1.warmup
+    assert result.needs_followup
