@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml examples/custom_assignor/pyproject.toml
 	touch $@
 
 demo: $(STAMP)
-	$(BIN)/streamtasks assign examples/scenarios/sample.yaml --assignor high_availability
+	$(BIN)/streamtasks demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -30,6 +30,15 @@ def _cmd_assign(args: argparse.Namespace) -> int:
     return 0 if report.to_json()["valid"] else 3
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from streamtasks.drills.demo import DemoOptions, run_demo
+
+    options = DemoOptions(bootstrap_servers=args.bootstrap_servers, protocol=args.protocol)
+    return asyncio.run(run_demo(options))
+
+
 def _cmd_assignors(args: argparse.Namespace) -> int:
     listing = {"task": assignors.available(), "partition": assignors.available_partition_assignors()}
     if args.json:
@@ -53,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     assign.add_argument("--json", action="store_true", help="print JSON instead of tables")
     assign.set_defaults(func=_cmd_assign)
+
+    demo = sub.add_parser(
+        "demo",
+        help="live drill: 3 worker processes, rolling bounces (dynamic, then static), report",
+    )
+    demo.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of an embedded broker")
+    demo.add_argument("--protocol", choices=("cooperative", "eager"), default="cooperative")
+    demo.set_defaults(func=_cmd_demo)
 
     listing = sub.add_parser("assignors", help="list the task and partition assignors available")
     listing.add_argument("--json", action="store_true")

@@ -47,6 +47,7 @@ class OwnershipLedger:
         self._revocations = 0
         self._losses = 0
         self._violations: list[DoubleOwnership] = []
+        self._gaps: list[tuple[int, int]] = []
 
     def _release(self, member: str, partitions: Iterable[TopicPartition], now_ms: int) -> int:
         released = 0
@@ -69,6 +70,7 @@ class OwnershipLedger:
                 gap = now_ms - since
                 self._longest = max(self._longest, gap)
                 self._total += gap
+                self._gaps.append((since, now_ms))
             self._owner[tp] = member
             self._unowned_since[tp] = None
             self._assignments += 1
@@ -82,6 +84,13 @@ class OwnershipLedger:
     def member_gone(self, member: str, now_ms: int) -> None:
         """A member process died: whatever it held is released now (it can no longer process)."""
         self._release(member, [tp for tp, m in self._owner.items() if m == member], now_ms)
+
+    def longest_unowned_between(self, start_ms: int, end_ms: int) -> int:
+        """The longest stretch without an owner among those that ended in ``[start_ms, end_ms]``
+        or are still open at ``end_ms`` (a partition nobody owns yet counts from its release)."""
+        closed = [end - begin for begin, end in self._gaps if start_ms <= end <= end_ms]
+        open_now = [end_ms - s for s in self._unowned_since.values() if s is not None]
+        return max([0, *closed, *open_now])
 
     def owners(self) -> dict[TopicPartition, str | None]:
         return dict(self._owner)

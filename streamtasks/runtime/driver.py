@@ -120,12 +120,21 @@ class MemberDriver:
             self.done.set()
 
     async def _step(self) -> None:
-        actions: list[Action] = []
+        before = self.member.state
         while not self._events.empty():
-            actions += self.member.handle(self._events.get_nowait(), self._clock())
-            await self._execute(actions)
-            actions = []
+            event = self._events.get_nowait()
+            if isinstance(event, ResponseReceived):
+                log.debug("<- %s", event.response)
+            await self._execute(self.member.handle(event, self._clock()))
         await self._execute(self.member.poll(self._clock()))
+        if self.member.state is not before:
+            log.info(
+                "member %s: %s -> %s (generation %d)",
+                self.member.member_id or "-",
+                before.value,
+                self.member.state.value,
+                self.member.generation,
+            )
 
     async def _wait(self) -> None:
         deadline = self.member.next_deadline_ms()
@@ -150,6 +159,7 @@ class MemberDriver:
         first_error: BaseException | None = None
         for action in actions:
             if isinstance(action, SendRequest):
+                log.debug("-> %s", type(action.request).__name__)
                 self._spawn(self._send(action.request_id, action.request))
             elif isinstance(action, FindCoordinator):
                 self._spawn(self._find(action.request_id))

@@ -1,0 +1,333 @@
+"""``streamtasks demo``: a live rolling-upgrade drill on a real broker.
+
+Starts the embedded broker (or uses ``--bootstrap-servers``), creates a 12-partition topic,
+runs three worker *processes* (``streamtasks.drills.worker``) in one group, produces a steady
+stream, then bounces every worker in turn as a dynamic member, moves them to static membership,
+and bounces them again as static members. Every callback and consumed record id comes back to
+this process, which keeps an :class:`~streamtasks.drills.OwnershipLedger` and a
+:class:`~streamtasks.drills.RecordAudit` and prints a report per phase. Exit status 1 if any
+partition was owned twice or any record was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from aiokafka import AIOKafkaProducer
+
+from streamtasks.drills.ledger import OwnershipLedger, RecordAudit
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from streamtasks.runtime.driver import monotonic_ms
+from topology.ids import TopicPartition
+
+__all__ = ["DemoOptions", "PhaseReport", "run_demo"]
+
+PROTOCOL_ASSIGNORS = {"cooperative": "cooperative_sticky", "eager": "sticky"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoOptions:
+    bootstrap_servers: str | None = None
+    protocol: str = "cooperative"
+    workers: int = 3
+    partitions: int = 12
+    rate: int = 200
+    settle_timeout_s: float = 120.0
+    #: Quiet time after a static member is back before the next one is bounced. The embedded
+    #: broker (Tansu 0.6) can leave a static member cycling JoinGroup/SyncGroup when static
+    #: members are replaced back to back; librdkafka members hit the same (docs/testing.md).
+    static_pause_s: float = 10.0
+    #: A static member still without its partitions after this long gets the group nudged:
+    #: every worker calls ``enforce_rebalance`` (KIP-568). Needed on Tansu only (docs/testing.md).
+    nudge_after_s: float = 10.0
+
+
+@dataclass(slots=True, kw_only=True)
+class PhaseReport:
+    name: str
+    seconds: float = 0.0
+    rebalances: int = 0
+    revoked: int = 0
+    longest_unowned_ms: int = 0
+    consumed_during_rebalance: int = 0
+    violations: int = 0
+    nudges: int = 0
+
+
+@dataclass(slots=True)
+class _State:
+    ledger: OwnershipLedger
+    audit: RecordAudit = field(default_factory=RecordAudit)
+    owned: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    generations: set[int] = field(default_factory=set)
+    rebalancing: bool = False
+    consumed_in_rebalance: int = 0
+    restarts: int = 0
+
+
+class _Worker:
+    def __init__(self, name: str, instance_id: str | None, state: _State, argv: list[str]) -> None:
+        self.name, self.instance_id, self.state, self.argv = name, instance_id, state, argv
+        self.proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        argv = [*self.argv, "--name", self.name]
+        if self.instance_id:
+            argv += ["--instance-id", self.instance_id]
+        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+        stderr: Any = asyncio.subprocess.DEVNULL
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+            stderr = open(os.path.join(log_dir, f"{self.name}-{monotonic_ms()}.log"), "ab")  # noqa: SIM115
+            argv += ["--log-level", "DEBUG"]
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "streamtasks.drills.worker", *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        async for raw in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self._apply(json.loads(raw))
+
+    def _apply(self, ev: dict[str, Any]) -> None:
+        st, kind, t = self.state, ev.get("kind"), int(ev.get("t", monotonic_ms()))
+        tps = [TopicPartition(p[0], int(p[1])) for p in ev.get("partitions", [])]
+        if kind == "assigned":
+            st.ledger.assigned(self.name, tps, t)
+            st.owned.setdefault(self.name, set()).update(tps)
+            st.generations.add(int(ev.get("generation", -1)))
+        elif kind in ("revoked", "lost"):
+            (st.ledger.revoked if kind == "revoked" else st.ledger.lost)(self.name, tps, t)
+            st.owned.setdefault(self.name, set()).difference_update(tps)
+        elif kind == "restarted":
+            st.restarts += 1
+        elif kind == "consumed":
+            for rid in ev["ids"]:
+                st.audit.consumed(rid)
+            if st.rebalancing:
+                st.consumed_in_rebalance += len(ev["ids"])
+
+    def nudge(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGUSR1)
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        self.state.ledger.member_gone(self.name, monotonic_ms())
+        self.state.owned.pop(self.name, None)
+
+
+class Demo:
+    def __init__(self, options: DemoOptions, out: TextIO) -> None:
+        self.o = options
+        self.out = out
+        self.t0 = monotonic_ms()
+        self.reports: list[PhaseReport] = []
+        self.workers: dict[str, _Worker] = {}
+        self.nudges = 0
+
+    def say(self, text: str) -> None:
+        self.out.write(f"[{(monotonic_ms() - self.t0) / 1000:6.1f}s] {text}\n")
+        self.out.flush()
+
+    def _stable(self, members: set[str]) -> Callable[[], bool]:
+        def check() -> bool:
+            owned = [tp for m in members for tp in self.state.owned.get(m, set())]
+            return len(owned) == self.o.partitions == len(set(owned)) and all(
+                self.state.owned.get(m) for m in members
+            )
+
+        return check
+
+    async def _settle(self, members: set[str], what: str, nudge: bool = False) -> None:
+        self.state.rebalancing = True
+        deadline = monotonic_ms() + int(self.o.settle_timeout_s * 1000)
+        next_nudge = monotonic_ms() + int(self.o.nudge_after_s * 1000)
+        last = ""
+        while not self._stable(members)():
+            if monotonic_ms() > deadline:
+                raise TimeoutError(f"group did not settle: {what}")
+            if nudge and monotonic_ms() > next_nudge:
+                self.say("  static member still waiting: nudging the group (enforce_rebalance)")
+                for w in self.workers.values():
+                    w.nudge()
+                self.nudges += 1
+                next_nudge = monotonic_ms() + int(self.o.nudge_after_s * 1000)
+            owned = sum(len(self.state.owned.get(m, ())) for m in members)
+            line = f"  waiting: {what} ({owned}/{self.o.partitions} partitions owned)"
+            if line != last:
+                self.say(line)
+                last = line
+            await asyncio.sleep(0.2)
+        self.state.rebalancing = False
+
+    async def _phase(self, name: str, body: Callable[[], Any]) -> None:
+        self.say(f"phase: {name}")
+        before = self.state.ledger.report(monotonic_ms())
+        gens = len(self.state.generations)
+        nudges = self.nudges
+        consumed = self.state.consumed_in_rebalance
+        start = monotonic_ms()
+        await body()
+        end = monotonic_ms()
+        after = self.state.ledger.report(end)
+        self.reports.append(
+            PhaseReport(
+                name=name,
+                seconds=(end - start) / 1000,
+                rebalances=len(self.state.generations) - gens,
+                revoked=after.revocations - before.revocations,
+                longest_unowned_ms=self.state.ledger.longest_unowned_between(start, end),
+                consumed_during_rebalance=self.state.consumed_in_rebalance - consumed,
+                violations=len(after.violations) - len(before.violations),
+                nudges=self.nudges - nudges,
+            )
+        )
+
+    async def run(self, cluster: EmbeddedBroker | ExternalCluster) -> int:
+        topic = f"demo-{uuid.uuid4().hex[:8]}"
+        group = f"demo-{self.o.protocol}-{uuid.uuid4().hex[:6]}"
+        cluster.create_topics({topic: self.o.partitions})
+        self.say(
+            f"broker {cluster.bootstrap_servers}, topic {topic} "
+            f"({self.o.partitions} partitions), group {group}"
+        )
+        partitions = [TopicPartition(topic, p) for p in range(self.o.partitions)]
+        self.state = _State(ledger=OwnershipLedger(partitions, monotonic_ms()))
+        argv = [
+            "--bootstrap-servers", cluster.bootstrap_servers, "--group", group, "--topic", topic,
+            "--assignor", PROTOCOL_ASSIGNORS[self.o.protocol],
+        ]  # fmt: skip
+        names = [f"worker-{i + 1}" for i in range(self.o.workers)]
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5)
+        await producer.start()
+        produce = asyncio.get_running_loop().create_task(self._produce(producer, topic))
+        workers = self.workers
+        try:
+
+            async def start_all() -> None:
+                for n in names:
+                    workers[n] = _Worker(n, None, self.state, argv)
+                    await workers[n].start()
+                    self.say(f"  started {n}")
+                await self._settle(set(names), "all workers share the partitions")
+
+            async def bounce(static: bool) -> None:
+                for n in names:
+                    await workers[n].stop()
+                    self.say(f"  stopped {n}")
+                    if not static:
+                        await self._settle(set(names) - {n}, f"the group without {n}")
+                    workers[n] = _Worker(n, n if static else None, self.state, argv)
+                    await workers[n].start()
+                    self.say(f"  restarted {n}{' (static)' if static else ''}")
+                    await self._settle(set(names), f"{n} back", nudge=static)
+                    if static:
+                        await asyncio.sleep(self.o.static_pause_s)
+
+            await self._phase("start 3 workers", start_all)
+            await self._phase("rolling bounce, dynamic members", lambda: bounce(False))
+            await self._phase("move to static members", lambda: bounce(True))
+            await self._phase("rolling bounce, static members", lambda: bounce(True))
+            produce.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await produce
+            await producer.flush()
+            self.say("producer stopped; waiting for the workers to consume the rest")
+            deadline = monotonic_ms() + 60_000
+            while self.state.audit.lost() and monotonic_ms() < deadline:
+                await asyncio.sleep(0.2)
+        finally:
+            produce.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await produce
+            await producer.stop()
+            for w in workers.values():
+                await w.stop()
+        return self._print_report()
+
+    async def _produce(self, producer: AIOKafkaProducer, topic: str) -> None:
+        ids = itertools.count()
+        per_tick = max(1, self.o.rate // 20)
+        while True:
+            for _ in range(per_tick):
+                n = next(ids)
+                rid = f"{n}"
+                await producer.send(topic, rid.encode(), partition=n % self.o.partitions)
+                self.state.audit.produced(rid)
+            await asyncio.sleep(0.05)
+
+    def _print_report(self) -> int:
+        audit = self.state.audit
+        final = self.state.ledger.report(monotonic_ms())
+        lost = audit.lost()
+        heads = (
+            "phase",
+            "seconds",
+            "rebalances",
+            "revoked",
+            "max unowned ms",
+            "consumed in rebalance",
+            "double-owned",
+            "nudges",
+        )
+        rows = [
+            (r.name, f"{r.seconds:.1f}", str(r.rebalances), str(r.revoked), str(r.longest_unowned_ms),
+             str(r.consumed_during_rebalance), str(r.violations), str(r.nudges))
+            for r in self.reports
+        ]  # fmt: skip
+        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        self.out.write("\n" + f"streamtasks demo — {self.o.protocol} rebalancing\n\n")
+        self.out.write(fmt.format(*heads) + "\n" + fmt.format(*("-" * w for w in widths)) + "\n")
+        for row in rows:
+            self.out.write(fmt.format(*row) + "\n")
+        self.out.write(
+            f"\nrecords: produced {audit.produced_count}, consumed {audit.consumed_count}, "
+            f"duplicates {audit.duplicates()}, lost {len(lost)}\n"
+        )
+        if self.state.restarts:
+            self.out.write(f"workers restarted after a fatal group error: {self.state.restarts}\n")
+        self.out.write(f"double ownership: {len(final.violations)}\n")
+        for v in final.violations:
+            when = (v.at_ms - self.t0) / 1000
+            self.out.write(f"  {v.partition} given to {v.claimant} at {when:.1f}s while {v.holder} held it\n")
+        ok = not lost and not final.violations
+        self.out.write("result: OK\n" if ok else "result: FAILED\n")
+        self.out.flush()
+        return 0 if ok else 1
+
+
+async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
+    bootstrap = options.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
+    cluster: EmbeddedBroker | ExternalCluster = (
+        ExternalCluster(bootstrap) if bootstrap else EmbeddedBroker().start()
+    )
+    try:
+        return await Demo(options, out).run(cluster)
+    finally:
+        cluster.stop()

@@ -1,0 +1,160 @@
+"""A demo/drill worker process: one streamtasks Consumer that reports, as JSON lines on stdout,
+every rebalance callback and every record id it consumed.
+
+    python -m streamtasks.drills.worker --bootstrap-servers H:P --group G --topic T --name w1 \
+        [--instance-id w1] [--assignor cooperative_sticky]
+
+SIGTERM closes it cleanly (commit, revoke, leave unless static); the last line is ``stopped``.
+SIGUSR1 calls ``enforce_rebalance`` (KIP-568).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from streamtasks.errors import StreamTasksError
+from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
+from streamtasks.runtime.driver import monotonic_ms
+from topology.ids import TopicPartition
+
+__all__ = ["main"]
+
+
+def emit(**fields: Any) -> None:
+    fields["t"] = monotonic_ms()
+    sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+class Reporter:
+    def __init__(self, name: str, consumer_ref: list[Consumer]) -> None:
+        self.name = name
+        self._consumer = consumer_ref
+
+    def _gen(self) -> int:
+        return self._consumer[0].generation if self._consumer else -1
+
+    def on_partitions_assigned(self, tps: tuple[TopicPartition, ...]) -> None:
+        emit(
+            worker=self.name,
+            kind="assigned",
+            generation=self._gen(),
+            partitions=[[t.topic, t.partition] for t in tps],
+        )
+
+    def on_partitions_revoked(self, tps: tuple[TopicPartition, ...]) -> None:
+        emit(
+            worker=self.name,
+            kind="revoked",
+            generation=self._gen(),
+            partitions=[[t.topic, t.partition] for t in tps],
+        )
+
+    def on_partitions_lost(self, tps: tuple[TopicPartition, ...]) -> None:
+        emit(
+            worker=self.name,
+            kind="lost",
+            generation=self._gen(),
+            partitions=[[t.topic, t.partition] for t in tps],
+        )
+
+
+def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
+    ref.clear()
+    consumer = Consumer(
+        [args.topic],
+        listener=Reporter(args.name, ref),
+        bootstrap_servers=args.bootstrap_servers,
+        group_id=args.group,
+        group_instance_id=args.instance_id,
+        assignors=[args.assignor],
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=500,
+        rebalance_timeout_ms=15_000,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    ref.append(consumer)
+    return consumer
+
+
+async def consume(args: argparse.Namespace, consumer: Consumer, stop: asyncio.Event) -> None:
+    """Consume until ``stop`` is set; a fatal group error propagates (ConsumerFailedError)."""
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        while not stop.is_set():
+            fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=200))
+            await asyncio.wait({fetch, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if not fetch.done():
+                fetch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetch
+                return
+            batch = fetch.result()
+            ids = [r.value.decode() for records in batch.values() for r in records]
+            if ids:
+                emit(worker=args.name, kind="consumed", ids=ids)
+                with contextlib.suppress(StreamTasksError):
+                    await consumer.commit()
+    finally:
+        waiter.cancel()
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Run the consumer; after a fatal group error close it and start a fresh one, as a process
+    supervisor would restart a crashed worker (reported as ``kind="restarted"``)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    ref: list[Consumer] = []
+    # SIGUSR1: KIP-568 enforce_rebalance, used by the demo to nudge a group (docs/testing.md).
+    loop.add_signal_handler(
+        signal.SIGUSR1,
+        lambda: emit(
+            worker=args.name,
+            kind="nudged",
+            took=bool(ref) and ref[0].enforce_rebalance("nudged by the drill"),
+        ),
+    )
+    while not stop.is_set():
+        consumer = make_consumer(args, ref)
+        await consumer.start()
+        emit(worker=args.name, kind="started", member_id=consumer.member_id)
+        try:
+            await consume(args, consumer, stop)
+        except ConsumerFailedError as exc:
+            emit(worker=args.name, kind="restarted", reason=str(exc))
+            await asyncio.sleep(1.0)
+        finally:
+            await consumer.stop()
+    emit(worker=args.name, kind="stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.worker")
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--instance-id")
+    parser.add_argument("--assignor", default="cooperative_sticky")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for noisy in ("aiokafka", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLevelName(args.log_level)))
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
