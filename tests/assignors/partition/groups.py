@@ -1,0 +1,115 @@
+"""Building groups for the partition-assignor tests, and what every assignment must satisfy."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from hypothesis import strategies as st
+
+from assignors.partition.types import GroupAssignment, GroupSubscription, Subscription
+from topology.ids import TopicPartition
+
+__all__ = [
+    "all_partitions",
+    "check_complete",
+    "counts",
+    "group",
+    "groups",
+    "homogeneous_groups",
+    "moved",
+    "next_round",
+    "spread",
+]
+
+
+def group(
+    subscriptions: Mapping[str, Sequence[str]],
+    partitions: Mapping[str, int],
+    owned: Mapping[str, Sequence[TopicPartition]] | None = None,
+    generations: Mapping[str, int] | None = None,
+    instance_ids: Mapping[str, str] | None = None,
+) -> GroupSubscription:
+    owned = owned or {}
+    generations = generations or {}
+    instance_ids = instance_ids or {}
+    return GroupSubscription(
+        members={
+            member: Subscription(
+                topics=tuple(topics),
+                owned_partitions=tuple(owned.get(member, ())),
+                generation=generations.get(member, 1 if owned.get(member) else -1),
+                group_instance_id=instance_ids.get(member),
+            )
+            for member, topics in subscriptions.items()
+        },
+        partitions_per_topic=dict(partitions),
+    )
+
+
+def next_round(
+    previous: GroupAssignment,
+    subscriptions: Mapping[str, Sequence[str]],
+    partitions: Mapping[str, int],
+    generation: int = 1,
+) -> GroupSubscription:
+    """The group of the next rebalance: each member owns what ``previous`` gave it."""
+    owned = {m: previous.members.get(m, ()) for m in subscriptions}
+    return group(subscriptions, partitions, owned, {m: generation for m in subscriptions if owned[m]})
+
+
+def all_partitions(g: GroupSubscription) -> set[TopicPartition]:
+    topics = {t for s in g.members.values() for t in s.topics}
+    return {TopicPartition(t, p) for t in topics for p in range(g.partitions_per_topic[t])}
+
+
+def check_complete(g: GroupSubscription, result: GroupAssignment) -> None:
+    """Every subscribed partition goes to exactly one member that subscribes to its topic;
+    every member appears; tuples are sorted."""
+    assert set(result.members) == set(g.members)
+    seen = Counter(tp for tps in result.members.values() for tp in tps)
+    assert all(n == 1 for n in seen.values()), [tp for tp, n in seen.items() if n > 1]
+    assert set(seen) == all_partitions(g)
+    for member, tps in result.members.items():
+        assert list(tps) == sorted(tps)
+        assert all(tp.topic in g.members[member].topics for tp in tps)
+
+
+def counts(result: GroupAssignment) -> dict[str, int]:
+    return {m: len(tps) for m, tps in result.members.items()}
+
+
+def spread(result: GroupAssignment) -> int:
+    sizes = list(counts(result).values())
+    return max(sizes) - min(sizes) if sizes else 0
+
+
+def moved(before: Mapping[str, Sequence[TopicPartition]], after: GroupAssignment) -> int:
+    """Partitions whose owner in ``before`` still exists and no longer has them."""
+    return sum(
+        1 for m, tps in before.items() if m in after.members for tp in set(tps) - set(after.members[m])
+    )
+
+
+_TOPICS = ("a", "b", "c", "d")
+
+
+@st.composite
+def groups(draw: st.DrawFn, *, same_topics: bool = False, max_members: int = 7) -> GroupSubscription:
+    """Small groups: up to four topics of up to 12 partitions; members subscribe to a
+    non-empty subset (all the same when ``same_topics``) and may claim random partitions with
+    random generations (so claims can conflict)."""
+    partitions = {t: draw(st.integers(0, 12)) for t in _TOPICS}
+    n = draw(st.integers(1, max_members))
+    members = [f"m{i}" for i in range(n)]
+    topic_sets = st.lists(st.sampled_from(_TOPICS), min_size=1, max_size=4, unique=True)
+    shared = draw(topic_sets)
+    subscriptions = {m: (shared if same_topics else draw(topic_sets)) for m in members}
+    universe = [TopicPartition(t, p) for t in _TOPICS for p in range(partitions[t] + 1)]  # +1: a stale one
+    owned = {m: draw(st.lists(st.sampled_from(universe), max_size=10)) for m in members}
+    generations = {m: draw(st.integers(-1, 3)) for m in members}
+    return group(subscriptions, partitions, owned, generations)
+
+
+def homogeneous_groups(max_members: int = 7) -> st.SearchStrategy[GroupSubscription]:
+    return groups(same_topics=True, max_members=max_members)
