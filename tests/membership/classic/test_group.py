@@ -83,5 +83,5 @@ def test_upgrade_path_from_range_to_cooperative_sticky(bounced_first: bool) -> N
     new = member(CooperativeStickyAssignor())
     group = FakeGroup(members=[new, *old] if bounced_first else [*old, new])
     group.run(5_000)
-    assert group.protocol == "cooperative_sticky"
+    assert group.protocol == "cooperative-sticky"
     assert_converged(group, [0, 1, 2])

@@ -42,7 +42,7 @@ def test_unjoined_to_joining_finds_coordinator_first() -> None:
     assert member.state is MemberState.JOINING
     assert req.member_id == ""
     assert req.protocol_type == "consumer"
-    assert [p.name for p in req.protocols] == ["cooperative_sticky"]
+    assert [p.name for p in req.protocols] == ["cooperative-sticky"]
     sub = decode_subscription(req.protocols[0].metadata)
     assert sub.topics == ("t",)
     assert sub.owned_partitions == ()
@@ -53,7 +53,7 @@ def test_unjoined_to_joining_finds_coordinator_first() -> None:
 def test_joining_offers_every_assignor_in_preference_order() -> None:
     member = ClassicMember(config(assignors=(CooperativeStickyAssignor(), RangeAssignor()), rack="r1"))
     _, req = join(member)
-    assert [p.name for p in req.protocols] == ["cooperative_sticky", "range"]
+    assert [p.name for p in req.protocols] == ["cooperative-sticky", "range"]
     assert all(decode_subscription(p.metadata).rack_id == "r1" for p in req.protocols)
 
 
@@ -79,7 +79,7 @@ def test_joining_to_syncing_follower_sends_no_assignment() -> None:
     _, _, sync = join_ok(member, rid, generation=4, member_id="m1", leader="m0")
     assert member.state is MemberState.SYNCING
     assert (sync.generation_id, sync.member_id, sync.assignments) == (4, "m1", ())
-    assert sync.protocol_name == "cooperative_sticky"
+    assert sync.protocol_name == "cooperative-sticky"
     assert not member.is_leader
     assert member.generation == 4
 
@@ -216,7 +216,7 @@ def test_duplicate_responses_are_ignored() -> None:
         ResponseReceived(
             request_id=rid,
             response=JoinGroupResponse(
-                error=E.NONE, generation_id=1, protocol_name="cooperative_sticky", leader="x"
+                error=E.NONE, generation_id=1, protocol_name="cooperative-sticky", leader="x"
             ),
         ),
         0,

@@ -186,7 +186,7 @@ def test_syncing_to_joining_on_a_bad_assignment_reports_and_keeps_partitions(pay
     member.enforce_rebalance()
     _, rid, _ = rejoin(member, 0)
     _, sid, _ = join_ok(member, rid, generation=2)
-    response = SyncGroupResponse(error=E.NONE, protocol_name="cooperative_sticky", assignment=payload)
+    response = SyncGroupResponse(error=E.NONE, protocol_name="cooperative-sticky", assignment=payload)
     actions = member.handle(ResponseReceived(request_id=sid, response=response), 1)
     assert one(actions, ErrorReported).fatal is False
     assert listeners(actions) == []
