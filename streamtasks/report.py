@@ -6,9 +6,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from assignors.validate import validate_task_assignment
-
 from assignors import ApplicationState, AssignmentError, TaskAssignment
+from assignors.validate import validate_task_assignment
 from topology import TaskId
 
 __all__ = ["AssignmentReport", "Move", "build_report", "render_text"]

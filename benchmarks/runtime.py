@@ -1,0 +1,182 @@
+"""End-to-end throughput of streamtasks.Consumer versus a plain aiokafka consumer, and
+rebalance latency (a member joining a live group until it holds partitions), eager versus
+cooperative, on the same broker.
+
+    .venv/bin/python benchmarks/runtime.py [--records 200000] [--sizes 3,10,30] [--quick]
+
+Uses the embedded broker unless STREAMTASKS_BOOTSTRAP names a cluster. Prints two tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
+from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
+
+from streamtasks.embedded import cluster_from_env  # noqa: E402
+from streamtasks.runtime.consumer import Consumer  # noqa: E402
+
+PARTITIONS = 6
+
+
+async def produce(bootstrap: str, topic: str, records: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024)
+    await producer.start()
+    try:
+        payload = b"x" * 100
+        for i in range(records):
+            await producer.send(topic, payload, partition=i % PARTITIONS)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def drain_aiokafka(bootstrap: str, topic: str, records: int) -> float:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    consumer.assign([AioTP(topic, p) for p in range(PARTITIONS)])
+    await consumer.seek_to_beginning()
+    seen = 0
+    start = time.perf_counter()
+    try:
+        while seen < records:
+            batch = await consumer.getmany(timeout_ms=1000)
+            seen += sum(len(v) for v in batch.values())
+    finally:
+        elapsed = time.perf_counter() - start
+        await consumer.stop()
+    return records / elapsed
+
+
+async def drain_streamtasks(bootstrap: str, topic: str, records: int) -> float:
+    consumer = Consumer(
+        [topic],
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-{uuid.uuid4().hex[:6]}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    await consumer.start()
+    try:
+        while len(consumer.assignment()) < PARTITIONS:
+            await asyncio.sleep(0.05)
+        seen = 0
+        start = time.perf_counter()
+        while seen < records:
+            batch = await consumer.getmany(timeout_ms=1000)
+            seen += sum(len(v) for v in batch.values())
+        elapsed = time.perf_counter() - start
+    finally:
+        await consumer.stop()
+    return records / elapsed
+
+
+async def join_latency(bootstrap: str, members: int, assignor: str) -> float:
+    """Seconds from a new member's start() until it holds partitions, in a live group of
+    ``members - 1``."""
+    topic = f"bench-join-{uuid.uuid4().hex[:6]}"
+    return await _join(bootstrap, topic, members, assignor)
+
+
+async def _join(bootstrap: str, topic: str, members: int, assignor: str) -> float:
+    from streamtasks.embedded import ExternalCluster
+
+    host = ExternalCluster(bootstrap)
+    host.create_topics({topic: max(60, members * 2)})
+    group = f"g-{topic}"
+    settings = dict(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        assignors=[assignor],
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=1000,
+        rebalance_timeout_ms=20000,
+        enable_auto_commit=False,
+    )
+    group_members = [Consumer([topic], **settings) for _ in range(members - 1)]
+    try:
+        for c in group_members:
+            await c.start()
+        deadline = time.monotonic() + 180
+        while not all(c.assignment() for c in group_members):
+            if time.monotonic() > deadline:
+                raise TimeoutError("group did not form")
+            await asyncio.sleep(0.1)
+        newcomer = Consumer([topic], **settings)
+        start = time.perf_counter()
+        await newcomer.start()
+        group_members.append(newcomer)
+        while not newcomer.assignment():
+            if time.perf_counter() - start > 180:
+                raise TimeoutError("newcomer got nothing")
+            await asyncio.sleep(0.02)
+        return time.perf_counter() - start
+    finally:
+        await asyncio.gather(*(c.stop() for c in group_members), return_exceptions=True)
+
+
+def table(heads: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(
+        [fmt.format(*heads), fmt.format(*("-" * w for w in widths)), *(fmt.format(*r) for r in rows)]
+    )
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--sizes", default="3,10,30")
+    parser.add_argument("--quick", action="store_true", help="50k records, sizes 3,10")
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.sizes = 50_000, "3,10"
+    cluster = cluster_from_env()
+    try:
+        topic = f"bench-throughput-{uuid.uuid4().hex[:6]}"
+        cluster.create_topics({topic: PARTITIONS})
+        print(f"producing {args.records} records ...", file=sys.stderr)
+        await produce(cluster.bootstrap_servers, topic, args.records)
+        rows = []
+        results: dict[str, list[float]] = {"aiokafka": [], "streamtasks": []}
+        for rnd in range(3):  # interleaved, best of three
+            print(f"throughput round {rnd + 1}/3 ...", file=sys.stderr)
+            results["aiokafka"].append(await drain_aiokafka(cluster.bootstrap_servers, topic, args.records))
+            results["streamtasks"].append(
+                await drain_streamtasks(cluster.bootstrap_servers, topic, args.records)
+            )
+        base = max(results["aiokafka"])
+        for name, label in (
+            ("aiokafka", "aiokafka.AIOKafkaConsumer (manual assign)"),
+            ("streamtasks", "streamtasks.Consumer (group member)"),
+        ):
+            best = max(results[name])
+            rows.append((label, f"{best:,.0f}", f"{best / base:.3f}"))
+        print(table(("consumer", "records/s (best of 3)", "vs aiokafka"), rows))
+        print()
+        lat_rows = []
+        for size in [int(s) for s in args.sizes.split(",")]:
+            for protocol, assignor in (("eager", "range"), ("cooperative", "cooperative_sticky")):
+                print(f"join latency: {size} members, {protocol} ...", file=sys.stderr)
+                seconds = await join_latency(cluster.bootstrap_servers, size, assignor)
+                lat_rows.append((str(size), protocol, f"{seconds:.2f}"))
+        print(table(("members", "protocol", "join → assigned (s)"), lat_rows))
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
