@@ -24,6 +24,20 @@ from streamtasks.errors import (
 
 __version__ = "0.4.0"
 
+
+def __getattr__(name: str) -> object:
+    # The runtime (asyncio, aiokafka) loads only when asked for, keeping ``import streamtasks``
+    # light for the pure layers that import ``streamtasks.errors``.
+    if name in ("Consumer", "CommitFailedError", "ConsumerFailedError"):
+        from streamtasks.runtime import consumer
+
+        return getattr(consumer, name)
+    if name == "EmbeddedBroker":
+        from streamtasks.embedded import EmbeddedBroker
+
+        return EmbeddedBroker
+    raise AttributeError(f"module 'streamtasks' has no attribute {name!r}")
+
 __all__ = [
     "AssignorError",
     "AssignorInputError",

@@ -106,6 +106,7 @@ class Consumer:
         self._paused: set[TopicPartition] = set()
         self._positions: dict[TopicPartition, int] = {}
         self._fatal: ErrorReported | None = None
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -132,6 +133,9 @@ class Consumer:
 
     async def stop(self) -> None:
         """Commit, revoke (listener called), leave the group (dynamic members), close."""
+        if self._closed:
+            return
+        self._closed = True
         if self._commit_task is not None:
             self._commit_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -145,6 +149,7 @@ class Consumer:
             await self._client.close()
         if self._fetcher is not None:
             await self._fetcher.stop()
+        self._owned = frozenset()
 
     async def __aenter__(self) -> Consumer:
         await self.start()
@@ -180,6 +185,8 @@ class Consumer:
         return dict(self._member.metrics(monotonic_ms()))
 
     def _raise_pending_errors(self) -> None:
+        if self._closed:
+            raise StreamTasksError("consumer is closed")
         if self._fatal is not None:
             raise ConsumerFailedError(f"group membership failed: {self._fatal.reason}")
         if self._driver is not None:
@@ -224,6 +231,8 @@ class Consumer:
     async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the position after the last record returned, for every
         owned partition) with this member's id and generation."""
+        if self._closed:
+            raise StreamTasksError("consumer is closed")
         if self._client is None:
             raise StreamTasksError("consumer is not started")
         chosen = (

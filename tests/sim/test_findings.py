@@ -1,0 +1,66 @@
+"""What the simulator found beyond the invariants holding (docs/simulation.md, "What the
+simulator found"). Each test pins the current behaviour of the member machine and the
+coordinator model; a change that fixes one of these should update its test."""
+
+from __future__ import annotations
+
+from streamtasks.sim.scenario import Step, Timeouts
+from tests.sim.helpers import owned, scripted, tp, world
+
+
+def test_static_replacement_strands_a_partition_withheld_for_its_old_process() -> None:
+    """m0 (static) rejoins claiming t0-0..4, then crashes while the barrier waits; the leader
+    keeps four of them for m0's stored claim and withholds t0-4 from its new owner until m0
+    revokes it — which the dead process never does. m0's new process replaces it without a
+    rebalance (KIP-345), gets the stored assignment and owns nothing it should revoke, so no
+    follow-up rebalance ever hands t0-4 out: the group converges only when another change
+    comes. Needs a static session timeout longer than the rebalance timeout."""
+    steps = [
+        Step(at_ms=283, op="start", member="m1", static=True),
+        Step(at_ms=1_169, op="start", member="m0", static=True),
+        Step(at_ms=1_293, op="start", member="m2", static=True),
+        Step(at_ms=14_508, op="bounce", member="m2", static=True, duration_ms=18_343),
+        Step(at_ms=19_426, op="start", member="m3", static=True),
+        Step(at_ms=31_950, op="bounce", member="m0", static=True, duration_ms=19_397),
+    ]
+    scenario = scripted(
+        steps,
+        topics=(("t0", 6), ("t1", 6), ("t2", 1)),
+        timeouts=Timeouts(static_session_ms=60_000),
+        seed=300,
+    )
+    w = world(scenario)
+    result = w.run()
+    (violation,) = result.violations
+    assert violation.invariant == "convergence"
+    assert "t0-4 owned by []" in violation.detail
+    assert tp("t0-4") not in set().union(*(owned(w, m) for m in ("m0", "m1", "m2", "m3")))
+
+
+def test_with_default_timeouts_the_dead_static_member_expires_and_the_group_converges() -> None:
+    steps = [
+        Step(at_ms=283, op="start", member="m1", static=True),
+        Step(at_ms=1_169, op="start", member="m0", static=True),
+        Step(at_ms=1_293, op="start", member="m2", static=True),
+        Step(at_ms=14_508, op="bounce", member="m2", static=True, duration_ms=18_343),
+        Step(at_ms=19_426, op="start", member="m3", static=True),
+        Step(at_ms=31_950, op="bounce", member="m0", static=True, duration_ms=19_397),
+    ]
+    result = world(scripted(steps, topics=(("t0", 6), ("t1", 6), ("t2", 1)), seed=300)).run()
+    assert result.violations == ()
+
+
+def test_enforce_rebalance_of_a_follower_with_unchanged_metadata_needs_the_marker() -> None:
+    """Kafka's coordinator answers a follower whose JoinGroup metadata is byte-identical with
+    the current generation. With the generation marker a member's subscription changes every
+    generation, so each enforce_rebalance rebalances; without it the second one does not."""
+    steps = [Step(at_ms=0, op="start", member="A"), Step(at_ms=0, op="start", member="B")]
+    for marker, rebalances in ((True, 2), (False, 1)):
+        w = world(scripted(steps, topics=(("foo", 4),), marker=marker))
+        w.advance(19_000)
+        follower = next(n for n in "AB" if not w.current[n].member.is_leader)
+        start = w.coordinator.generation
+        for at in (20_000, 40_000):
+            w.inject(Step(at_ms=at, op="enforce", member=follower), at)
+        w.advance(59_000)
+        assert w.coordinator.generation - start == rebalances, marker
