@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import bench_partition
 import bench_task
+from _table import format_table
 
 COLUMNS = (
     ("case", "case"),
@@ -47,7 +48,7 @@ def _annotate(rows: list[dict[str, object]]) -> None:
         row["meets_goal"] = None if goal is None else seconds <= float(goal)  # type: ignore[arg-type]
         base = ours.get(row["case"])
         is_peer = not str(row["implementation"]).startswith("streamtasks")
-        row["ratio"] = round(seconds / base, 1) if is_peer and base else None
+        row["ratio"] = f"{seconds / base:,.1f}x" if is_peer and base else None
 
 
 def _cell(value: object) -> str:
@@ -62,12 +63,7 @@ def _cell(value: object) -> str:
 
 def render(rows: list[dict[str, object]]) -> str:
     table = [[_cell(r.get(key)) for key, _ in COLUMNS] for r in rows]
-    heads = [h for _, h in COLUMNS]
-    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(heads)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [fmt.format(*heads), fmt.format(*("-" * w for w in widths))]
-    lines += [fmt.format(*t) for t in table]
-    return "\n".join(lines)
+    return format_table([h for _, h in COLUMNS], table)
 
 
 def main() -> int:

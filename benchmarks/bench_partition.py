@@ -47,6 +47,8 @@ try:
 finally:
     sys.path[:] = _SAVED_PATH
 
+from _table import format_table  # noqa: E402
+
 __all__ = ["rows"]
 
 T = TypeVar("T")
@@ -412,11 +414,7 @@ def _print(table: list[dict[str, object]]) -> None:
         ]
         for r in table
     ]
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for line in lines:
-        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)))
+    print(format_table(headers, lines))
 
 
 def main() -> None:

@@ -16,13 +16,17 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+_HERE = Path(__file__).parent.resolve()
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
 from streamtasks.embedded import cluster_from_env  # noqa: E402
 from streamtasks.runtime.consumer import Consumer  # noqa: E402
+
+sys.path.insert(0, str(_HERE))
+from _table import format_table  # noqa: E402
 
 PARTITIONS = 6
 
@@ -164,7 +168,7 @@ async def main() -> int:
         ):
             best = max(results[name])
             rows.append((label, f"{best:,.0f}", f"{best / base:.3f}"))
-        print(table(("consumer", "records/s (best of 3)", "vs aiokafka"), rows))
+        print(format_table(("consumer", "records/s (best of 3)", "vs aiokafka"), rows))
         print()
         lat_rows = []
         for size in [int(s) for s in args.sizes.split(",")]:
@@ -172,7 +176,7 @@ async def main() -> int:
                 print(f"join latency: {size} members, {protocol} ...", file=sys.stderr)
                 seconds = await join_latency(cluster.bootstrap_servers, size, assignor)
                 lat_rows.append((str(size), protocol, f"{seconds:.2f}"))
-        print(table(("members", "protocol", "join → assigned (s)"), lat_rows))
+        print(format_table(("members", "protocol", "join → assigned (s)"), lat_rows))
     finally:
         cluster.stop()
     return 0
