@@ -1,20 +1,27 @@
 """What the simulator found beyond the invariants holding (docs/simulation.md, "What the
-simulator found"). Each test pins the current behaviour of the member machine and the
-coordinator model; a change that fixes one of these should update its test."""
+simulator found"). Each test keeps its reproduction and pins the current behaviour of the
+member machine and the coordinator model: fixed findings assert that they no longer happen."""
 
 from __future__ import annotations
 
-from streamtasks.sim.scenario import Step, Timeouts
+from dataclasses import replace
+
+from assignors.partition.types import RebalanceProtocol
+from streamtasks.sim.runner import SAME_ASSIGNOR
+from streamtasks.sim.scenario import Step, Timeouts, generate
 from tests.sim.helpers import owned, scripted, tp, world
 
 
-def test_static_replacement_strands_a_partition_withheld_for_its_old_process() -> None:
+def test_static_replacement_no_longer_strands_a_partition_withheld_for_its_old_process() -> None:
     """m0 (static) rejoins claiming t0-0..4, then crashes while the barrier waits; the leader
     keeps four of them for m0's stored claim and withholds t0-4 from its new owner until m0
     revokes it — which the dead process never does. m0's new process replaces it without a
-    rebalance (KIP-345), gets the stored assignment and owns nothing it should revoke, so no
-    follow-up rebalance ever hands t0-4 out: the group converges only when another change
-    comes. Needs a static session timeout longer than the rebalance timeout."""
+    rebalance (KIP-345), gets the stored assignment and owns nothing it should revoke, so it
+    starts no follow-up rebalance. Before the fix t0-4 stayed unowned until another change
+    came (a ``convergence`` violation); now the leader, which remembers that it withheld
+    partitions, rejoins when no follow-up started within a heartbeat interval, and the forced
+    follow-up hands t0-4 out. Needs a static session timeout longer than the rebalance
+    timeout."""
     steps = [
         Step(at_ms=283, op="start", member="m1", static=True),
         Step(at_ms=1_169, op="start", member="m0", static=True),
@@ -31,10 +38,8 @@ def test_static_replacement_strands_a_partition_withheld_for_its_old_process() -
     )
     w = world(scenario)
     result = w.run()
-    (violation,) = result.violations
-    assert violation.invariant == "convergence"
-    assert "t0-4 owned by []" in violation.detail
-    assert tp("t0-4") not in set().union(*(owned(w, m) for m in ("m0", "m1", "m2", "m3")))
+    assert result.violations == ()
+    assert tp("t0-4") in set().union(*(owned(w, m) for m in ("m0", "m1", "m2", "m3")))
 
 
 def test_with_default_timeouts_the_dead_static_member_expires_and_the_group_converges() -> None:
@@ -64,3 +69,26 @@ def test_enforce_rebalance_of_a_follower_with_unchanged_metadata_needs_the_marke
             w.inject(Step(at_ms=at, op="enforce", member=follower), at)
         w.advance(59_000)
         assert w.coordinator.generation - start == rebalances, marker
+
+
+
+def test_leave_while_joining_no_longer_leaves_the_group_waiting_for_a_session_timeout() -> None:
+    """Cooperative seed 3187 (``--faults none --same-assignor``): m2 is told to leave at 60,815 ms
+    while its JoinGroup is in flight; its commit under the old generation is refused
+    (ILLEGAL_GENERATION) and its partitions are lost. It used to close without LeaveGroup, so
+    the group waited for its 10 s session timeout; it still has its member id (only the
+    generation was refused), so it now sends LeaveGroup and the group rebalances at once."""
+    scenario = replace(
+        generate(3187, RebalanceProtocol.COOPERATIVE, frozenset()),
+        assignors=SAME_ASSIGNOR[RebalanceProtocol.COOPERATIVE],
+    )
+    w = world(scenario)
+    result = w.run()
+    assert result.violations == ()
+    lines = w.trace.lines()
+    refused = next(
+        i
+        for i, line in enumerate(lines)
+        if "m2#1 <- OffsetCommitResponse" in line and "ILLEGAL_GENERATION" in line
+    )
+    assert any("m2#1 -> coordinator: LeaveGroupRequest" in line for line in lines[refused:])

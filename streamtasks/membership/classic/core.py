@@ -105,6 +105,12 @@ class MemberCore:
         self._hb_next_ms = now_ms
         self._hb_last_ok_ms = now_ms
         self._gate: Gate | None = None
+        #: Leader: its assignment withheld partitions (KIP-429 follow-up needed).
+        self._followup_needed = False
+        #: Leader, STABLE: rejoin at this time unless a rebalance started (None: not armed).
+        self._followup_due_ms: int | None = None
+        #: Leader: the rebalance in flight is one it forced for a follow-up (at most one in a row).
+        self._followup_forced = False
         self._next_id = 0
         self._inflight: dict[int, InFlight] = {}
         self._invocations: dict[int, tuple[ListenerKind, int]] = {}
@@ -201,7 +207,12 @@ class MemberCore:
         self._drop_inflight()
         self._join_sent = False
         self._needs_join_prepare = True
+        self._followup_due_ms = None
+        self._followup_forced = False
         if self._state is S.LEAVING:
+            # ILLEGAL_GENERATION keeps the member id: the coordinator still counts this member,
+            # so tell it we are gone instead of leaving it to the session timeout.
+            self._send_leave("the application left", now_ms)
             self._close(trigger)
         else:
             self._goto(S.UNJOINED, trigger)
@@ -213,6 +224,8 @@ class MemberCore:
         self._drop_inflight(keep_find=False)
         self._metrics.rebalance_abandoned()
         self._is_leader = False
+        self._followup_due_ms = None
+        self._followup_forced = False
         self._goto(S.FAILED, "fatal error")
 
     def _close(self, trigger: str) -> None:
@@ -224,6 +237,8 @@ class MemberCore:
         self._rejoin_needed = False
         self._join_sent = False
         self._needs_join_prepare = True
+        self._followup_due_ms = None
+        self._followup_forced = False
         self._metrics.rebalance_abandoned()
         self._goto(S.CLOSED, trigger)
 

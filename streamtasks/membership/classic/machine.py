@@ -188,6 +188,7 @@ class ClassicMember(RebalanceSteps):
         ):
             self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
             return self._flush()
+        self._maybe_followup(now_ms)
         self._maybe_join(now_ms)
         self._maybe_commit(now_ms)
         self._maybe_heartbeat(now_ms)
@@ -207,6 +208,8 @@ class ClassicMember(RebalanceSteps):
             return min(times)
         if self._wants_join():
             times.append(self._join_retry_ms)
+        if self._followup_due_ms is not None and self._state is S.STABLE:
+            times.append(self._followup_due_ms)
         if self._gate is not None and self._gate.commit_id is None:
             times.append(self._gate.retry_at_ms)
         if self._state in HAS_GENERATION and self._generation >= 0:

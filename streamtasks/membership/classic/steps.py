@@ -112,6 +112,7 @@ class RebalanceSteps(MemberCore):
         self._join_sent = True
         self._rejoin_needed = False
         self._rejoin_reason = ""
+        self._followup_due_ms = None  # this rebalance is the follow-up
 
     def _on_join(self, resp: JoinGroupResponse, now_ms: int) -> None:
         self._join_sent = False
@@ -156,6 +157,16 @@ class RebalanceSteps(MemberCore):
             self._report(problem + "; rejoining", None)
             self._join_retry_ms = now_ms + self._config.retry_backoff_ms
             return
+        if self._owned and self._generation >= 0 and resp.generation_id > self._generation + 1:
+            # KIP-429/KIP-341: a generation went by without this member's JoinGroup (a static
+            # member paused past the rebalance timeout); the leader of that generation worked
+            # from a stale copy of its claims, so what it owns may have moved: lost, not revoked.
+            self._report(
+                f"missed generation(s) {self._generation + 1}..{resp.generation_id - 1}: "
+                "owned partitions lost",
+                None,
+            )
+            self._lose_all(now_ms)
         self._member_id = resp.member_id or self._member_id
         self._generation = resp.generation_id
         self._protocol_name = resp.protocol_name
@@ -185,6 +196,7 @@ class RebalanceSteps(MemberCore):
         """Leader step; KIP-814: with SkipAssignment only learn the group's topics."""
         marker = self._config.generation_marker
         assignments: tuple[SyncGroupAssignment, ...] = ()
+        self._followup_needed = False
         if resp.skip_assignment:
             decoded = decode_members(
                 resp.members, assignor_name=self._protocol_name, generation_marker=marker
@@ -200,6 +212,7 @@ class RebalanceSteps(MemberCore):
             )
             problems, assignments = result.problems, result.assignments
             self._group_topics = result.group_topics
+            self._followup_needed = result.followup_needed
         self._take_snapshot(lazy=resp.skip_assignment)
         for problem in problems:
             self._report(f"leader: {problem}", None)
@@ -266,6 +279,14 @@ class RebalanceSteps(MemberCore):
         self._metrics.rebalance_completed(now_ms)
         if revoked:
             self._request_rejoin("partitions revoked: follow-up rebalance")
+        if self._is_leader and self._followup_needed and not self._followup_forced:
+            # KIP-429: the member that revokes the withheld partitions starts the follow-up;
+            # if none has started one heartbeat interval from now (that member was replaced
+            # without a rebalance, or had nothing left to revoke), the leader does. Never twice
+            # in a row: if its own follow-up withheld again, the claimant is a member that does
+            # not rejoin (a dead static member); its session timeout decides, not a storm.
+            self._followup_due_ms = now_ms + self._config.heartbeat_interval_ms
+        self._followup_forced = False
         if self._is_leader and self._metadata_changed():
             self._request_rejoin("leader saw a partition count change")
         if revoked:
@@ -288,6 +309,14 @@ class RebalanceSteps(MemberCore):
             assignment=assignment,
         )
         self._maybe_commit(now_ms)
+
+    def _maybe_followup(self, now_ms: int) -> None:
+        due = self._followup_due_ms
+        if due is None or now_ms < due or self._state is not S.STABLE:
+            return
+        self._followup_due_ms = None
+        self._followup_forced = True
+        self._request_rejoin("leader withheld partitions and no follow-up rebalance started")
 
     def _maybe_commit(self, now_ms: int) -> None:
         gate = self._gate

@@ -9,6 +9,7 @@ from assignors.partition.sticky import CooperativeStickyAssignor
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.classic import (
     ClassicMember,
+    CommitOffsets,
     CoordinatorDiscovered,
     ErrorReported,
     FindCoordinator,
@@ -24,9 +25,15 @@ from tests.membership.classic.helpers import (
     cooperative,
     join,
     join_ok,
+    kinds,
+    listeners,
     of,
     one,
+    rejoin,
     request,
+    stable,
+    sync_ok,
+    tps,
 )
 
 
@@ -233,3 +240,31 @@ def test_sync_request_carries_static_instance_id() -> None:
     _, _, sync = join_ok(member, rid)
     assert sync.group_instance_id == "host-1"
     assert isinstance(sync, SyncGroupRequest)
+
+
+def test_joining_to_syncing_loses_partitions_when_a_generation_was_missed() -> None:
+    """KIP-429/KIP-341: a static member paused past the rebalance timeout rejoins; its JoinGroup
+    answer is two generations on, so what it owns may have moved: lost, never committed."""
+    member = ClassicMember(config(group_instance_id="i1", session_timeout_ms=60_000))
+    stable(member, tps("t0 t1"), generation=2)
+    member.enforce_rebalance()
+    _, rid, _ = rejoin(member, 50_000)  # resumed: within its session, past a rebalance
+    actions, sid, _ = join_ok(member, rid, generation=4, now=50_010)
+    assert listeners(actions) == [("LOST", tps("t0 t1"))]
+    assert kinds(actions)[-1] == "SyncGroupRequest"
+    assert member.state is MemberState.SYNCING
+    assert member.owned_partitions == frozenset()
+    assert one(actions, ErrorReported).fatal is False
+    done = sync_ok(member, sid, tps("t0"), now=50_020)
+    assert not of(done, CommitOffsets)  # nothing owned: nothing revoked, no stale commit
+    assert listeners(done) == [("ASSIGNED", tps("t0"))]
+
+
+def test_joining_to_syncing_keeps_partitions_in_the_next_generation() -> None:
+    member = cooperative()
+    stable(member, tps("t0 t1"), generation=2)
+    member.enforce_rebalance()
+    _, rid, _ = rejoin(member, 5)
+    actions, _, _ = join_ok(member, rid, generation=3, now=6)
+    assert listeners(actions) == []
+    assert member.owned_partitions == frozenset(tps("t0 t1"))

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from assignors.partition.range import RangeAssignor
 from assignors.partition.sticky import CooperativeStickyAssignor, StickyAssignor
-from streamtasks.membership.classic import ClassicMember, ErrorReported, MemberState, MetadataUpdated
+from streamtasks.membership.classic import (
+    ClassicMember,
+    ErrorReported,
+    MemberState,
+    MetadataUpdated,
+    SendRequest,
+)
 from streamtasks.membership.classic.leader import decode_members, lead
-from streamtasks.protocol.classic_group import JoinGroupMember
+from streamtasks.protocol.classic_group import JoinGroupMember, JoinGroupRequest
 from streamtasks.protocol.consumer import (
     ConsumerProtocolSubscription,
     decode_assignment,
@@ -240,3 +246,54 @@ def test_leader_rejoins_when_a_topic_it_could_not_assign_gets_metadata() -> None
     sync_ok(member, sid, ())
     member.handle(MetadataUpdated(partitions_per_topic={"t": 2}), 5)
     assert member.rejoin_needed
+
+
+def withholding_leader(now: int = 0) -> tuple[ClassicMember, int]:
+    """A leader (m1) whose assignment withholds t2 and t3 from it: m2 still claims them."""
+    member = ClassicMember(config())
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 4}), now)
+    rid, req = join(member, now)
+    members = (jm("m1", req.protocols[0].metadata), jm("m2", sub(owned="t0 t1 t2 t3", generation=3)))
+    _, sid, sync = join_ok(member, rid, generation=4, member_id="m1", leader="m1", members=members, now=now)
+    assert assigned(sync.assignments)["m1"] == ()  # withheld until m2 revoked them
+    return member, sid
+
+
+def test_stable_to_joining_leader_forces_the_followup_after_a_heartbeat_interval() -> None:
+    member, sid = withholding_leader()
+    sync_ok(member, sid, (), now=10)
+    assert member.state is MemberState.STABLE
+    assert not member.rejoin_needed
+    interval = member.config.heartbeat_interval_ms
+    early = member.poll(10 + interval - 1)
+    assert not [a for a in of(early, SendRequest) if isinstance(a.request, JoinGroupRequest)]
+    assert member.state is MemberState.STABLE  # a heartbeat went out, no JoinGroup yet
+    _, _, req = rejoin(member, 10 + interval)  # no follow-up started by m2: the leader rejoins
+    assert member.state is MemberState.JOINING
+    assert req.reason == "leader withheld partitions and no follow-up rebalance started"
+
+
+def test_stable_leader_does_not_force_a_followup_when_a_rebalance_started() -> None:
+    member, sid = withholding_leader()
+    sync_ok(member, sid, (), now=10)
+    member.enforce_rebalance("something else")  # any rejoin is the follow-up
+    _, rid, _ = rejoin(member, 20)
+    _, sid, _ = join_ok(member, rid, generation=5, member_id="m1", leader="other", now=30)
+    sync_ok(member, sid, tps("t2 t3"), now=40)
+    actions = member.poll(40 + 2 * member.config.heartbeat_interval_ms)
+    assert not [a for a in of(actions, SendRequest) if isinstance(a.request, JoinGroupRequest)]
+    assert member.state is MemberState.STABLE
+
+
+def test_stable_leader_forces_at_most_one_followup_in_a_row() -> None:
+    member, sid = withholding_leader()
+    sync_ok(member, sid, (), now=10)
+    _, rid, req = rejoin(member, 10 + member.config.heartbeat_interval_ms)
+    # m2 (say a dead static member) still claims t2 and t3: withheld again
+    members = (jm("m1", req.protocols[0].metadata), jm("m2", sub(owned="t0 t1 t2 t3", generation=3)))
+    _, sid, _ = join_ok(member, rid, generation=5, member_id="m1", leader="m1", members=members, now=2_000)
+    sync_ok(member, sid, (), now=2_010)
+    actions = member.poll(2_010 + 2 * member.config.heartbeat_interval_ms)
+    assert not [a for a in of(actions, SendRequest) if isinstance(a.request, JoinGroupRequest)]
+    assert member.state is MemberState.STABLE
+    assert not member.rejoin_needed  # its session timeout decides, no rebalance storm

@@ -6,6 +6,7 @@ import pytest
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.classic import (
+    Action,
     ClassicMember,
     CommitOffsets,
     CoordinatorDiscovered,
@@ -342,3 +343,42 @@ def test_session_timeout_without_successful_heartbeats_forgets_the_coordinator()
     member.poll(10_001)
     assert not member.coordinator_known
     assert member.owned_partitions == frozenset(tps("t0"))
+
+
+def commit_fails(member: ClassicMember, actions: list[Action], error: E, now: int) -> list[Action]:
+    commit = one(actions, CommitOffsets)
+    errors = tuple((p, error) for p in commit.partitions)
+    response = OffsetCommitResponse(errors=errors)
+    return member.handle(ResponseReceived(request_id=commit.request_id, response=response), now)
+
+
+def test_joining_to_leaving_to_closed_on_illegal_generation_still_sends_leave_group() -> None:
+    """Leave while the JoinGroup is in flight: the commit under the old generation is refused,
+    the partitions are lost, and the coordinator (which still knows the member id) is told."""
+    member = cooperative()
+    stable(member, tps("t0 t1"))
+    member.enforce_rebalance()
+    rejoin(member, 5)  # JoinGroup in flight
+    actions = member.handle(Leave(), 6)
+    assert member.state is MemberState.LEAVING
+    done = commit_fails(member, actions, E.ILLEGAL_GENERATION, 7)
+    assert kinds(done) == ["LOST", "AssignmentChanged", "LeaveGroupRequest"]
+    _, leave = request(done, LeaveGroupRequest)
+    assert leave.member_id == "m1"
+    assert member.state is MemberState.CLOSED
+
+
+def test_leaving_to_closed_on_unknown_member_id_sends_no_leave_group() -> None:
+    member = cooperative()
+    stable(member, tps("t0"))
+    done = commit_fails(member, member.handle(Leave(), 5), E.UNKNOWN_MEMBER_ID, 6)
+    assert kinds(done) == ["LOST", "AssignmentChanged"]
+    assert member.state is MemberState.CLOSED
+
+
+def test_static_member_leaving_to_closed_on_illegal_generation_sends_no_leave_group() -> None:
+    member = ClassicMember(config(group_instance_id="i1"))
+    stable(member, tps("t0"))
+    done = commit_fails(member, member.handle(Leave(), 5), E.ILLEGAL_GENERATION, 6)
+    assert kinds(done) == ["LOST", "AssignmentChanged"]
+    assert member.state is MemberState.CLOSED
