@@ -104,6 +104,8 @@ class Consumer:
         self._commit_task: asyncio.Task[None] | None = None
         self._owned: frozenset[TopicPartition] = frozenset()
         self._paused: set[TopicPartition] = set()
+        #: aiokafka partition → ours, for the owned partitions that are not paused.
+        self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
         self._positions: dict[TopicPartition, int] = {}
         self._fatal: ErrorReported | None = None
         self._closed = False
@@ -150,6 +152,7 @@ class Consumer:
         if self._fetcher is not None:
             await self._fetcher.stop()
         self._owned = frozenset()
+        self._fetchable = {}
 
     async def __aenter__(self) -> Consumer:
         await self.start()
@@ -201,18 +204,28 @@ class Consumer:
         self._raise_pending_errors()
         if self._fetcher is None:
             raise StreamTasksError("consumer is not started")
-        active = [tp for tp in self._owned if tp not in self._paused]
-        if not active:
+        if not self._fetchable:
             await asyncio.sleep(min(timeout_ms, 100) / 1000)
             return {}
-        batch = await self._fetcher.getmany(*map(_tp, active), timeout_ms=timeout_ms, max_records=max_records)
+        if self._paused:
+            batch = await self._fetcher.getmany(
+                *self._fetchable, timeout_ms=timeout_ms, max_records=max_records
+            )
+        else:  # the fetcher is assigned exactly the owned partitions
+            batch = await self._fetcher.getmany(timeout_ms=timeout_ms, max_records=max_records)
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         for atp, records in batch.items():
-            tp = TopicPartition(atp.topic, atp.partition)
-            if tp not in self._owned or tp in self._paused:
+            tp = self._fetchable.get(atp)
+            if tp is None:
                 continue  # revoked or being revoked while the fetch was in flight
             floor = self._positions.get(tp, -1)
-            fresh = [r for r in records if r.offset >= floor]
+            # Offsets rise within a batch: only a batch that starts below our position (fetched
+            # before a seek) needs trimming, and that is rare.
+            fresh = (
+                records
+                if not records or records[0].offset >= floor
+                else [r for r in records if r.offset >= floor]
+            )
             if fresh:
                 self._positions[tp] = fresh[-1].offset + 1
                 out[tp] = fresh
@@ -272,6 +285,10 @@ class Consumer:
         """Stop handing out records of partitions about to be revoked (their offsets are being
         committed now)."""
         self._paused.update(partitions)
+        self._refresh_fetchable()
+
+    def _refresh_fetchable(self) -> None:
+        self._fetchable = {_tp(tp): tp for tp in sorted(self._owned) if tp not in self._paused}
 
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         assert self._fetcher is not None
@@ -297,6 +314,7 @@ class Consumer:
             if tp in self._positions:
                 self._fetcher.seek(_tp(tp), self._positions[tp])
         self._owned = owned
+        self._refresh_fetchable()
 
     async def invoke_listener(self, call: InvokeListener) -> None:
         if self._listener is None:
