@@ -14,7 +14,9 @@ the leader fills both from the KIP-341 sticky userdata (``previous_assignment``,
 ``generation``); for ``cooperative_sticky`` they are the consumer protocol's own fields. When
 two members claim the same partition the claim of the higher generation wins; claims tied at
 the highest generation are all ignored (Kafka invalidates such a partition for every claimant),
-see :func:`assignors.cooperative.valid_claims`.
+see :func:`assignors.cooperative.valid_claims`. (The member machine's leader has a legacy,
+simulation-only pre-KIP-341 mode for ``sticky`` without the marker that trusts every claim on
+top of this assignor's result: ``streamtasks.membership.classic.leader.legacy_trust_claims``.)
 
 ``cooperative_sticky`` returns the *target* assignment. Under the COOPERATIVE protocol the
 leader runs it through :func:`assignors.cooperative.assign`, which withholds partitions that

@@ -17,12 +17,19 @@ What the simulator shows, with the generation marker on and off:
   which claims the leader honoured only from its assignment.
 * with the marker, the leader honours C's newer claim: C keeps foo-5 and only B revokes it;
   without it the two claims tie, the leader honours neither, and C loses foo-5 too until the
-  follow-up rebalance. The leader never hands foo-5 to both (the tie rule of
-  ``assignors.cooperative`` is a second defence), so with this member machine disabling the
-  marker costs a partition move, not a duplicate assignment.
-* EAGER: B revokes everything before rejoining and its pre-revocation commit is rejected
-  (ILLEGAL_GENERATION), so it loses the partitions without ever holding them as a current
-  member: no violation.
+  follow-up rebalance. With ``cooperative_sticky`` the leader never hands foo-5 to both (the
+  tie rule of ``assignors.cooperative`` is a second defence), so there disabling the marker
+  costs a partition move, not a duplicate assignment.
+* EAGER with the ``sticky`` assignor (whose userdata carries the KIP-341 marker): B revokes
+  foo-5 before rejoining but its sticky userdata still reports it (its previous assignment),
+  next to C's claim. With the marker the leader sees B's claim is from an older generation and
+  ignores it: exclusive ownership holds. Without it the leader runs the legacy pre-KIP-341
+  mode (``legacy_trust_claims``, simulation only): it trusts both claims and foo-5 stays
+  assigned to B and to C in the same generation — KAFKA-7026's duplicate, which the
+  simulator's ``exclusive-ownership`` check reports.
+* EAGER (``cooperative_sticky``, ``range``): B revokes everything before rejoining and its
+  pre-revocation commit is rejected (ILLEGAL_GENERATION), so it loses the partitions without
+  ever holding them as a current member: no violation.
 * a dynamic member paused past its session is removed and fenced (UNKNOWN_MEMBER_ID): no
   violation either way.
 """
@@ -49,8 +56,12 @@ def debugger_scenario(*, marker: bool, protocol: object = None, static: bool = T
     ]
 
 
-def run(*, marker: bool, protocol: object = None, static: bool = True):  # type: ignore[no-untyped-def]
-    kwargs = {"protocol": protocol} if protocol is not None else {}
+def run(  # type: ignore[no-untyped-def]
+    *, marker: bool, protocol: object = None, static: bool = True, assignors: tuple[str, ...] | None = None
+):
+    kwargs: dict[str, object] = {"protocol": protocol} if protocol is not None else {}
+    if assignors is not None:
+        kwargs["assignors"] = assignors
     scenario = scripted(
         debugger_scenario(marker=marker, static=static),
         topics=(("foo", 4),),
@@ -90,6 +101,24 @@ def test_kip341_eager_member_loses_stale_partitions_before_rejoining() -> None:
     assert result.violations == ()
     lost = set().union(*(p for _, p in listener_calls(w, "B", ListenerKind.LOST)))
     assert tp("foo-5") in lost
+
+
+def test_kip341_eager_sticky_with_the_marker_keeps_ownership_exclusive() -> None:
+    w, result = run(marker=True, protocol=EAGER, assignors=("sticky",))
+    assert result.violations == ()
+    assert tp("foo-5") in owned(w, "C")
+    assert tp("foo-5") not in owned(w, "B")
+
+
+def test_kip341_eager_sticky_without_the_marker_duplicates_a_partition_kafka_7026() -> None:
+    # legacy pre-KIP-341 leader: B's stale claim and C's valid one both stand
+    w, result = run(marker=False, protocol=EAGER, assignors=("sticky",))
+    assert result.violations, "the simulator must find the duplicate the marker prevents"
+    assert {v.invariant for v in result.violations} == {"exclusive-ownership"}
+    first = result.violations[0]
+    assert first.detail.startswith("foo-5 owned by B#0 (gen 4, ")
+    assert ", C#0 (gen 4, " in first.detail
+    assert tp("foo-5") in owned(w, "B") & owned(w, "C")  # and it stays duplicated
 
 
 def test_kip341_dynamic_member_paused_past_its_session_is_fenced() -> None:

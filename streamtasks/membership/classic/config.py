@@ -41,7 +41,9 @@ class MemberConfig:
     this order and the coordinator picks one that every member offers. ``generation_marker``
     (KIP-341, default on): the member puts its generation in its subscription and, as leader,
     ignores owned-partition claims made under an older generation. Turning it off exists only
-    so the simulator can demonstrate the duplicate ownership the marker prevents.
+    so the simulator can demonstrate the duplicate ownership the marker prevents: with the
+    eager ``sticky`` assignor the leader then runs a legacy pre-KIP-341 mode that trusts every
+    claim (:func:`streamtasks.membership.classic.leader.legacy_trust_claims`).
     """
 
     group_id: str

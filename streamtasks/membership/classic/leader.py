@@ -13,6 +13,12 @@ one assignment per member.
   the eager ``sticky`` assignor they come from its sticky userdata. With
   ``generation_marker=False`` every claim's generation is forced to -1: the leader cannot tell
   a stale claim from a current one.
+* Legacy pre-KIP-341 mode (simulation only): with ``generation_marker=False`` and the eager
+  ``sticky`` assignor the leader behaves as Kafka's sticky assignor did before KIP-341
+  (KAFKA-7026): it trusts every claim, so a partition that several members claim stays
+  assigned to every claimant (:func:`legacy_trust_claims`). That assigns one partition to two
+  members in one generation — the duplicate the marker prevents. It exists so the simulator
+  can show the bug; the default (marker on) never takes this path.
 * A subscription that cannot be decoded does not stop the round: that member gets an empty
   assignment and the problem is reported. An assignor failure gives every member back its
   valid claims (nothing moves) and asks for a follow-up rebalance.
@@ -43,7 +49,7 @@ from streamtasks.protocol.consumer import (
 from streamtasks.protocol.sticky import decode_sticky_userdata
 from topology.ids import TopicPartition
 
-__all__ = ["DecodedGroup", "LeaderResult", "decode_members", "lead"]
+__all__ = ["DecodedGroup", "LeaderResult", "decode_members", "lead", "legacy_trust_claims"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +122,35 @@ def decode_members(
     )
 
 
+def legacy_trust_claims(
+    parts: Mapping[MemberId, Iterable[TopicPartition]], group: GroupSubscription
+) -> dict[MemberId, tuple[TopicPartition, ...]]:
+    """LEGACY, simulation only: Kafka's sticky assignor before KIP-341 (KAFKA-7026).
+
+    Without a generation marker the old assignor started from every member's reported
+    assignment as it was: a partition two members claimed stayed in both claimants' lists
+    (only one was recorded as its owner, so moving it took it from that one alone). Modelled
+    here as: every partition claimed by two or more members (that exist and that the claimant
+    subscribes to) is assigned to exactly its claimants, whatever ``parts`` (the assignor,
+    which voided the tied claims) did with it — so it is assigned to several members in one
+    generation. Partitions only one member claims are left as ``parts`` has them. Never used
+    with the marker on.
+    """
+    claimants: dict[TopicPartition, set[MemberId]] = {}
+    for member, sub in group.members.items():
+        topics = set(sub.topics)
+        for tp in sub.owned_partitions:
+            count = group.partitions_per_topic.get(tp.topic)
+            if tp.topic in topics and count is not None and 0 <= tp.partition < count:
+                claimants.setdefault(tp, set()).add(member)
+    contested = {tp: who for tp, who in claimants.items() if len(who) > 1}
+    out = {member: {tp for tp in mine if tp not in contested} for member, mine in parts.items()}
+    for tp, who in contested.items():
+        for member in who:
+            out.setdefault(member, set()).add(tp)
+    return {member: tuple(sorted(mine)) for member, mine in sorted(out.items())}
+
+
 def lead(
     members: Iterable[JoinGroupMember],
     *,
@@ -143,6 +178,8 @@ def lead(
         except AssignorError as exc:
             problems.append(f"assignor {assignor.name!r} failed, every member keeps its claims: {exc}")
             parts, followup = valid_claims(owned_from(group)), True
+        if not generation_marker and assignor.name == STICKY_ASSIGNOR_NAME:
+            parts = legacy_trust_claims(parts, group)  # pre-KIP-341, simulation only
     assignment: dict[MemberId, tuple[TopicPartition, ...]] = {}
     encoded: list[SyncGroupAssignment] = []
     for member in sorted({m.member_id for m in members}):

@@ -12,7 +12,7 @@ from streamtasks.membership.classic import (
     MetadataUpdated,
     SendRequest,
 )
-from streamtasks.membership.classic.leader import decode_members, lead
+from streamtasks.membership.classic.leader import decode_members, lead, legacy_trust_claims
 from streamtasks.protocol.classic_group import JoinGroupMember, JoinGroupRequest
 from streamtasks.protocol.consumer import (
     ConsumerProtocolSubscription,
@@ -100,6 +100,66 @@ def test_leader_reads_sticky_claims_from_userdata_for_the_eager_sticky_assignor(
     assert decoded.subscriptions["a"].generation == 4
     result = lead(members, assignor=StickyAssignor(), partitions_per_topic={"t": 4})
     assert set(tps("t0 t1")) & set(result.assignment["a"])  # sticky keeps some
+
+
+def _sticky_member(member_id: str, owned: str, generation: int | None) -> JoinGroupMember:
+    if generation is None:  # no marker: sticky userdata v0
+        ud = encode_sticky_userdata(StickyUserData(partitions=tps(owned)), version=0)
+    else:
+        ud = encode_sticky_userdata(StickyUserData(partitions=tps(owned), generation=generation))
+    return jm(member_id, sub(user_data=ud))
+
+
+def test_leader_with_the_marker_ignores_a_stale_sticky_claim_kip341() -> None:
+    # b was paused and missed generation 3; c got t3 in generation 3 and b still reports it
+    members = (
+        _sticky_member("a", "t0", 3),
+        _sticky_member("b", "t2 t3", 2),
+        _sticky_member("c", "t1 t3", 3),
+    )
+    result = lead(members, assignor=StickyAssignor(), partitions_per_topic={"t": 4})
+    flat = [p for parts in result.assignment.values() for p in parts]
+    assert sorted(flat) == list(tps("t0 t1 t2 t3"))  # every partition exactly once
+    assert set(tps("t3")) <= set(result.assignment["c"])
+
+
+def test_leader_without_the_marker_trusts_every_sticky_claim_legacy_kafka_7026() -> None:
+    # the same group without the marker: the legacy pre-KIP-341 leader keeps t3 with both
+    members = (
+        _sticky_member("a", "t0", None),
+        _sticky_member("b", "t2 t3", None),
+        _sticky_member("c", "t1 t3", None),
+    )
+    result = lead(members, assignor=StickyAssignor(), partitions_per_topic={"t": 4}, generation_marker=False)
+    holders = [m for m, parts in result.assignment.items() if tps("t3")[0] in parts]
+    assert holders == ["b", "c"]  # the duplicate KIP-341 fixed
+    flat = [p for parts in result.assignment.values() for p in parts]
+    assert sorted(set(flat)) == list(tps("t0 t1 t2 t3"))
+    assert len(flat) == 5  # only the contested partition is duplicated
+    # cooperative_sticky without the marker keeps the tie rule: no duplicate
+    coop = lead(
+        (jm("b", sub(owned="t2 t3")), jm("c", sub(owned="t1 t3"))),
+        assignor=CooperativeStickyAssignor(),
+        partitions_per_topic={"t": 4},
+        generation_marker=False,
+    )
+    coop_flat = [p for parts in coop.assignment.values() for p in parts]
+    assert len(coop_flat) == len(set(coop_flat))
+
+
+def test_legacy_trust_claims_adds_contested_claims_only() -> None:
+    from assignors.partition.types import GroupSubscription, Subscription
+
+    group = GroupSubscription(
+        members={
+            "a": Subscription(topics=("t",), owned_partitions=tps("t0 t1 t9")),  # t9 does not exist
+            "b": Subscription(topics=("t",), owned_partitions=tps("t1 t9")),
+            "c": Subscription(topics=("u",), owned_partitions=tps("t1")),  # not subscribed to t
+        },
+        partitions_per_topic={"t": 3},
+    )
+    parts = {"a": tps("t0"), "b": tps("t2"), "c": tps("t1")}  # the assignor gave contested t1 to c
+    assert legacy_trust_claims(parts, group) == {"a": tps("t0 t1"), "b": tps("t1 t2"), "c": ()}
 
 
 def test_member_offers_sticky_userdata_with_its_generation() -> None:
