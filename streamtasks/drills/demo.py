@@ -50,6 +50,10 @@ class DemoOptions:
     #: A static member still without its partitions after this long gets the group nudged:
     #: every worker calls ``enforce_rebalance`` (KIP-568). Needed on Tansu only (docs/testing.md).
     nudge_after_s: float = 10.0
+    #: The same for a group that has not settled after a dynamic bounce. Once in four runs on
+    #: Tansu a cooperative follow-up rebalance never came (not diagnosed yet; run with
+    #: STREAMTASKS_DEMO_LOGS=dir to keep the workers' logs). Nudges are counted in the report.
+    dynamic_nudge_after_s: float = 30.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -163,20 +167,21 @@ class Demo:
 
         return check
 
-    async def _settle(self, members: set[str], what: str, nudge: bool = False) -> None:
+    async def _settle(self, members: set[str], what: str, static: bool = False) -> None:
         self.state.rebalancing = True
         deadline = monotonic_ms() + int(self.o.settle_timeout_s * 1000)
-        next_nudge = monotonic_ms() + int(self.o.nudge_after_s * 1000)
+        nudge_every_ms = int((self.o.nudge_after_s if static else self.o.dynamic_nudge_after_s) * 1000)
+        next_nudge = monotonic_ms() + nudge_every_ms
         last = ""
         while not self._stable(members)():
             if monotonic_ms() > deadline:
                 raise TimeoutError(f"group did not settle: {what}")
-            if nudge and monotonic_ms() > next_nudge:
-                self.say("  static member still waiting: nudging the group (enforce_rebalance)")
+            if monotonic_ms() > next_nudge:
+                self.say(f"  still waiting: nudging the group (enforce_rebalance): {what}")
                 for w in self.workers.values():
                     w.nudge()
                 self.nudges += 1
-                next_nudge = monotonic_ms() + int(self.o.nudge_after_s * 1000)
+                next_nudge = monotonic_ms() + nudge_every_ms
             owned = sum(len(self.state.owned.get(m, ())) for m in members)
             line = f"  waiting: {what} ({owned}/{self.o.partitions} partitions owned)"
             if line != last:
@@ -245,7 +250,7 @@ class Demo:
                     workers[n] = _Worker(n, n if static else None, self.state, argv)
                     await workers[n].start()
                     self.say(f"  restarted {n}{' (static)' if static else ''}")
-                    await self._settle(set(names), f"{n} back", nudge=static)
+                    await self._settle(set(names), f"{n} back", static=static)
                     if static:
                         await asyncio.sleep(self.o.static_pause_s)
 
