@@ -18,20 +18,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-# benchmarks/assignors.py would shadow the ``assignors`` package for scripts run from this
-# directory (their directory comes first on sys.path), so import the project without it.
-_HERE = Path(__file__).resolve().parent
-_SAVED_PATH = sys.path[:]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-try:
+from _paths import project_imports  # benchmarks/assignors.py would shadow the package
+
+with project_imports():
     from assignors import cooperative
     from assignors.partition.range import RangeAssignor
     from assignors.partition.round_robin import RoundRobinAssignor
@@ -44,10 +39,7 @@ try:
     )
     from assignors.partition.uniform import UniformAssignor
     from topology.ids import TopicPartition
-finally:
-    sys.path[:] = _SAVED_PATH
-
-from _table import format_table  # noqa: E402
+from _table import format_table
 
 __all__ = ["rows"]
 

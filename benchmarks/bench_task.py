@@ -32,19 +32,14 @@ import argparse
 import copy
 import gc
 import random
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
-# benchmarks/assignors.py would shadow the ``assignors`` package for scripts run from this
-# directory (their directory comes first on sys.path), so import the project without it.
-_HERE = Path(__file__).resolve().parent
-_SAVED_PATH = sys.path[:]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-try:
+from _paths import project_imports  # benchmarks/assignors.py would shadow the package
+
+with project_imports():
     from assignors.task.high_availability import HighAvailabilityTaskAssignor
     from assignors.task.quality import colocated_standbys, moved_actives, warmup_count
     from assignors.task.sticky import StickyTaskAssignor
@@ -59,10 +54,7 @@ try:
     )
     from assignors.validate import validate_task_assignment
     from topology.ids import TaskId
-finally:
-    sys.path[:] = _SAVED_PATH
-
-from _table import format_table  # noqa: E402
+from _table import format_table
 
 __all__ = ["rows"]
 

@@ -41,29 +41,22 @@ class Reporter:
     def _gen(self) -> int:
         return self._consumer[0].generation if self._consumer else -1
 
-    def on_partitions_assigned(self, tps: tuple[TopicPartition, ...]) -> None:
+    def _report(self, kind: str, tps: tuple[TopicPartition, ...]) -> None:
         emit(
             worker=self.name,
-            kind="assigned",
+            kind=kind,
             generation=self._gen(),
             partitions=[[t.topic, t.partition] for t in tps],
         )
+
+    def on_partitions_assigned(self, tps: tuple[TopicPartition, ...]) -> None:
+        self._report("assigned", tps)
 
     def on_partitions_revoked(self, tps: tuple[TopicPartition, ...]) -> None:
-        emit(
-            worker=self.name,
-            kind="revoked",
-            generation=self._gen(),
-            partitions=[[t.topic, t.partition] for t in tps],
-        )
+        self._report("revoked", tps)
 
     def on_partitions_lost(self, tps: tuple[TopicPartition, ...]) -> None:
-        emit(
-            worker=self.name,
-            kind="lost",
-            generation=self._gen(),
-            partitions=[[t.topic, t.partition] for t in tps],
-        )
+        self._report("lost", tps)
 
 
 def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
