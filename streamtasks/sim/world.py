@@ -204,6 +204,9 @@ class World(Driver):
             request_timeout_ms=t.request_ms,
             retry_backoff_ms=t.retry_backoff_ms,
             generation_marker=self.scenario.generation_marker,
+            # The coordinator model is Kafka's: a member in the group takes part in every
+            # generation, so a gap means it missed one (see MemberConfig).
+            lose_on_missed_generation=True,
         )
         proc = SimProcess(name=name, incarnation=incarnation, config=config, started_ms=self.now)
         self.procs[proc.conn] = proc

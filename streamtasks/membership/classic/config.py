@@ -60,6 +60,14 @@ class MemberConfig:
     rack: str | None = None
     user_data_provider: UserDataProvider | None = None
     generation_marker: bool = True
+    #: Treat owned partitions as lost when a JoinGroup answer's generation is more than one
+    #: above the previous one (the member missed a generation, e.g. a static member paused past
+    #: the rebalance timeout). Sound on Apache Kafka, where a member in the group takes part in
+    #: every generation; off by default because the embedded broker (Tansu) skips generation
+    #: numbers for members that did take part, which made the rule drop partitions for nothing
+    #: and stall cooperative hand-overs (docs/testing.md). The simulator, a model of Kafka's
+    #: coordinator, turns it on.
+    lose_on_missed_generation: bool = False
     protocol_type: str = "consumer"
 
     def __post_init__(self) -> None:

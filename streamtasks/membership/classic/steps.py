@@ -157,7 +157,12 @@ class RebalanceSteps(MemberCore):
             self._report(problem + "; rejoining", None)
             self._join_retry_ms = now_ms + self._config.retry_backoff_ms
             return
-        if self._owned and self._generation >= 0 and resp.generation_id > self._generation + 1:
+        if (
+            self._config.lose_on_missed_generation
+            and self._owned
+            and self._generation >= 0
+            and resp.generation_id > self._generation + 1
+        ):
             # KIP-429/KIP-341: a generation went by without this member's JoinGroup (a static
             # member paused past the rebalance timeout); the leader of that generation worked
             # from a stale copy of its claims, so what it owns may have moved: lost, not revoked.

@@ -242,10 +242,25 @@ def test_sync_request_carries_static_instance_id() -> None:
     assert isinstance(sync, SyncGroupRequest)
 
 
+def test_joining_to_syncing_keeps_partitions_across_a_generation_gap_by_default() -> None:
+    """The missed-generation rule is opt-in (MemberConfig.lose_on_missed_generation): by default a
+    generation gap changes nothing, because the embedded broker skips numbers for members that
+    did take part."""
+    member = ClassicMember(config(group_instance_id="i1", session_timeout_ms=60_000))
+    stable(member, tps("t0 t1"), generation=2)
+    member.enforce_rebalance()
+    _, rid, _ = rejoin(member, 50_000)
+    actions, _, _ = join_ok(member, rid, generation=4, now=50_010)
+    assert listeners(actions) == []
+    assert member.owned_partitions == frozenset(tps("t0 t1"))
+
+
 def test_joining_to_syncing_loses_partitions_when_a_generation_was_missed() -> None:
     """KIP-429/KIP-341: a static member paused past the rebalance timeout rejoins; its JoinGroup
     answer is two generations on, so what it owns may have moved: lost, never committed."""
-    member = ClassicMember(config(group_instance_id="i1", session_timeout_ms=60_000))
+    member = ClassicMember(
+        config(group_instance_id="i1", session_timeout_ms=60_000, lose_on_missed_generation=True)
+    )
     stable(member, tps("t0 t1"), generation=2)
     member.enforce_rebalance()
     _, rid, _ = rejoin(member, 50_000)  # resumed: within its session, past a rebalance
