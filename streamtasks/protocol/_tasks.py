@@ -8,7 +8,7 @@ only this canonical form (no empty groups, strictly increasing ids), so ``encode
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from streamtasks.protocol._buf import INT32_MAX, INT64_MAX, Reader, Writer
 from topology.ids import TaskId
@@ -39,7 +39,10 @@ def _grouped(tasks: Iterable[TaskId]) -> list[tuple[int, list[TaskId]]]:
     return groups
 
 
-def write_task_set(w: Writer, tasks: Iterable[TaskId], field: str) -> None:
+def _write_groups(
+    w: Writer, tasks: Iterable[TaskId], field: str, payload: Callable[[TaskId], None] | None = None
+) -> None:
+    """The writer's half of :func:`_read_groups`; ``payload`` writes per-task data after each id."""
     groups = _grouped(tasks)
     w.uvarint(len(groups), field)
     prev_s = -1
@@ -51,6 +54,12 @@ def write_task_set(w: Writer, tasks: Iterable[TaskId], field: str) -> None:
         for t in members:
             w.uvarint(t.partition - prev_p - 1, field)
             prev_p = t.partition
+            if payload is not None:
+                payload(t)
+
+
+def write_task_set(w: Writer, tasks: Iterable[TaskId], field: str) -> None:
+    _write_groups(w, tasks, field)
 
 
 def _read_groups(r: Reader, field: str, min_task_size: int) -> Iterable[tuple[int, int]]:
@@ -77,18 +86,7 @@ def read_task_set(r: Reader, field: str) -> frozenset[TaskId]:
 
 
 def write_offset_sums(w: Writer, sums: Mapping[TaskId, int], field: str) -> None:
-    groups = _grouped(sums)
-    w.uvarint(len(groups), field)
-    prev_s = -1
-    for s, members in groups:
-        w.uvarint(s - prev_s - 1, field)
-        prev_s = s
-        w.uvarint(len(members), field)
-        prev_p = -1
-        for t in members:
-            w.uvarint(t.partition - prev_p - 1, field)
-            prev_p = t.partition
-            w.uvarint(sums[t] + OFFSET_SUM_BIAS, field)
+    _write_groups(w, sums, field, lambda t: w.uvarint(sums[t] + OFFSET_SUM_BIAS, field))
 
 
 def read_offset_sums(r: Reader, field: str) -> dict[TaskId, int]:
