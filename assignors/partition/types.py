@@ -63,10 +63,16 @@ class GroupSubscription:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupAssignment:
     """Partitions per member. ``followup_needed``: a cooperative round withheld partitions
-    that move between owners, so the group must rebalance once more to hand them over."""
+    that move between owners, so the group must rebalance once more to hand them over.
+
+    ``user_data``: the assignment user data per member (the consumer protocol's
+    ``Assignment.UserData``); a member without an entry gets none. An assignor that returns
+    user data describes in it what each member runs, so it must be cooperative-safe itself
+    (see :func:`assignors.cooperative.assign`)."""
 
     members: Mapping[MemberId, tuple[TopicPartition, ...]]
     followup_needed: bool = False
+    user_data: Mapping[MemberId, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -74,10 +80,15 @@ class GroupAssignment:
             "members",
             MappingProxyType({m: tuple(sorted(p)) for m, p in sorted(self.members.items())}),
         )
+        object.__setattr__(self, "user_data", MappingProxyType(dict(sorted(self.user_data.items()))))
 
     @classmethod
     def from_sorted(
-        cls, members: Mapping[MemberId, tuple[TopicPartition, ...]], *, followup_needed: bool = False
+        cls,
+        members: Mapping[MemberId, tuple[TopicPartition, ...]],
+        *,
+        followup_needed: bool = False,
+        user_data: Mapping[MemberId, bytes] | None = None,
     ) -> GroupAssignment:
         """Build from ``members`` that are *already* in member-id order with every tuple sorted,
         skipping the sort (which dominates for 100k partitions). The caller guarantees the
@@ -85,6 +96,7 @@ class GroupAssignment:
         self = object.__new__(cls)
         object.__setattr__(self, "members", MappingProxyType(dict(members)))
         object.__setattr__(self, "followup_needed", followup_needed)
+        object.__setattr__(self, "user_data", MappingProxyType(dict(sorted((user_data or {}).items()))))
         return self
 
 

@@ -18,8 +18,9 @@ import json
 import os
 import signal
 import sys
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -54,6 +55,14 @@ class DemoOptions:
     #: Tansu a cooperative follow-up rebalance never came (not diagnosed yet; run with
     #: STREAMTASKS_DEMO_LOGS=dir to keep the workers' logs). Nudges are counted in the report.
     dynamic_nudge_after_s: float = 30.0
+    #: Right after a static member is stopped, every other worker is nudged (and must confirm)
+    #: so that each has sent the broker its current subscription before the stopped member's
+    #: replacement joins. On Tansu a replaced static *leader* assigns at once from the
+    #: subscriptions the broker stored at each member's last JoinGroup, without the others
+    #: rejoining; a member that gained partitions since then would have them handed out again
+    #: (docs/testing.md, "replaced static leader"). Counted in the report's nudges.
+    refresh_before_static_restart: bool = True
+    refresh_timeout_s: float = 10.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -77,6 +86,8 @@ class _State:
     rebalancing: bool = False
     consumed_in_rebalance: int = 0
     restarts: int = 0
+    #: worker -> time of its last nudge that took effect (``enforce_rebalance`` returned True)
+    nudge_taken: dict[str, int] = field(default_factory=dict)
 
 
 class _Worker:
@@ -104,9 +115,18 @@ class _Worker:
     async def _read(self) -> None:
         assert self.proc is not None
         assert self.proc.stdout is not None
-        async for raw in self.proc.stdout:
-            with contextlib.suppress(ValueError):
-                self._apply(json.loads(raw))
+        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+        events = open(os.path.join(log_dir, "events.jsonl"), "ab") if log_dir else None  # noqa: SIM115
+        try:
+            async for raw in self.proc.stdout:
+                if events is not None:
+                    events.write(raw)
+                    events.flush()
+                with contextlib.suppress(ValueError):
+                    self._apply(json.loads(raw))
+        finally:
+            if events is not None:
+                events.close()
 
     def _apply(self, ev: dict[str, Any]) -> None:
         st, kind, t = self.state, ev.get("kind"), int(ev.get("t", monotonic_ms()))
@@ -120,6 +140,8 @@ class _Worker:
             st.owned.setdefault(self.name, set()).difference_update(tps)
         elif kind == "restarted":
             st.restarts += 1
+        elif kind == "nudged" and ev.get("took"):
+            st.nudge_taken[self.name] = t
         elif kind == "consumed":
             for rid in ev["ids"]:
                 st.audit.consumed(rid)
@@ -178,9 +200,7 @@ class Demo:
                 raise TimeoutError(f"group did not settle: {what}")
             if monotonic_ms() > next_nudge:
                 self.say(f"  still waiting: nudging the group (enforce_rebalance): {what}")
-                for w in self.workers.values():
-                    w.nudge()
-                self.nudges += 1
+                self._nudge(self.workers.values())
                 next_nudge = monotonic_ms() + nudge_every_ms
             owned = sum(len(self.state.owned.get(m, ())) for m in members)
             line = f"  waiting: {what} ({owned}/{self.o.partitions} partitions owned)"
@@ -189,6 +209,30 @@ class Demo:
                 last = line
             await asyncio.sleep(0.2)
         self.state.rebalancing = False
+
+    def _nudge(self, workers: Iterable[_Worker]) -> None:
+        for w in workers:
+            w.nudge()
+        self.nudges += 1
+
+    async def _refresh(self, members: set[str]) -> None:
+        """Nudge ``members`` until each has confirmed that its rejoin took effect, so the broker
+        holds every running member's current subscription (DemoOptions.refresh_before_static_restart).
+        A member in the middle of a rebalance does not take a nudge; it is nudged again."""
+        start = monotonic_ms()
+        deadline = start + int(self.o.refresh_timeout_s * 1000)
+        self.say(f"  nudging {', '.join(sorted(members))} so the broker has their current subscriptions")
+        self._nudge(self.workers[m] for m in sorted(members))
+        while True:
+            pending = sorted(m for m in members if self.state.nudge_taken.get(m, -1) < start)
+            if not pending:
+                return
+            if monotonic_ms() > deadline:
+                self.say(f"  no confirmed rejoin from {', '.join(pending)}; going on")
+                return
+            await asyncio.sleep(0.5)
+            for m in pending:  # not taken yet (mid-rebalance, or the signal is still on its way)
+                self.workers[m].nudge()
 
     async def _phase(self, name: str, body: Callable[[], Any]) -> None:
         self.say(f"phase: {name}")
@@ -221,6 +265,11 @@ class Demo:
             f"broker {cluster.bootstrap_servers}, topic {topic} "
             f"({self.o.partitions} partitions), group {group}"
         )
+        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+        if log_dir:  # maps the report's times (monotonic) to the logs' wall clock
+            os.makedirs(log_dir, exist_ok=True)
+            with open(os.path.join(log_dir, "events.jsonl"), "a") as events:
+                events.write(json.dumps({"kind": "demo", "t": self.t0, "wall": time.time()}) + "\n")
         partitions = [TopicPartition(topic, p) for p in range(self.o.partitions)]
         self.state = _State(ledger=OwnershipLedger(partitions, monotonic_ms()))
         argv = [
@@ -245,6 +294,8 @@ class Demo:
                 for n in names:
                     await workers[n].stop()
                     self.say(f"  stopped {n}")
+                    if static and self.o.refresh_before_static_restart:
+                        await self._refresh(set(names) - {n})
                     if not static:
                         await self._settle(set(names) - {n}, f"the group without {n}")
                     workers[n] = _Worker(n, n if static else None, self.state, argv)
@@ -329,8 +380,12 @@ class Demo:
 
 async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
     bootstrap = options.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
+    log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+    broker_log = os.path.join(log_dir, "broker.log") if log_dir else None
     cluster: EmbeddedBroker | ExternalCluster = (
-        ExternalCluster(bootstrap) if bootstrap else EmbeddedBroker().start()
+        ExternalCluster(bootstrap) if bootstrap else EmbeddedBroker(log_path=broker_log).start()
     )
     try:
         return await Demo(options, out).run(cluster)

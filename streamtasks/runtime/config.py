@@ -9,13 +9,14 @@ Invalid values raise :class:`streamtasks.errors.ConfigError` naming every offend
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from streamtasks.errors import ConfigError
 
-__all__ = ["KAFKA_ASSIGNOR_NAMES", "ConsumerConfig", "make_config"]
+__all__ = ["KAFKA_ASSIGNOR_NAMES", "ConsumerConfig", "make_config", "validate_settings"]
 
 #: Kafka / librdkafka assignor names → streamtasks partition assignor names.
 KAFKA_ASSIGNOR_NAMES = {
@@ -78,13 +79,20 @@ class ConsumerConfig(BaseModel):
         return self
 
 
-def make_config(values: dict[str, Any] | None = None, /, **kwargs: Any) -> ConsumerConfig:
-    """Build a :class:`ConsumerConfig` from Python or Kafka-style names; errors are ConfigErrors."""
-    merged = {**(values or {}), **kwargs}
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def validate_settings(model: type[_Model], values: Mapping[str, Any], what: str) -> _Model:
+    """``model.model_validate(values)`` with every problem in one :class:`ConfigError`."""
     try:
-        return ConsumerConfig.model_validate(merged)
+        return model.model_validate(dict(values))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
         )
-        raise ConfigError(f"invalid consumer config: {problems}") from None
+        raise ConfigError(f"invalid {what} config: {problems}") from None
+
+
+def make_config(values: dict[str, Any] | None = None, /, **kwargs: Any) -> ConsumerConfig:
+    """Build a :class:`ConsumerConfig` from Python or Kafka-style names; errors are ConfigErrors."""
+    return validate_settings(ConsumerConfig, {**(values or {}), **kwargs}, "consumer")

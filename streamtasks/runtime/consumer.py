@@ -18,13 +18,14 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.structs import TopicPartition as AioTopicPartition
 
 import assignors as assignor_registry
+from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import ConfigError, StreamTasksError
 from streamtasks.membership.classic import (
     AssignmentChanged,
@@ -33,6 +34,7 @@ from streamtasks.membership.classic import (
     InvokeListener,
     ListenerKind,
     MemberConfig,
+    UserDataProvider,
 )
 from streamtasks.protocol.classic_group import (
     CommittedOffset,
@@ -73,6 +75,8 @@ class Consumer:
         *,
         listener: Any = None,
         config: Mapping[str, Any] | None = None,
+        partition_assignors: Sequence[PartitionAssignor] | None = None,
+        user_data_provider: UserDataProvider | None = None,
         **settings: Any,
     ) -> None:
         topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
@@ -81,13 +85,16 @@ class Consumer:
         self.config: ConsumerConfig = make_config(dict(config or {}), **settings)
         self._topics = tuple(sorted(set(topic_list)))
         self._listener = listener
-        partition_assignors = tuple(
-            assignor_registry.get_partition_assignor(n) for n in self.config.assignors
-        )
+        if partition_assignors is None:
+            partition_assignors = tuple(
+                assignor_registry.get_partition_assignor(n) for n in self.config.assignors
+            )
+        elif not partition_assignors:
+            raise ConfigError("partition_assignors must name at least one assignor")
         self._member_config = MemberConfig(
             group_id=self.config.group_id,
             topics=self._topics,
-            assignors=partition_assignors,
+            assignors=tuple(partition_assignors),
             group_instance_id=self.config.group_instance_id,
             session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=self.config.rebalance_timeout_ms,
@@ -95,6 +102,7 @@ class Consumer:
             retry_backoff_ms=self.config.retry_backoff_ms,
             request_timeout_ms=self.config.request_timeout_ms,
             rack=self.config.client_rack,
+            user_data_provider=user_data_provider,
         )
         self._member = ClassicMember(self._member_config)
         self._fetcher: AIOKafkaConsumer | None = None
@@ -103,7 +111,10 @@ class Consumer:
         self._driver_task: asyncio.Task[None] | None = None
         self._commit_task: asyncio.Task[None] | None = None
         self._owned: frozenset[TopicPartition] = frozenset()
+        #: Partitions being revoked (their offsets are being committed).
         self._paused: set[TopicPartition] = set()
+        #: Partitions the application paused (:meth:`pause`).
+        self._user_paused: set[TopicPartition] = set()
         #: aiokafka partition → ours, for the owned partitions that are not paused.
         self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
         self._positions: dict[TopicPartition, int] = {}
@@ -187,6 +198,18 @@ class Consumer:
 
         return dict(self._member.metrics(monotonic_ms()))
 
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop handing out records of ``partitions`` (owned ones stay owned) until :meth:`resume`."""
+        self._user_paused.update(partitions)
+        self._refresh_fetchable()
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._user_paused.difference_update(partitions)
+        self._refresh_fetchable()
+
+    def paused(self) -> frozenset[TopicPartition]:
+        return frozenset(self._user_paused & self._owned)
+
     def _raise_pending_errors(self) -> None:
         if self._closed:
             raise StreamTasksError("consumer is closed")
@@ -207,7 +230,7 @@ class Consumer:
         if not self._fetchable:
             await asyncio.sleep(min(timeout_ms, 100) / 1000)
             return {}
-        if self._paused:
+        if self._paused or self._user_paused:
             batch = await self._fetcher.getmany(
                 *self._fetchable, timeout_ms=timeout_ms, max_records=max_records
             )
@@ -288,7 +311,11 @@ class Consumer:
         self._refresh_fetchable()
 
     def _refresh_fetchable(self) -> None:
-        self._fetchable = {_tp(tp): tp for tp in sorted(self._owned) if tp not in self._paused}
+        self._fetchable = {
+            _tp(tp): tp
+            for tp in sorted(self._owned)
+            if tp not in self._paused and tp not in self._user_paused
+        }
 
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         assert self._fetcher is not None

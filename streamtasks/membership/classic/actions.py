@@ -120,12 +120,20 @@ class AssignmentChanged:
 
     Also emitted after every completed rebalance when only the generation changed (``added``
     and ``removed`` empty): the partitions are now owned under the new generation.
+
+    ``user_data`` is the assignment user data (``Assignment.UserData``, ``b""`` when none) of
+    the SyncGroup assignment that is applied now: after a revocation gate, the one of the
+    SyncGroup that started the gate. A revocation before a rejoin (join prepare, leaving)
+    keeps the current assignment's user data, so it may name tasks whose partitions are no
+    longer in ``owned``: the partitions are the source of truth. Partitions lost (fenced,
+    reset, failed) leave no assignment: ``b""``.
     """
 
     generation: int
     owned: tuple[TopicPartition, ...]
     added: tuple[TopicPartition, ...] = ()
     removed: tuple[TopicPartition, ...] = ()
+    user_data: bytes = b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

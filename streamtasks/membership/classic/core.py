@@ -68,6 +68,7 @@ class Gate:
     retry_at_ms: int
     commit_id: int | None = None
     assignment: frozenset[TopicPartition] = frozenset()  # Purpose.SYNC: what to own afterwards
+    user_data: bytes = b""  # Purpose.SYNC: the user data of that assignment
 
 
 def sorted_tps(partitions: frozenset[TopicPartition] | set[TopicPartition]) -> tuple[TopicPartition, ...]:
@@ -95,6 +96,8 @@ class MemberCore:
         self._owned_generation = UNKNOWN_GENERATION
         self._previous: tuple[TopicPartition, ...] = ()  # sticky userdata memory (KIP-341)
         self._previous_generation = UNKNOWN_GENERATION
+        #: User data of the SyncGroup assignment applied now (b"": none); see AssignmentChanged.
+        self._user_data = b""
         self._rejoin_needed = False
         self._rejoin_reason = ""
         self._needs_join_prepare = True
@@ -182,6 +185,7 @@ class MemberCore:
                 owned=sorted_tps(owned),
                 added=sorted_tps(added),
                 removed=sorted_tps(removed),
+                user_data=self._user_data,
             )
         )
 
@@ -192,6 +196,7 @@ class MemberCore:
 
     def _lose_all(self, now_ms: int) -> None:
         """KIP-429 1d: the member fell out of the group; every owned partition is lost."""
+        self._user_data = b""  # no assignment any more
         if self._owned:
             self._listener(ListenerKind.LOST, self._owned, now_ms)
             self._set_owned(frozenset(), UNKNOWN_GENERATION)

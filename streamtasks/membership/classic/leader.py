@@ -19,6 +19,8 @@ one assignment per member.
   assigned to every claimant (:func:`legacy_trust_claims`). That assigns one partition to two
   members in one generation — the duplicate the marker prevents. It exists so the simulator
   can show the bug; the default (marker on) never takes this path.
+* User data: each member's assignment carries the assignor's user data for it
+  (``GroupAssignment.user_data``), none when the assignor gave it none.
 * A subscription that cannot be decoded does not stop the round: that member gets an empty
   assignment and the problem is reported. An assignor failure gives every member back its
   valid claims (nothing moves) and asks for a follow-up rebalance.
@@ -170,11 +172,12 @@ def lead(
         problems.append(f"no partition count for topics {list(unknown)}; left out of this assignment")
     protocol = max(assignor.supported_protocols())
     parts: Mapping[MemberId, tuple[TopicPartition, ...]] = {}
+    user_data: Mapping[MemberId, bytes] = {}
     followup = False
     if group.members:
         try:
             result = cooperative_assign(assignor, group, protocol)
-            parts, followup = result.members, result.followup_needed
+            parts, followup, user_data = result.members, result.followup_needed, result.user_data
         except AssignorError as exc:
             problems.append(f"assignor {assignor.name!r} failed, every member keeps its claims: {exc}")
             parts, followup = valid_claims(owned_from(group)), True
@@ -189,7 +192,8 @@ def lead(
             decoded.versions.get(member, HIGHEST_CONSUMER_PROTOCOL_VERSION), HIGHEST_CONSUMER_PROTOCOL_VERSION
         )
         data = encode_assignment(
-            ConsumerProtocolAssignment(assigned_partitions=mine, user_data=None), version=version
+            ConsumerProtocolAssignment(assigned_partitions=mine, user_data=user_data.get(member)),
+            version=version,
         )
         encoded.append(SyncGroupAssignment(member_id=member, assignment=data))
     return LeaderResult(

@@ -109,6 +109,12 @@ class ClassicMember(RebalanceSteps):
         return self._owned
 
     @property
+    def assignment_user_data(self) -> bytes:
+        """User data of the SyncGroup assignment applied now (``b""``: none); the value the
+        last ``AssignmentChanged`` carried."""
+        return self._user_data
+
+    @property
     def is_leader(self) -> bool:
         return self._is_leader
 

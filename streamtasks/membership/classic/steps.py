@@ -253,10 +253,12 @@ class RebalanceSteps(MemberCore):
             )
             return
         try:
-            assigned = frozenset(decode_assignment(resp.assignment).assigned_partitions)
+            decoded = decode_assignment(resp.assignment)
         except DecodeError as exc:
             self._sync_problem(f"malformed assignment: {exc}", now_ms)
             return
+        assigned = frozenset(decoded.assigned_partitions)
+        user_data = decoded.user_data or b""
         foreign = sorted({tp.topic for tp in assigned} - set(self._topics))
         if foreign:
             self._sync_problem(f"assignment names topics we do not subscribe to: {foreign}", now_ms)
@@ -265,18 +267,24 @@ class RebalanceSteps(MemberCore):
         revoked = self._owned - assigned
         if revoked:  # KIP-429 3c: commit, revoke, then rejoin
             self._goto(S.REVOKING, "SyncGroup ok: commit before revoking")
-            self._start_gate(Purpose.SYNC, revoked, now_ms, assignment=assigned)
+            self._start_gate(Purpose.SYNC, revoked, now_ms, assignment=assigned, user_data=user_data)
             return
         self._goto(S.STABLE, "SyncGroup ok: assignment applied")
-        self._apply(assigned, frozenset(), now_ms)
+        self._apply(assigned, frozenset(), now_ms, user_data)
 
     def _apply(
-        self, assigned: frozenset[TopicPartition], revoked: frozenset[TopicPartition], now_ms: int
+        self,
+        assigned: frozenset[TopicPartition],
+        revoked: frozenset[TopicPartition],
+        now_ms: int,
+        user_data: bytes,
     ) -> None:
-        """KIP-429 listener order: revoked (if any) → assignment → assigned (always)."""
+        """KIP-429 listener order: revoked (if any) → assignment → assigned (always).
+        ``user_data``: the assignment's user data, carried by the AssignmentChanged."""
         added = assigned - self._owned
         if revoked:
             self._listener(ListenerKind.REVOKED, revoked, now_ms)
+        self._user_data = user_data
         self._set_owned(assigned, self._generation)
         self._previous, self._previous_generation = sorted_tps(assigned), self._generation
         self._listener(ListenerKind.ASSIGNED, added, now_ms)
@@ -305,6 +313,7 @@ class RebalanceSteps(MemberCore):
         partitions: frozenset[TopicPartition],
         now_ms: int,
         assignment: frozenset[TopicPartition] = frozenset(),
+        user_data: bytes = b"",
     ) -> None:
         self._gate = Gate(
             purpose=purpose,
@@ -312,6 +321,7 @@ class RebalanceSteps(MemberCore):
             deadline_ms=now_ms + self._config.rebalance_timeout_ms,
             retry_at_ms=now_ms,
             assignment=assignment,
+            user_data=user_data,
         )
         self._maybe_commit(now_ms)
 
@@ -380,7 +390,7 @@ class RebalanceSteps(MemberCore):
             self._inflight.pop(gate.commit_id, None)
         if gate.purpose is Purpose.SYNC:
             self._goto(S.STABLE, "commit done: revoked, assignment applied")
-            self._apply(gate.assignment, gate.partitions & self._owned, now_ms)
+            self._apply(gate.assignment, gate.partitions & self._owned, now_ms, gate.user_data)
             return
         revoked = gate.partitions & self._owned
         if revoked:

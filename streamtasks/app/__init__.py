@@ -1,0 +1,37 @@
+"""Stateful stream applications: tasks with local state, changelogs, standbys and warm-ups.
+
+See :class:`streamtasks.app.App` and ``docs/app.md``.
+"""
+
+from streamtasks.app.app import App
+from streamtasks.app.config import AppConfig, make_app_config
+from streamtasks.app.context import Output, ProcessorContext, Record, UnknownStoreError
+from streamtasks.app.events import (
+    AppEvent,
+    RebalanceTriggered,
+    RestoreCompleted,
+    TaskClosed,
+    TaskCreated,
+    TaskRecycled,
+    event_to_json,
+)
+from streamtasks.app.tasks import ProcessingError, Processor
+
+__all__ = [
+    "App",
+    "AppConfig",
+    "AppEvent",
+    "Output",
+    "ProcessingError",
+    "Processor",
+    "ProcessorContext",
+    "RebalanceTriggered",
+    "Record",
+    "RestoreCompleted",
+    "TaskClosed",
+    "TaskCreated",
+    "TaskRecycled",
+    "UnknownStoreError",
+    "event_to_json",
+    "make_app_config",
+]

@@ -1,0 +1,333 @@
+"""``streamtasks.App``: a stateful stream application made of tasks.
+
+::
+
+    app = App(topology, {0: split, 1: count}, application_id="wordcount",
+              bootstrap_servers="127.0.0.1:9092", num_standby_replicas=1,
+              stores={"counts": (STRING, INT64)})
+    async with app:
+        await app.run()
+
+The process joins the consumer group ``application_id`` with the streamtasks partition
+assignor (the task assignor named by ``task_assignor`` places active, standby and warm-up
+tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, and:
+
+* restores an active task from its checkpoint to the changelog end before processing it
+  (its source partitions stay paused meanwhile); keeps standby tasks reading their changelog;
+* on a cooperative rebalance only closes, creates or recycles the tasks that change;
+* commits input offsets only after the stores and every changelog / output record are flushed
+  (at-least-once), on ``commit_interval_ms``, before a revocation, and on close;
+* measures standby and warm-up lags every ``lag_check_interval_ms`` and asks for a rebalance
+  (KIP-568 ``enforce_rebalance``) when a warm-up is caught up or a standby keeps falling
+  behind (:class:`streamtasks.streams.LagTrigger`), and when the leader's probing deadline
+  passes.
+
+The moving parts live in :mod:`streamtasks.app.tasks` (the task set) and
+:mod:`streamtasks.app.loops` (processing, changelog and lag loops); this module wires them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+import assignors as assignor_registry
+from assignors.partition.types import RebalanceProtocol
+from assignors.types import AssignmentConfigs
+from streamtasks.app.changelog import ChangelogReader
+from streamtasks.app.config import AppConfig, make_app_config
+from streamtasks.app.consumer import AppConsumer
+from streamtasks.app.events import AppEvent
+from streamtasks.app.loops import Loops
+from streamtasks.app.tasks import Processor, TaskSet
+from streamtasks.errors import ConfigError, StreamTasksError
+from streamtasks.membership.classic import AssignmentChanged
+from streamtasks.protocol.upgrade import resolve_upgrade_from
+from streamtasks.runtime.admin import TopicSpec, create_topics_async
+from streamtasks.state import StateDirectory
+from streamtasks.state.serdes import Serde
+from streamtasks.streams import LagTrigger, StreamsPartitionAssignor
+from topology.model import Topology
+
+__all__ = ["App"]
+
+log = logging.getLogger("streamtasks.app")
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _EagerStreamsAssignor(StreamsPartitionAssignor):
+    """The streamtasks assignor pinned to EAGER (``upgrade_from`` a release before 0.3)."""
+
+    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]:
+        return (RebalanceProtocol.EAGER,)
+
+
+class App:
+    """A stateful stream application (see the module docstring)."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        processors: Mapping[int, Processor],
+        *,
+        config: Mapping[str, Any] | AppConfig | None = None,
+        stores: Mapping[str, tuple[Serde[Any], Serde[Any]]] | None = None,
+        on_event: Callable[[AppEvent], None] | None = None,
+        **settings: Any,
+    ) -> None:
+        if isinstance(config, AppConfig):
+            self.config = config if not settings else make_app_config(config.model_dump(), **settings)
+        else:
+            self.config = make_app_config(dict(config or {}), **settings)
+        if self.config.application_id != topology.application_id:
+            raise ConfigError(
+                f"application_id {self.config.application_id!r} differs from the topology's "
+                f"{topology.application_id!r}"
+            )
+        missing = sorted(s.id for s in topology.subtopologies if s.id not in processors)
+        unknown = sorted(set(processors) - {s.id for s in topology.subtopologies})
+        if missing or unknown:
+            raise ConfigError(
+                f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
+            )
+        self.topology = topology
+        upgrade = resolve_upgrade_from(self.config.upgrade_from)
+        if upgrade.advertise_faust:
+            raise ConfigError(
+                "upgrade_from='faust' is not supported by App yet: a streamtasks leader would have to "
+                "run faust's own assignor while faust members remain (see docs/app.md)"
+            )
+        self._metadata_version = None if self.config.upgrade_from is None else upgrade.metadata_version
+        cfg = self.config
+        self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
+        #: This process's id, kept in the state directory across restarts (read once locked).
+        self.process_id: uuid.UUID | None = None
+        self._end_offsets: dict[Any, int] = {}
+        assignor_cls = (
+            _EagerStreamsAssignor if upgrade.protocol is RebalanceProtocol.EAGER else StreamsPartitionAssignor
+        )
+        self.assignor = assignor_cls(
+            topology,
+            task_assignor=assignor_registry.get(cfg.task_assignor),
+            configs=AssignmentConfigs(
+                num_standby_replicas=cfg.num_standby_replicas,
+                acceptable_recovery_lag=cfg.acceptable_recovery_lag,
+                max_warmup_replicas=cfg.max_warmup_replicas,
+                probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
+            ),
+            end_offsets=lambda: self._end_offsets,
+            now_ms=wall_ms,
+        )
+        self.tasks = TaskSet(
+            topology,
+            processors,
+            directory=self.directory,
+            store_serdes=dict(stores or {}),
+            emit=self._emit,
+        )
+        self._on_event = on_event
+        self.events: list[AppEvent] = []
+        self.trigger = LagTrigger(
+            acceptable_recovery_lag=cfg.acceptable_recovery_lag,
+            growth_window_ms=cfg.standby_lag_growth_ms,
+            min_interval_ms=cfg.lag_trigger_min_interval_ms,
+        )
+        self.consumer = AppConsumer(
+            self,
+            topology.subscribed_topics(),
+            partition_assignors=(self.assignor,),
+            user_data_provider=self._user_data,
+            **cfg.consumer_settings(),
+        )
+        self.reader = ChangelogReader(cfg.bootstrap_servers, client_id=cfg.client_id)
+        self.producer: AIOKafkaProducer | None = None
+        self.lock = asyncio.Lock()
+        self._loops: Loops | None = None
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Lock the state directory, create internal topics, join the group."""
+        if self._started:
+            return
+        cfg = self.config
+        self.directory.lock()
+        self.process_id = self.directory.process_id()
+        try:
+            self.producer = AIOKafkaProducer(
+                bootstrap_servers=cfg.bootstrap_servers, client_id=cfg.client_id, acks="all", linger_ms=5
+            )
+            await self.producer.start()
+            await self.reader.start()
+            counts = await self._source_partition_counts()
+            await self._create_internal_topics(counts)
+            self.tasks.set_partition_counts(self.topology.partition_counts(counts))
+            self._end_offsets = await self.reader.end_offsets(self.tasks.all_changelog_partitions())
+            await self.consumer.start()
+        except BaseException:
+            await self._shutdown_clients()
+            self.directory.unlock()
+            raise
+        self._loops = Loops(self)
+        self._loops.start()
+        self._started = True
+
+    async def run(self, *, until: Callable[[], bool] | None = None) -> None:
+        """Process until ``stop()`` is called or ``until()`` is true; re-raises a processing
+        failure (the offsets of the failed batch are not committed)."""
+        if not self._started or self._loops is None:
+            raise StreamTasksError("call start() (or use `async with app`) before run()")
+        await self._loops.run(until)
+
+    async def stop(self) -> None:
+        """Commit, leave the group (dynamic members), close every task cleanly."""
+        if self._closed or not self._started:
+            return
+        self._closed = True
+        if self._loops is not None:
+            await self._loops.stop()
+        with contextlib.suppress(StreamTasksError):
+            await self.commit()
+        await self.consumer.stop()
+        async with self.lock:
+            await self.tasks.close_all(clean=True)
+        await self._shutdown_clients()
+        self.directory.unlock()
+
+    async def __aenter__(self) -> App:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _shutdown_clients(self) -> None:
+        await self.reader.stop()
+        if self.producer is not None:
+            await self.producer.stop()
+
+    # -- commits -----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Deliver every pending changelog and output record, then checkpoint every task."""
+        assert self.producer is not None
+        await self.tasks.send_pending(self.producer)
+        await self.producer.flush()
+        self.tasks.raise_send_failures()
+        self.tasks.checkpoint_all()
+
+    async def commit(self) -> None:
+        """Flush, then commit the processed input offsets of owned partitions."""
+        async with self.lock:
+            await self.flush()
+            offsets = self.tasks.committable(self.consumer.assignment())
+        if offsets:
+            await self.consumer.commit(offsets)
+
+    # -- what the group protocol asks of us ---------------------------------------------------
+
+    def _user_data(self, assignor: Any, topics: Any, previous: Any, generation: int) -> bytes:
+        assert self.process_id is not None, "the member joins only after start() read the process id"
+        return self.assignor.subscription_user_data(
+            process_id=self.process_id,
+            task_offset_sums=self.tasks.offset_sums(),
+            rack=self.config.rack,
+            client_tags=dict(self.config.client_tags),
+            version=self._metadata_version,
+        )
+
+    async def _source_partition_counts(self) -> dict[str, int]:
+        assert self.producer is not None
+        counts: dict[str, int] = {}
+        for topic in sorted(self.topology.source_topics):
+            for _ in range(50):
+                parts = await self.producer.partitions_for(topic)
+                if parts:
+                    counts[topic] = len(parts)
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise ConfigError(f"source topic {topic!r} does not exist (create it first)")
+        return counts
+
+    async def _create_internal_topics(self, source_counts: Mapping[str, int]) -> None:
+        counts = self.topology.partition_counts(source_counts)
+        app_id = self.config.application_id
+        specs = [
+            TopicSpec(
+                name=r.topic(app_id),
+                partitions=counts[r.topic(app_id)],
+                replication_factor=self.config.replication_factor,
+            )
+            for r in self.topology.repartition_topics
+        ]
+        specs += [
+            TopicSpec(
+                name=store.changelog_topic(app_id),
+                partitions=counts[store.changelog_topic(app_id)],
+                configs={"cleanup.policy": "compact"},
+                replication_factor=self.config.replication_factor,
+            )
+            for sub in self.topology.subtopologies
+            for store in sub.stores
+            if store.logging
+        ]
+        await create_topics_async(self.config.bootstrap_servers, specs, client_id=self.config.client_id)
+
+    async def on_assignment(self, change: AssignmentChanged) -> None:
+        """The member applied an assignment: reconcile the tasks (under the app lock)."""
+        async with self.lock:
+            info = self.tasks.decode_info(change.user_data)
+            await self.tasks.reconcile(change.owned, info, self.reader.end_offsets)
+            self.refresh_task_io()
+            self.trigger.reset(
+                (t.id for t in self.tasks.standbys() if t.warmup),
+                (t.id for t in self.tasks.standbys() if not t.warmup),
+                wall_ms(),
+            )
+            if self._loops is not None:
+                self._loops.probe_at_ms = info.next_rebalance_ms
+
+    def refresh_task_io(self) -> None:
+        """Pause the source partitions of restoring tasks, resume the others, and point the
+        changelog reader at the tasks that read changelogs now."""
+        paused = self.tasks.paused_partitions()
+        owned = self.consumer.assignment()
+        self.consumer.resume(tp for tp in owned if tp not in paused)
+        self.consumer.pause(paused)
+        self.reader.track(self.tasks.changelog_readers())
+
+    def emit(self, event: AppEvent) -> None:
+        self._emit(event)
+
+    def _emit(self, event: AppEvent) -> None:
+        self.events.append(event)
+        if self._on_event is not None:
+            try:
+                self._on_event(event)
+            except Exception:
+                log.exception("on_event callback failed for %s", type(event).__name__)
+
+    def set_end_offsets(self, ends: Mapping[Any, int]) -> None:
+        self._end_offsets = dict(ends)
+
+    @property
+    def end_offsets(self) -> Mapping[Any, int]:
+        return self._end_offsets
+
+    def metrics(self) -> dict[str, float]:
+        out = dict(self.consumer.metrics()) if self._started else {}
+        out.update(self.tasks.metrics())
+        return out

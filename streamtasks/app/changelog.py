@@ -1,0 +1,118 @@
+"""The changelog reader: restores active tasks and keeps standby tasks up to date.
+
+One aiokafka consumer without a group, manually assigned the changelog partitions of every
+restoring active task and every standby task, each positioned at the task's changelog offset
+(its checkpoint, or 0). :meth:`ChangelogReader.poll` applies what it fetched to the tasks'
+stores and moves their positions. It also lists changelog end offsets, which give restore
+targets, standby lags and the leader's view of every task's lag.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition as AioTopicPartition
+
+from streamtasks.app.task import StreamTask
+from streamtasks.errors import BrokerError
+from topology.ids import TopicPartition
+
+__all__ = ["ChangelogReader"]
+
+log = logging.getLogger("streamtasks.app.changelog")
+
+
+def _atp(tp: TopicPartition) -> AioTopicPartition:
+    return AioTopicPartition(tp.topic, tp.partition)
+
+
+class ChangelogReader:
+    """Reads changelog partitions into task stores (see the module docstring)."""
+
+    def __init__(self, bootstrap_servers: str, *, client_id: str, max_records: int = 10_000) -> None:
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            group_id=None,
+            client_id=f"{client_id}-restore",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_uncommitted",
+        )
+        self._max_records = max_records
+        self._owners: dict[TopicPartition, StreamTask] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            await self._consumer.stop()
+            self._started = False
+
+    def track(self, tasks: Iterable[StreamTask]) -> None:
+        """Read the changelogs of exactly ``tasks`` (restoring actives and standbys), each from
+        its task's current changelog offset."""
+        owners = {tp: t for t in tasks for tp in t.changelog_partitions}
+        changed = set(owners) != set(self._owners) or any(owners[tp] is not self._owners[tp] for tp in owners)
+        self._owners = owners
+        if not changed:
+            return
+        self._consumer.assign([_atp(tp) for tp in sorted(owners)])
+        for tp, task in sorted(owners.items()):
+            self._consumer.seek(_atp(tp), task.changelog_offsets.get(tp, 0))
+
+    @property
+    def tracked(self) -> Mapping[TopicPartition, StreamTask]:
+        return self._owners
+
+    async def fetch(self, timeout_ms: int = 100) -> dict[TopicPartition, list[Any]]:
+        """Fetch once (without applying: the caller applies under its lock)."""
+        if not self._owners:
+            return {}
+        try:
+            batch = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
+        except KafkaError as exc:
+            raise BrokerError(f"changelog fetch failed: {exc}") from exc
+        return {TopicPartition(a.topic, a.partition): records for a, records in batch.items() if records}
+
+    def apply(self, batch: Mapping[TopicPartition, list[Any]]) -> int:
+        """Apply fetched records to the tasks that track their partitions now; records below a
+        task's position (fetched before a seek) are skipped. Returns how many were applied."""
+        applied = 0
+        for tp, records in batch.items():
+            task = self._owners.get(tp)
+            if task is None or task.closed:
+                continue
+            floor = task.changelog_offsets.get(tp, 0)
+            fresh = [(r.key or b"", r.value) for r in records if r.offset >= floor]
+            if fresh:
+                applied += task.apply_changelog(tp, fresh, records[-1].offset + 1)
+        return applied
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log end offset of every partition (ListOffsets, latest)."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        try:
+            ends = await self._consumer.end_offsets([_atp(tp) for tp in wanted])
+        except KafkaError as exc:
+            raise BrokerError(f"listing changelog end offsets failed: {exc}") from exc
+        return {TopicPartition(a.topic, a.partition): int(off) for a, off in ends.items()}
+
+    async def positions(self) -> dict[TopicPartition, int]:
+        """The reader's fetch position of every tracked partition (skips over compacted gaps
+        and transaction markers, which record offsets alone do not)."""
+        out: dict[TopicPartition, int] = {}
+        for tp in sorted(self._owners):
+            try:
+                out[tp] = int(await self._consumer.position(_atp(tp)))
+            except (KafkaError, AssertionError, ValueError):
+                continue
+        return out

@@ -1,0 +1,99 @@
+"""``AppConfig``: the settings of a stateful stream application, frozen, with Kafka Streams'
+property names accepted as aliases::
+
+    AppConfig(application_id="wordcount", bootstrap_servers="127.0.0.1:9092", num_standby_replicas=1)
+    AppConfig.model_validate({"application.id": "wordcount", "bootstrap.servers": "...",
+                              "num.standby.replicas": 1})
+
+Defaults follow Kafka Streams where a default exists (standbys 0, acceptable recovery lag
+10,000, 2 warm-ups, 10-minute probing interval, ``earliest`` offset reset). Two differ and say
+so: ``commit_interval_ms`` is 5 s (Kafka Streams: 30 s under at-least-once), because a shorter
+interval bounds the duplicates a crash replays; ``state_dir`` defaults to
+``<tmp>/streamtasks``. Invalid values raise :class:`streamtasks.errors.ConfigError` naming
+every offending field.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from streamtasks.runtime.config import validate_settings
+
+__all__ = ["AppConfig", "make_app_config"]
+
+
+class AppConfig(BaseModel):
+    """Settings of a :class:`streamtasks.App` (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    application_id: str = Field(alias="application.id", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    bootstrap_servers: str = Field(alias="bootstrap.servers", min_length=3)
+    state_dir: Path = Field(default=Path(tempfile.gettempdir()) / "streamtasks", alias="state.dir")
+    num_standby_replicas: int = Field(default=0, alias="num.standby.replicas", ge=0)
+    acceptable_recovery_lag: int = Field(default=10_000, alias="acceptable.recovery.lag", ge=0)
+    max_warmup_replicas: int = Field(default=2, alias="max.warmup.replicas", ge=1)
+    probing_rebalance_interval_ms: int = Field(
+        default=600_000, alias="probing.rebalance.interval.ms", ge=60_000
+    )
+    #: A task assignor registered under this name (built-in or an entry-point plug-in).
+    task_assignor: str = Field(default="high_availability", alias="task.assignor", min_length=1)
+    upgrade_from: str | None = Field(default=None, alias="upgrade.from")
+    group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
+    rack: str | None = Field(default=None, alias="client.rack", min_length=1)
+    client_tags: dict[str, str] = Field(default_factory=dict, alias="client.tags")
+    processing_guarantee: Literal["at_least_once"] = Field(
+        default="at_least_once", alias="processing.guarantee"
+    )
+    commit_interval_ms: int = Field(default=5_000, alias="commit.interval.ms", ge=10)
+    #: How often standby and warm-up lags are measured (changelog end offsets are listed).
+    lag_check_interval_ms: int = Field(default=500, alias="lag.check.interval.ms", ge=50)
+    #: A standby whose lag keeps growing this long triggers a rebalance.
+    standby_lag_growth_ms: int = Field(default=60_000, alias="standby.lag.growth.ms", ge=100)
+    #: At most one lag-triggered rebalance per this interval.
+    lag_trigger_min_interval_ms: int = Field(default=2_000, alias="lag.trigger.min.interval.ms", ge=0)
+    replication_factor: int = Field(default=1, alias="replication.factor", ge=1)
+    session_timeout_ms: int = Field(default=45_000, alias="session.timeout.ms", ge=1_000)
+    heartbeat_interval_ms: int = Field(default=3_000, alias="heartbeat.interval.ms", ge=100)
+    rebalance_timeout_ms: int = Field(default=300_000, alias="max.poll.interval.ms", ge=1_000)
+    request_timeout_ms: int = Field(default=30_000, alias="request.timeout.ms", ge=1_000)
+    max_poll_records: int = Field(default=500, alias="max.poll.records", ge=1)
+    metadata_max_age_ms: int = Field(default=300_000, alias="metadata.max.age.ms", ge=100)
+    auto_offset_reset: Literal["earliest", "latest"] = Field(default="earliest", alias="auto.offset.reset")
+    client_id: str = Field(default="streamtasks-app", alias="client.id")
+
+    @model_validator(mode="after")
+    def _check(self) -> AppConfig:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session.timeout.ms ({self.session_timeout_ms})"
+            )
+        return self
+
+    def consumer_settings(self) -> dict[str, Any]:
+        """The group/fetch settings handed to the embedded :class:`streamtasks.Consumer`."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "group_id": self.application_id,
+            "group_instance_id": self.group_instance_id,
+            "client_id": self.client_id,
+            "client_rack": self.rack,
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "request_timeout_ms": self.request_timeout_ms,
+            "max_poll_records": self.max_poll_records,
+            "metadata_max_age_ms": self.metadata_max_age_ms,
+            "auto_offset_reset": self.auto_offset_reset,
+            "enable_auto_commit": False,
+        }
+
+
+def make_app_config(values: dict[str, Any] | None = None, /, **kwargs: Any) -> AppConfig:
+    """Build an :class:`AppConfig` from Python or Kafka-style names; errors are ConfigErrors."""
+    return validate_settings(AppConfig, {**(values or {}), **kwargs}, "app")

@@ -1,0 +1,97 @@
+"""What a processor sees: the record, and a context with its task's stores and outputs.
+
+Processors are plain Python functions, sync or async, registered per subtopology::
+
+    async def count(ctx: ProcessorContext, record: Record) -> None:
+        counts = ctx.store("counts")
+        counts.put(record.key, (counts.get(record.key) or 0) + 1)
+
+    def split(ctx: ProcessorContext, record: Record) -> None:
+        for word in record.value.decode().split():
+            ctx.forward("words", key=word.encode(), value=b"1")
+
+``ctx.forward(name, ...)`` writes to the repartition topic ``name`` declared in the topology
+(partitioned by key, so the downstream task of that key reads it); ``ctx.send(topic, ...)``
+writes to any other topic. Every write and every store change is flushed before the input
+offset that caused it is committed (at-least-once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streamtasks.errors import StreamTasksError
+from streamtasks.state import TypedStore
+from topology.ids import TaskId
+
+__all__ = ["Output", "ProcessorContext", "Record", "UnknownStoreError"]
+
+
+class UnknownStoreError(StreamTasksError):
+    """A processor asked for a store or repartition topic its subtopology does not declare."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """One input record."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Output:
+    """A record a processor emitted: to ``topic`` (partition chosen by key when None)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
+
+
+class ProcessorContext:
+    """Handed to a processor for every record of one task (see the module docstring)."""
+
+    __slots__ = ("_emit", "_repartition", "_stores", "task_id")
+
+    def __init__(
+        self,
+        task_id: TaskId,
+        stores: dict[str, TypedStore[Any, Any]],
+        repartition_topics: dict[str, str],
+        emit: Callable[[Output], None],
+    ) -> None:
+        self.task_id = task_id
+        self._stores = stores
+        self._repartition = repartition_topics
+        self._emit = emit
+
+    def store(self, name: str) -> TypedStore[Any, Any]:
+        try:
+            return self._stores[name]
+        except KeyError:
+            raise UnknownStoreError(
+                f"task {self.task_id} has no store {name!r} (its stores: {sorted(self._stores) or 'none'})"
+            ) from None
+
+    def forward(self, name: str, *, key: bytes | None, value: bytes | None) -> None:
+        """Write to the repartition topic ``name`` (declared by this subtopology)."""
+        topic = self._repartition.get(name)
+        if topic is None:
+            raise UnknownStoreError(
+                f"task {self.task_id} does not write repartition topic {name!r} "
+                f"(it writes: {sorted(self._repartition) or 'none'})"
+            )
+        self._emit(Output(topic=topic, key=key, value=value))
+
+    def send(
+        self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None
+    ) -> None:
+        """Write to any topic (a sink)."""
+        self._emit(Output(topic=topic, key=key, value=value, partition=partition))

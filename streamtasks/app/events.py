@@ -1,0 +1,83 @@
+"""Events an :class:`~streamtasks.App` reports about its tasks, for dashboards, drills and tests.
+
+Pass ``on_event=callback`` to the app; the callback runs synchronously on the event loop and
+must not block. Every event carries the wall-clock time it happened (``at_ms``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from topology.ids import TaskId
+
+__all__ = [
+    "AppEvent",
+    "RebalanceTriggered",
+    "RestoreCompleted",
+    "TaskClosed",
+    "TaskCreated",
+    "TaskRecycled",
+    "event_to_json",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppEvent:
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskCreated(AppEvent):
+    """``role`` is ``active``, ``standby`` or ``warmup``; ``offset_sum`` the changelog offsets
+    the local state already held when it opened (0 for a task with no local state)."""
+
+    task: TaskId
+    role: str
+    offset_sum: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRecycled(AppEvent):
+    """A task changed role without closing its stores (``standby``/``warmup`` ↔ ``active``)."""
+
+    task: TaskId
+    from_role: str
+    to_role: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskClosed(AppEvent):
+    task: TaskId
+    role: str
+    clean: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestoreCompleted(AppEvent):
+    """An active task finished restoring and starts processing: ``records`` changelog records
+    were applied in ``duration_ms``."""
+
+    task: TaskId
+    records: int
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebalanceTriggered(AppEvent):
+    """This process asked for a rebalance (KIP-568) because of a task's lag: ``kind`` is
+    ``caught_up`` (a warm-up reached acceptable.recovery.lag), ``lag_growing`` (a standby keeps
+    falling behind) or ``probing`` (the follow-up deadline the leader set)."""
+
+    task: TaskId | None
+    lag: int | None
+    kind: str
+    reason: str
+
+
+def event_to_json(event: AppEvent) -> dict[str, Any]:
+    """A JSON-ready dict: ``{"event": "TaskCreated", "task": "0_3", ...}``."""
+    out: dict[str, Any] = {"event": type(event).__name__}
+    for key, value in asdict(event).items():
+        out[key] = str(getattr(event, key)) if isinstance(getattr(event, key), TaskId) else value
+    return out

@@ -1,0 +1,207 @@
+"""One task of a running application: its stores, its changelog positions, and its role.
+
+A task is *active* (it processes its source partitions and writes its stores, each write also
+sent to the store's changelog partition) or *standby* (it only applies its changelog to local
+copies of the stores). Warm-ups are standbys that the assignor placed to take over the task.
+Recycling flips the role without closing the stores (KIP-429: a task that moves from active to
+standby on the same process is not rebuilt).
+
+``changelog_offsets[tp]`` is the offset up to which the local store holds the changelog
+partition ``tp``: for a standby or a restoring active task the next offset to read; for a
+running active task one past the last changelog record the broker acknowledged. It is what the
+checkpoint file records on commit and on clean close, and what the subscription reports as the
+task's offset sum.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from streamtasks.state import KeyValueStore, StateDirectory, TypedStore
+from streamtasks.state.serdes import BYTES, Serde
+from topology.ids import TaskId, TopicPartition
+from topology.model import TaskInfo
+
+__all__ = ["PendingWrite", "Role", "StreamTask"]
+
+log = logging.getLogger("streamtasks.app.task")
+
+#: A changelog record waiting to be sent: (changelog partition, key, value or None).
+PendingWrite = tuple[TopicPartition, bytes, bytes | None]
+
+
+class Role(enum.Enum):
+    ACTIVE = "active"
+    STANDBY = "standby"
+
+
+class StreamTask:
+    """Runtime state of one task on this process (see the module docstring)."""
+
+    def __init__(
+        self,
+        info: TaskInfo,
+        *,
+        role: Role,
+        application_id: str,
+        directory: StateDirectory,
+        store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
+        logged_stores: frozenset[str],
+        warmup: bool = False,
+    ) -> None:
+        self.info = info
+        self.role = role
+        self.warmup = warmup
+        self.directory = directory
+        self._application_id = application_id
+        self._serdes = store_serdes
+        #: changelog partition → store name, and back.
+        self.store_of: dict[TopicPartition, str] = {}
+        self.changelog_of: dict[str, TopicPartition] = {}
+        for name in info.store_names:
+            if name in logged_stores:
+                tp = TopicPartition(f"{application_id}-{name}-changelog", info.id.partition)
+                self.store_of[tp] = name
+                self.changelog_of[name] = tp
+        self.stores: dict[str, KeyValueStore] = {}
+        self.typed: dict[str, TypedStore[Any, Any]] = {}
+        self.changelog_offsets: dict[TopicPartition, int] = {}
+        self.pending: list[PendingWrite] = []
+        #: Active task: changelog end offsets to restore up to before processing; None when running.
+        self.restore_target: dict[TopicPartition, int] | None = None
+        self.restored_records = 0
+        self.applied_records = 0
+        self.restore_started_ms: int | None = None
+        self.closed = False
+
+    @property
+    def id(self) -> TaskId:
+        return self.info.id
+
+    @property
+    def is_active(self) -> bool:
+        return self.role is Role.ACTIVE
+
+    @property
+    def restoring(self) -> bool:
+        return self.role is Role.ACTIVE and self.restore_target is not None
+
+    @property
+    def changelog_partitions(self) -> tuple[TopicPartition, ...]:
+        return tuple(sorted(self.store_of))
+
+    # -- opening -----------------------------------------------------------------------------
+
+    def open(self, end_offsets: Mapping[TopicPartition, int]) -> None:
+        """Open every store; start from the checkpoint, or wipe the task's state (with a
+        warning) when the checkpoint is missing, unreadable, or ahead of the changelog end."""
+        checkpoint = self._read_checkpoint()
+        has_state = any(self.directory.store_path(self.id, n).exists() for n in self.info.store_names)
+        if checkpoint is None and has_state:
+            log.warning("task %s: local state without a checkpoint; wiping it and restoring", self.id)
+            self.directory.wipe_task(self.id)
+        elif checkpoint is not None:
+            ahead = [
+                f"{tp} at {off} > end {end_offsets[tp]}"
+                for tp, off in sorted(checkpoint.items())
+                if tp in self.store_of and tp in end_offsets and off > end_offsets[tp]
+            ]
+            if ahead:
+                log.warning(
+                    "task %s: checkpoint is newer than the changelog (%s); wiping it and restoring",
+                    self.id,
+                    ", ".join(ahead),
+                )
+                self.directory.wipe_task(self.id)
+                checkpoint = None
+        for name in self.info.store_names:
+            sink = self._sink_for(name) if name in self.changelog_of else None
+            store = KeyValueStore(self.directory.store_path(self.id, name), name=name, sink=sink)
+            self.stores[name] = store
+            key_serde, value_serde = self._serdes.get(name, (BYTES, BYTES))
+            self.typed[name] = TypedStore(store, key_serde, value_serde)
+        self.changelog_offsets = {tp: (checkpoint or {}).get(tp, 0) for tp in self.store_of}
+
+    def _read_checkpoint(self) -> dict[TopicPartition, int] | None:
+        from streamtasks.state import CheckpointError
+
+        try:
+            return self.directory.read_checkpoint(self.id)
+        except CheckpointError as exc:
+            log.warning("task %s: %s", self.id, exc)
+            return None
+
+    def _sink_for(self, name: str) -> Any:
+        tp = self.changelog_of[name]
+
+        def sink(key: bytes, value: bytes | None) -> None:
+            if self.role is Role.ACTIVE:
+                self.pending.append((tp, key, value))
+
+        return sink
+
+    # -- restore / standby -------------------------------------------------------------------
+
+    def apply_changelog(
+        self, tp: TopicPartition, records: Iterable[tuple[bytes, bytes | None]], next_offset: int
+    ) -> int:
+        """Apply changelog records to the store of ``tp`` (no changelog writes) and move the
+        position to ``next_offset``. Returns how many records were applied."""
+        store = self.stores[self.store_of[tp]]
+        applied = store.restore_batch(records)
+        self.changelog_offsets[tp] = max(self.changelog_offsets.get(tp, 0), next_offset)
+        self.applied_records += applied
+        if self.restoring:
+            self.restored_records += applied
+        return applied
+
+    def restore_done(self) -> bool:
+        """Whether a restoring active task reached the end offsets captured when it started."""
+        if self.restore_target is None:
+            return True
+        return all(self.changelog_offsets.get(tp, 0) >= end for tp, end in self.restore_target.items())
+
+    def lag(self, end_offsets: Mapping[TopicPartition, int]) -> int | None:
+        """Records the local stores are behind the changelog ends; None if an end is unknown."""
+        total = 0
+        for tp in self.store_of:
+            if tp not in end_offsets:
+                return None
+            total += max(0, end_offsets[tp] - self.changelog_offsets.get(tp, 0))
+        return total
+
+    def offset_sum(self) -> int:
+        return sum(self.changelog_offsets.values())
+
+    # -- processing --------------------------------------------------------------------------
+
+    def take_pending(self) -> list[PendingWrite]:
+        out, self.pending = self.pending, []
+        return out
+
+    def acknowledged(self, tp: TopicPartition, offset: int) -> None:
+        """The broker stored our changelog record at ``offset``."""
+        if offset + 1 > self.changelog_offsets.get(tp, 0):
+            self.changelog_offsets[tp] = offset + 1
+
+    def checkpoint(self) -> None:
+        """Flush the stores and record the changelog offsets they hold (commit / clean close)."""
+        if self.closed or not self.stores:
+            return
+        for store in self.stores.values():
+            store.flush()
+        if self.store_of:
+            self.directory.write_checkpoint(self.id, dict(self.changelog_offsets))
+
+    def close(self, *, clean: bool) -> None:
+        """Close the stores; a clean close writes the checkpoint first."""
+        if self.closed:
+            return
+        if clean:
+            self.checkpoint()
+        for store in self.stores.values():
+            store.close()
+        self.closed = True

@@ -1,0 +1,321 @@
+"""The set of tasks one process runs, and how an assignment changes it.
+
+:meth:`TaskSet.reconcile` turns an assignment (the owned partitions plus the leader's
+``AssignmentInfo``) into task changes with :func:`streamtasks.streams.plan_tasks`: only tasks
+that change are closed, created or recycled. Active tasks are the tasks of the owned
+partitions (the partition list is the source of truth); standby and warm-up tasks come from
+the userdata. :meth:`TaskSet.process` runs the processors over a fetched batch and records the
+input offsets that become committable once :meth:`send_pending` and a producer flush have
+delivered what the batch wrote.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord
+
+from streamtasks.app.context import Output, ProcessorContext, Record
+from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled
+from streamtasks.app.task import Role, StreamTask
+from streamtasks.errors import DecodeError, StreamTasksError, TopologyError
+from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo, decode_assignment_info
+from streamtasks.state import StateDirectory
+from streamtasks.state.serdes import Serde
+from streamtasks.streams import TaskKind, plan_tasks
+from topology.ids import TaskId, TopicPartition
+from topology.model import TaskInfo, Topology
+
+__all__ = ["ProcessingError", "Processor", "TaskSet"]
+
+log = logging.getLogger("streamtasks.app.tasks")
+
+#: A processor: ``fn(ctx, record)``, sync or async.
+Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
+
+
+class ProcessingError(StreamTasksError):
+    """A processor raised, or a changelog / output record could not be delivered. The input
+    offsets of the failed batch are not committed; the app stops."""
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TaskSet:
+    """Every task on this process (see the module docstring)."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        processors: Mapping[int, Processor],
+        *,
+        directory: StateDirectory,
+        store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
+        emit: Callable[[AppEvent], None],
+    ) -> None:
+        self._topology = topology
+        self._processors = dict(processors)
+        self._directory = directory
+        self._serdes = dict(store_serdes)
+        self._emit = emit
+        self._infos: dict[TaskId, TaskInfo] = {}
+        self._logged = frozenset(
+            store.name for sub in topology.subtopologies for store in sub.stores if store.logging
+        )
+        self._repartition_of: dict[int, dict[str, str]] = {
+            sub.id: {name: f"{topology.application_id}-{name}-repartition" for name in sub.repartition_sinks}
+            for sub in topology.subtopologies
+        }
+        self.tasks: dict[TaskId, StreamTask] = {}
+        self._contexts: dict[TaskId, ProcessorContext] = {}
+        self._by_partition: dict[TopicPartition, StreamTask] = {}
+        self._processed: dict[TopicPartition, int] = {}
+        self._outbox: list[Output] = []
+        self._send_errors: list[BaseException] = []
+        self.info = AssignmentInfo()
+        self.records_processed = 0
+
+    # -- topology ----------------------------------------------------------------------------
+
+    def set_partition_counts(self, counts: Mapping[str, int]) -> None:
+        self._infos = {t.id: t for t in self._topology.tasks(counts)}
+
+    def all_changelog_partitions(self) -> tuple[TopicPartition, ...]:
+        return tuple(sorted(tp for info in self._infos.values() for tp in info.changelog_partitions))
+
+    def info_of(self, task: TaskId) -> TaskInfo | None:
+        return self._infos.get(task)
+
+    # -- the subscription --------------------------------------------------------------------
+
+    def offset_sums(self) -> dict[TaskId, int]:
+        """What this process reports in its subscription: running actives as RUNNING, open
+        standbys and restoring actives by their changelog offsets, closed tasks with local
+        state by their checkpoints."""
+        changelogs = {
+            t: info.changelog_partitions for t, info in self._infos.items() if info.changelog_partitions
+        }
+        sums = {t: s for t, s in self._directory.offset_sums(changelogs).items() if t not in self.tasks}
+        for task in self.tasks.values():
+            if task.is_active and not task.restoring:
+                sums[task.id] = RUNNING_OFFSET_SUM
+            elif task.store_of:
+                sums[task.id] = task.offset_sum()
+        return dict(sorted(sums.items()))
+
+    # -- reconciling an assignment -----------------------------------------------------------
+
+    def decode_info(self, user_data: bytes) -> AssignmentInfo:
+        if not user_data:
+            return AssignmentInfo()
+        try:
+            return decode_assignment_info(user_data)
+        except DecodeError as exc:
+            log.error("assignment userdata is malformed, running only the owned partitions' tasks: %s", exc)
+            return AssignmentInfo()
+
+    async def reconcile(
+        self,
+        owned: Iterable[TopicPartition],
+        info: AssignmentInfo,
+        end_offsets: Callable[[Iterable[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]],
+    ) -> None:
+        self.info = info
+        active: set[TaskId] = set()
+        for tp in owned:
+            try:
+                active.add(self._topology.task_for(tp))
+            except TopologyError as exc:
+                log.error("assigned partition %s belongs to no task: %s", tp, exc)
+        unknown = sorted(
+            str(t) for t in active | info.standby_tasks | info.warmup_tasks if t not in self._infos
+        )
+        if unknown:
+            log.error("assignment names tasks this topology does not have: %s (ignored)", unknown)
+        active = {t for t in active if t in self._infos}
+        standby = {t for t in info.standby_tasks | info.warmup_tasks if t in self._infos and t not in active}
+        current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}
+        plan = plan_tasks(current, active=active, standby=standby)
+        now = _wall_ms()
+        for tid in plan.close:
+            task = self.tasks.pop(tid)
+            task.close(clean=True)
+            self._contexts.pop(tid, None)
+            self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=True))
+        for tid in plan.recycle_to_standby:
+            task = self.tasks[tid]
+            task.checkpoint()
+            task.role, task.warmup, task.restore_target = Role.STANDBY, tid in info.warmup_tasks, None
+            self._contexts.pop(tid, None)
+            self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
+        need_ends = [tid for tid in (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)]
+        wanted = [tp for tid in need_ends for tp in self._infos[tid].changelog_partitions]
+        ends = dict(await end_offsets(wanted)) if wanted else {}
+        for tid in plan.recycle_to_active:
+            task = self.tasks[tid]
+            before = self._role_name(task)
+            task.role, task.warmup = Role.ACTIVE, False
+            self._start_restore(task, ends)
+            self._emit(TaskRecycled(at_ms=now, task=tid, from_role=before, to_role="active"))
+        for tid in (*plan.create_active, *plan.create_standby):
+            role = Role.ACTIVE if tid in plan.create_active else Role.STANDBY
+            task = StreamTask(
+                self._infos[tid],
+                role=role,
+                application_id=self._topology.application_id,
+                directory=self._directory,
+                store_serdes=self._serdes,
+                logged_stores=self._logged,
+                warmup=tid in info.warmup_tasks,
+            )
+            task.open(ends)
+            self.tasks[tid] = task
+            if role is Role.ACTIVE:
+                self._start_restore(task, ends)
+            self._emit(
+                TaskCreated(at_ms=now, task=tid, role=self._role_name(task), offset_sum=task.offset_sum())
+            )
+        for tid, task in self.tasks.items():
+            if not task.is_active:
+                task.warmup = tid in info.warmup_tasks
+        self._by_partition = {
+            tp: t for t in self.tasks.values() if t.is_active for tp in t.info.source_partitions
+        }
+        for tp in list(self._processed):
+            if tp not in self._by_partition:
+                del self._processed[tp]
+
+    def _start_restore(self, task: StreamTask, ends: Mapping[TopicPartition, int]) -> None:
+        target = {tp: ends.get(tp, 0) for tp in task.changelog_partitions}
+        task.restore_target = target
+        task.restored_records = 0
+        task.restore_started_ms = _wall_ms()
+        if task.restore_done():
+            task.restore_target = None
+
+    @staticmethod
+    def _role_name(task: StreamTask) -> str:
+        if task.is_active:
+            return "active"
+        return "warmup" if task.warmup else "standby"
+
+    # -- views -------------------------------------------------------------------------------
+
+    def restoring(self) -> list[StreamTask]:
+        return [t for t in self.tasks.values() if t.restoring]
+
+    def standbys(self) -> list[StreamTask]:
+        return [t for t in self.tasks.values() if not t.is_active]
+
+    def changelog_readers(self) -> list[StreamTask]:
+        """Tasks whose changelogs must be read now: restoring actives and standbys."""
+        return [t for t in self.tasks.values() if t.store_of and (t.restoring or not t.is_active)]
+
+    def paused_partitions(self) -> set[TopicPartition]:
+        """Source partitions of active tasks that are still restoring."""
+        return {tp for t in self.tasks.values() if t.restoring for tp in t.info.source_partitions}
+
+    def roles(self) -> dict[TaskId, str]:
+        return {tid: self._role_name(t) for tid, t in sorted(self.tasks.items())}
+
+    # -- processing --------------------------------------------------------------------------
+
+    async def process(self, batch: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]) -> int:
+        done = 0
+        for tp, records in batch.items():
+            task = self._by_partition.get(tp)
+            if task is None or task.restoring or task.closed:
+                continue  # not ours any more, or paused too late: refetched after the next seek
+            ctx = self._context(task)
+            fn = self._processors[task.id.subtopology]
+            for r in records:
+                record = Record(
+                    topic=r.topic,
+                    partition=r.partition,
+                    offset=r.offset,
+                    key=r.key,
+                    value=r.value,
+                    timestamp=r.timestamp,
+                )
+                try:
+                    result = fn(ctx, record)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    raise ProcessingError(
+                        f"processor of task {task.id} failed on {tp}@{r.offset}: {exc!r}"
+                    ) from exc
+                self._processed[tp] = r.offset + 1
+                done += 1
+        self.records_processed += done
+        return done
+
+    def _context(self, task: StreamTask) -> ProcessorContext:
+        ctx = self._contexts.get(task.id)
+        if ctx is None:
+            ctx = ProcessorContext(
+                task.id, task.typed, self._repartition_of.get(task.id.subtopology, {}), self._outbox.append
+            )
+            self._contexts[task.id] = ctx
+        return ctx
+
+    async def send_pending(self, producer: AIOKafkaProducer) -> None:
+        """Hand every pending changelog and output record to the producer."""
+        for task in list(self.tasks.values()):
+            for tp, key, value in task.take_pending():
+                future = await producer.send(tp.topic, value=value, key=key, partition=tp.partition)
+                future.add_done_callback(self._ack_callback(task, tp))
+        outbox, self._outbox = self._outbox, []
+        for out in outbox:
+            future = await producer.send(out.topic, value=out.value, key=out.key, partition=out.partition)
+            future.add_done_callback(self._ack_callback(None, None))
+
+    def _ack_callback(self, task: StreamTask | None, tp: TopicPartition | None) -> Callable[[Any], None]:
+        def done(future: Any) -> None:
+            if future.cancelled():
+                self._send_errors.append(ProcessingError("a record send was cancelled"))
+                return
+            exc = future.exception()
+            if exc is not None:
+                self._send_errors.append(exc)
+            elif task is not None and tp is not None:
+                task.acknowledged(tp, future.result().offset)
+
+        return done
+
+    def raise_send_failures(self) -> None:
+        if self._send_errors:
+            first, self._send_errors = self._send_errors[0], []
+            raise ProcessingError(f"a changelog or output record was not delivered: {first!r}") from first
+
+    def committable(self, owned: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Input offsets whose effects are flushed (call after :meth:`send_pending` + flush)."""
+        owned_set = set(owned)
+        return {tp: off for tp, off in sorted(self._processed.items()) if tp in owned_set}
+
+    def checkpoint_all(self) -> None:
+        for task in self.tasks.values():
+            task.checkpoint()
+
+    async def close_all(self, *, clean: bool) -> None:
+        now = _wall_ms()
+        for tid, task in sorted(self.tasks.items()):
+            task.close(clean=clean)
+            self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
+        self.tasks.clear()
+        self._by_partition.clear()
+        self._contexts.clear()
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "records-processed-total": float(self.records_processed),
+            "active-tasks": float(sum(1 for t in self.tasks.values() if t.is_active)),
+            "standby-tasks": float(sum(1 for t in self.tasks.values() if not t.is_active)),
+            "restoring-tasks": float(len(self.restoring())),
+        }

@@ -1,0 +1,53 @@
+"""The stateful app the drills, tests and benchmarks run: per key, a count and the latest value.
+
+One subtopology reading ``topic``, two changelogged stores:
+
+* ``latest``: key → the last value seen (idempotent: replaying input changes nothing, so after
+  any crash it must equal exactly what was produced last for each key);
+* ``counts``: key → how many records with that key were processed (at-least-once: a crash
+  replays what was processed after the last commit, so counts may exceed the produced count
+  by at most the records of one commit interval).
+
+Records are ``key = b"k<number>"``, ``value = b"<sequence number>"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from streamtasks.app import App, ProcessorContext, Record
+from streamtasks.state.serdes import INT64, STRING
+from topology import TopologyBuilder
+from topology.model import Topology
+
+__all__ = ["count_and_latest", "keyed_topology", "make_app", "record_for"]
+
+
+def keyed_topology(application_id: str, topic: str) -> Topology:
+    builder = TopologyBuilder(application_id)
+    builder.stream(topic).store("counts").store("latest")
+    return builder.build()
+
+
+def count_and_latest(ctx: ProcessorContext, record: Record) -> None:
+    key = (record.key or b"").decode()
+    counts = ctx.store("counts")
+    counts.put(key, (counts.get(key) or 0) + 1)
+    ctx.store("latest").put(key, int((record.value or b"0").decode()))
+
+
+def record_for(seq: int, keys: int) -> tuple[bytes, bytes]:
+    """The ``seq``-th record the drills produce over ``keys`` keys."""
+    return f"k{seq % keys}".encode(), str(seq).encode()
+
+
+def make_app(application_id: str, topic: str, settings: Mapping[str, Any], **kwargs: Any) -> App:
+    return App(
+        keyed_topology(application_id, topic),
+        {0: count_and_latest},
+        config=dict(settings),
+        stores={"counts": (STRING, INT64), "latest": (STRING, INT64)},
+        application_id=application_id,
+        **kwargs,
+    )

@@ -1,0 +1,358 @@
+"""The demo's stateful phase: standbys after a crash, warm-ups for a new process.
+
+Runs :mod:`streamtasks.drills.stateful_worker` processes (the per-key count + latest-value app
+of :mod:`streamtasks.drills.stateful_app`, ``num_standby_replicas=1``) on a 6-partition topic
+while a producer writes a steady stream, then:
+
+1. **crash**: ``kill -9`` one worker mid-stream. Its active tasks are promoted on the worker
+   holding their standbys; the report shows how many changelog records the promoted tasks had
+   to restore, next to what a restore without a standby would read (their whole changelogs),
+   and how long from the kill until every task processed again.
+2. **scale out**: a fresh worker (empty state directory) joins. It gets warm-up replicas; each
+   warm-up that catches up makes that worker request a rebalance at once (lag trigger), and the
+   active task moves to it. The report shows the time from "caught up" to "active there".
+3. **verify**: the producer stops, the workers drain and stop cleanly, and the changelogs are
+   read back: every key's latest value must equal the last value produced for it (exact), and
+   every count must be at least the number produced (the excess, at-least-once duplicates from
+   the crash, is reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from streamtasks.drills.stateful_app import record_for
+from streamtasks.runtime.admin import create_topics_async
+
+__all__ = ["StatefulReport", "run_stateful_phase"]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True, kw_only=True)
+class StatefulReport:
+    produced: int = 0
+    crash_restored_records: int = 0
+    crash_full_restore_records: int = 0
+    crash_recovery_ms: int | None = None
+    promoted_tasks: int = 0
+    warmups: int = 0
+    lag_triggers: int = 0
+    handoff_ms: list[int] = field(default_factory=list)
+    moved_to_new: int = 0
+    latest_mismatches: int = 0
+    missing_counts: int = 0
+    duplicate_counts: int = 0
+    keys: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.latest_mismatches == 0 and self.missing_counts == 0
+
+
+class _Worker:
+    """One worker process and what it reported."""
+
+    def __init__(self, name: str, argv: list[str], sink: Callable[[dict[str, Any]], None]) -> None:
+        self.name, self.argv, self._sink = name, argv, sink
+        self.proc: asyncio.subprocess.Process | None = None
+        self.tasks: dict[str, str] = {}
+        self.processed = 0
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+        stderr: Any = asyncio.subprocess.DEVNULL
+        argv = [*self.argv, "--name", self.name]
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+            stderr = open(os.path.join(log_dir, f"stateful-{self.name}.log"), "ab")  # noqa: SIM115
+            argv += ["--log-level", "INFO"]
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "streamtasks.drills.stateful_worker", *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        async for raw in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                line = json.loads(raw)
+                if line.get("kind") == "progress":
+                    self.tasks, self.processed = line["tasks"], line["processed"]
+                self._sink(line)
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGKILL)
+            await self.proc.wait()
+
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout_s)
+        except TimeoutError:
+            await self.kill()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+
+class _Run:
+    def __init__(self, bootstrap: str, out: TextIO, partitions: int, keys: int, rate: int) -> None:
+        self.bootstrap, self.out = bootstrap, out
+        self.partitions, self.keys, self.rate = partitions, keys, rate
+        run_id = uuid.uuid4().hex[:8]
+        self.app_id = f"stateful-demo-{run_id}"
+        self.topic = f"stateful-demo-{run_id}"
+        self.lines: list[dict[str, Any]] = []
+        self.workers: dict[str, _Worker] = {}
+        self.seq = 0
+        self.last_value: dict[str, int] = {}
+        self.produced_per_key: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.last_processed: tuple[int, float] | None = None
+
+    def say(self, text: str) -> None:
+        self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
+        self.out.flush()
+
+    def worker(self, name: str, state_root: str) -> _Worker:
+        argv = [
+            "--bootstrap-servers", self.bootstrap, "--app-id", self.app_id, "--topic", self.topic,
+            "--state-dir", os.path.join(state_root, name), "--standbys", "1",
+        ]  # fmt: skip
+        w = _Worker(name, argv, self.lines.append)
+        self.workers[name] = w
+        return w
+
+    def events(
+        self, name: str | None = None, event: str | None = None, since_ms: int = 0
+    ) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.lines
+            if e.get("kind") == "event"
+            and (name is None or e["worker"] == name)
+            and (event is None or e["event"] == event)
+            and e.get("at_ms", 0) >= since_ms
+        ]
+
+    async def produce(self, stop: asyncio.Event) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        await producer.start()
+        try:
+            while not stop.is_set():
+                for _ in range(max(1, self.rate // 20)):
+                    key, value = record_for(self.seq, self.keys)
+                    await producer.send(self.topic, key=key, value=value)
+                    k = key.decode()
+                    self.last_value[k] = self.seq
+                    self.produced_per_key[k] = self.produced_per_key.get(k, 0) + 1
+                    self.seq += 1
+                await asyncio.sleep(0.05)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    def active_owner(self) -> dict[str, str]:
+        owner: dict[str, str] = {}
+        for w in self.workers.values():
+            if w.proc is not None and w.proc.returncode is None:
+                for task, role in w.tasks.items():
+                    if role == "active":
+                        owner[task] = w.name
+        return owner
+
+    async def wait_for(self, what: str, cond: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            await asyncio.sleep(0.25)
+        self.say(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        return False
+
+    def settled(self, names: tuple[str, ...]) -> bool:
+        owner = self.active_owner()
+        if len(owner) != self.partitions:
+            return False
+        standbys = {t for n in names for t, r in self.workers[n].tasks.items() if r != "active"}
+        return len(standbys) >= self.partitions if len(names) > 1 else True
+
+
+async def _read_changelog(bootstrap: str, topic: str) -> dict[str, int]:
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        parts = consumer.assignment()
+        while not parts:
+            await asyncio.sleep(0.1)
+            parts = consumer.assignment()
+        ends = await consumer.end_offsets(list(parts))
+        latest: dict[str, int] = {}
+        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for r in records:
+                    if r.key is not None and r.value is not None:
+                        latest[r.key.decode()] = int.from_bytes(r.value, "big", signed=True)
+        return latest
+    finally:
+        await consumer.stop()
+
+
+async def run_stateful_phase(
+    bootstrap: str, out: TextIO, *, partitions: int = 6, keys: int = 600, rate: int = 400
+) -> StatefulReport:
+    """Run the phase on a cluster (see the module docstring) and return its report."""
+    run = _Run(bootstrap, out, partitions, keys, rate)
+    report = StatefulReport()
+    await create_topics_async(bootstrap, {run.topic: partitions})
+    stop_producing = asyncio.Event()
+    with tempfile.TemporaryDirectory(prefix="streamtasks-stateful-") as state_root:
+        w1, w2 = run.worker("s1", state_root), run.worker("s2", state_root)
+        await w1.start()
+        await w2.start()
+        producer = asyncio.get_running_loop().create_task(run.produce(stop_producing))
+        run.say(
+            f"stateful: 2 workers, {partitions} tasks, 1 standby each, producing {rate}/s over {keys} keys"
+        )
+        if not await run.wait_for(
+            "actives and standbys on both workers", lambda: run.settled(("s1", "s2")), 90
+        ):
+            report.problems.append("group did not settle before the crash")
+        await asyncio.sleep(3.0)  # let state build up
+        victim = w1
+        victim_tasks = sorted(t for t, r in victim.tasks.items() if r == "active")
+        kill_ms = _wall_ms()
+        await victim.kill()
+        run.say(f"crash: kill -9 {victim.name} (active for tasks {', '.join(victim_tasks)})")
+        recovered = await run.wait_for(
+            "the crashed worker's tasks to process again",
+            lambda: (
+                all(run.active_owner().get(t) == "s2" for t in victim_tasks)
+                and all(
+                    any(e["task"] == t for e in run.events("s2", "RestoreCompleted", kill_ms))
+                    for t in victim_tasks
+                )
+            ),
+            60,
+        )
+        restores = [e for e in run.events("s2", "RestoreCompleted", kill_ms) if e["task"] in victim_tasks]
+        if recovered and restores:
+            report.crash_recovery_ms = max(e["at_ms"] for e in restores) - kill_ms
+            report.crash_restored_records = sum(e["records"] for e in restores)
+            report.promoted_tasks = len(
+                [e for e in run.events("s2", "TaskRecycled", kill_ms) if e["to_role"] == "active"]
+            )
+            report.crash_full_restore_records = await _changelog_size(bootstrap, run.app_id, victim_tasks)
+            run.say(
+                f"  promoted {report.promoted_tasks} standbys on s2; restored "
+                f"{report.crash_restored_records} changelog records (a restore without standby would "
+                f"read {report.crash_full_restore_records}); "
+                f"processing again {report.crash_recovery_ms / 1000:.1f}s after the kill"
+            )
+        else:
+            report.problems.append("the crashed worker's tasks did not recover")
+        join_ms = _wall_ms()
+        w3 = run.worker("s3", state_root)
+        await w3.start()
+        run.say("scale out: fresh worker s3 joins with an empty state directory")
+        await run.wait_for(
+            "an active task on s3",
+            lambda: any(r == "active" for r in w3.tasks.values()) and run.settled(("s2", "s3")),
+            120,
+        )
+        report.warmups = len([e for e in run.events("s3", "TaskCreated", join_ms) if e["role"] == "warmup"])
+        triggers = [e for e in run.events("s3", "RebalanceTriggered", join_ms) if e["kind"] == "caught_up"]
+        report.lag_triggers = len(triggers)
+        for trig in triggers:
+            promoted = [
+                e for e in run.events("s3", "RestoreCompleted", trig["at_ms"]) if e["task"] == trig["task"]
+            ]
+            if promoted:
+                report.handoff_ms.append(promoted[0]["at_ms"] - trig["at_ms"])
+        report.moved_to_new = sum(1 for r in w3.tasks.values() if r == "active")
+        handoffs = ", ".join(f"{ms / 1000:.1f}s" for ms in report.handoff_ms) or "none"
+        run.say(
+            f"  s3 got {report.warmups} warm-ups; {report.lag_triggers} caught-up triggers; "
+            f"{report.moved_to_new} actives moved to s3; caught-up → active: {handoffs}"
+        )
+        stop_producing.set()
+        await producer
+        report.produced = run.seq
+        await run.wait_for(
+            "the workers to process everything",
+            lambda: _quiet(run),
+            60,
+        )
+        await asyncio.sleep(2.0)
+        for w in (w2, w3):
+            await w.stop()
+    latest = await _read_changelog(bootstrap, f"{run.app_id}-latest-changelog")
+    counts = await _read_changelog(bootstrap, f"{run.app_id}-counts-changelog")
+    report.keys = len(run.last_value)
+    report.latest_mismatches = sum(1 for k, v in run.last_value.items() if latest.get(k) != v)
+    report.missing_counts = sum(1 for k, n in run.produced_per_key.items() if counts.get(k, 0) < n)
+    report.duplicate_counts = sum(max(0, counts.get(k, 0) - n) for k, n in run.produced_per_key.items())
+    run.say(
+        f"verify: {report.produced} records over {report.keys} keys; latest value wrong for "
+        f"{report.latest_mismatches} keys; counts short for {report.missing_counts} keys; "
+        f"{report.duplicate_counts} duplicate counts (at-least-once replay after the crash)"
+    )
+    return report
+
+
+def _quiet(run: _Run) -> bool:
+    """True once no live worker processed anything new for two seconds (polled)."""
+    now = sum(w.processed for w in run.workers.values() if w.proc is not None and w.proc.returncode is None)
+    if run.last_processed is None or run.last_processed[0] != now:
+        run.last_processed = (now, time.monotonic())
+        return False
+    return time.monotonic() - run.last_processed[1] > 2.0
+
+
+async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
+    """Records in the changelog partitions of ``tasks``: what a restore from scratch reads."""
+    from aiokafka.structs import TopicPartition as AioTP
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        parts = [
+            AioTP(f"{app_id}-{store}-changelog", int(t.split("_")[1]))
+            for t in tasks
+            for store in ("counts", "latest")
+        ]
+        ends = await consumer.end_offsets(parts)
+        starts = await consumer.beginning_offsets(parts)
+        return sum(ends[p] - starts[p] for p in parts)
+    finally:
+        await consumer.stop()

@@ -1,0 +1,103 @@
+"""A stateful drill worker: one :class:`streamtasks.App` (:mod:`streamtasks.drills.stateful_app`)
+that reports every app event as a JSON line on stdout.
+
+    python -m streamtasks.drills.stateful_worker --bootstrap-servers H:P --app-id A --topic T \
+        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1]
+
+Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
+:class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
+"tasks": {...}}`` every second, and ``{"kind": "stopped"}`` after SIGTERM (clean close). Meant to
+be killed with SIGKILL by the drills too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from streamtasks.app import AppEvent, event_to_json
+from streamtasks.drills.stateful_app import make_app
+
+__all__ = ["main"]
+
+
+def emit(**fields: Any) -> None:
+    fields["wall_ms"] = time.time_ns() // 1_000_000
+    sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+async def run(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+
+    def on_event(event: AppEvent) -> None:
+        emit(worker=args.name, kind="event", **event_to_json(event))
+
+    settings = {
+        "bootstrap_servers": args.bootstrap_servers,
+        "state_dir": args.state_dir,
+        "num_standby_replicas": args.standbys,
+        "acceptable_recovery_lag": args.acceptable_recovery_lag,
+        "group_instance_id": args.instance_id,
+        "session_timeout_ms": args.session_timeout_ms,
+        "heartbeat_interval_ms": args.heartbeat_interval_ms,
+        "rebalance_timeout_ms": 15_000,
+        "commit_interval_ms": args.commit_interval_ms,
+        "client_id": args.name,
+    }
+    app = make_app(args.app_id, args.topic, settings, on_event=on_event)
+    await app.start()
+    emit(worker=args.name, kind="started", member_id=app.consumer.member_id)
+
+    async def progress() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            emit(
+                worker=args.name,
+                kind="progress",
+                processed=app.tasks.records_processed,
+                tasks={str(t): role for t, role in app.tasks.roles().items()},
+            )
+
+    reporter = loop.create_task(progress())
+    try:
+        await app.run(until=stop.is_set)
+    finally:
+        reporter.cancel()
+        await app.stop()
+    emit(worker=args.name, kind="stopped", processed=app.tasks.records_processed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.stateful_worker")
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--app-id", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--standbys", type=int, default=1)
+    parser.add_argument("--acceptable-recovery-lag", type=int, default=100)
+    parser.add_argument("--instance-id")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    parser.add_argument("--commit-interval-ms", type=int, default=500)
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for noisy in ("aiokafka", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLevelName(args.log_level)))
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Local state for stateful stream tasks: stores, checkpoints and the state directory.
+
+On disk, per application and machine (see :mod:`streamtasks.state.directory`)::
+
+    <state_dir>/<application_id>/
+        .lock                          held by the one process using this directory
+        streamtasks-process.json       {"version": 1, "process_id": "<uuid>"}, kept across restarts
+        <subtopology>_<partition>/     one directory per task
+            .checkpoint                Kafka's offset checkpoint format v0 (changelog offsets)
+            rocksdb/<store>/           one RocksDB database (rocksdict, raw bytes) per store
+
+:class:`KeyValueStore` is a store in bytes with an optional changelog sink; :class:`TypedStore`
+puts :mod:`serdes <streamtasks.state.serdes>` in front of it. :class:`StateDirectory` owns the
+layout, the lock, the process id and the offset sums the assignor needs. This layer does IO but
+knows nothing of Kafka clients or the runtime; the runtime composes the pieces.
+"""
+
+from __future__ import annotations
+
+from streamtasks.errors import (
+    CheckpointError,
+    SerdeError,
+    StateDirectoryLockedError,
+    StateError,
+    StoreClosedError,
+)
+from streamtasks.state.checkpoint import CHECKPOINT_VERSION, read_checkpoint, write_checkpoint
+from streamtasks.state.directory import StateDirectory
+from streamtasks.state.serdes import BYTES, INT64, JSON, STRING, Serde
+from streamtasks.state.store import ChangelogSink, KeyValueStore, TypedStore
+
+__all__ = [
+    "BYTES",
+    "CHECKPOINT_VERSION",
+    "INT64",
+    "JSON",
+    "STRING",
+    "ChangelogSink",
+    "CheckpointError",
+    "KeyValueStore",
+    "SerdeError",
+    "Serde",
+    "StateDirectory",
+    "StateDirectoryLockedError",
+    "StateError",
+    "StoreClosedError",
+    "TypedStore",
+    "read_checkpoint",
+    "write_checkpoint",
+]

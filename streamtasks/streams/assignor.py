@@ -1,0 +1,312 @@
+"""The streams partition assignor: a KIP-924 task assignor behind the consumer group protocol.
+
+:class:`StreamsPartitionAssignor` is what the group leader runs (``"streamtasks"`` in
+JoinGroup). From the members' subscriptions (streamtasks ``SubscriptionInfo`` in the consumer
+protocol's user data, plus the owned partitions of KIP-429) it builds one KIP-924
+``ClientState`` per process, runs the configured task assignor, spreads each process's tasks
+over its members (one member per stream thread), withholds what still has to be revoked
+elsewhere (cooperative), and answers every member with its partitions and an encoded
+``AssignmentInfo``. Bad input from peers never raises: the member concerned gets nothing and
+the reason goes to :attr:`StreamsPartitionAssignor.last_problems`. The rules, with a worked
+example, are in ``docs/streams.md``.
+
+Pure: the changelog end offsets and the leader's clock are injected as callables.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar
+
+from assignors.partition.types import GroupAssignment, GroupSubscription, MemberId, RebalanceProtocol
+from assignors.types import (
+    ApplicationState,
+    AssignmentConfigs,
+    AssignmentError,
+    ProcessAssignment,
+    TaskAssignment,
+    TaskAssignor,
+    TaskSpec,
+)
+from assignors.validate import validate_task_assignment
+from streamtasks.errors import StreamTasksError, TopologyError
+from streamtasks.protocol.probing import negotiate
+from streamtasks.protocol.userdata import (
+    LATEST_VERSION,
+    MIN_SUPPORTED_VERSION,
+    AssignmentInfo,
+    AssignorErrorCode,
+    SubscriptionInfo,
+    encode_assignment_info,
+    encode_subscription_info,
+)
+from streamtasks.streams._clients import DecodedMembers, GroupView, build_view, decode_members
+from streamtasks.streams._members import MemberTasks, spread_over_members, withhold_moving
+from topology.ids import TaskId, TopicPartition
+from topology.model import TaskInfo, Topology
+
+__all__ = ["StreamsPartitionAssignor"]
+
+
+class StreamsPartitionAssignor:
+    """The group leader's assignor for a streamtasks application (module docstring).
+
+    ``end_offsets``: the latest known end offsets of the changelog partitions (the runtime
+    refreshes them); ``now_ms``: the leader's clock. Both are called once per :meth:`assign`.
+    """
+
+    name: ClassVar[str] = "streamtasks"
+    version: ClassVar[int] = LATEST_VERSION
+
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        task_assignor: TaskAssignor,
+        configs: AssignmentConfigs,
+        end_offsets: Callable[[], Mapping[TopicPartition, int]],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._topology = topology
+        self._task_assignor = task_assignor
+        self._configs = configs
+        self._end_offsets = end_offsets
+        self._now_ms = now_ms
+        self._fingerprint = topology.fingerprint()
+        #: What went wrong in the last :meth:`assign` (bad peers, fallbacks), in order.
+        self.last_problems: tuple[str, ...] = ()
+
+    @property
+    def topology(self) -> Topology:
+        return self._topology
+
+    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]:
+        return (RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE)
+
+    def subscription_user_data(
+        self,
+        *,
+        process_id: uuid.UUID,
+        task_offset_sums: Mapping[TaskId, int],
+        endpoint: str | None = None,
+        rack: str | None = None,
+        client_tags: Mapping[str, str] | None = None,
+        version: int | None = None,
+    ) -> bytes:
+        """A member's ``SubscriptionInfo`` bytes (with this topology's fingerprint), encoded at
+        ``version`` (default: the latest); it always advertises the latest version it supports."""
+        info = SubscriptionInfo(
+            process_id=process_id,
+            task_offset_sums=task_offset_sums,
+            endpoint=endpoint,
+            rack=rack,
+            client_tags=client_tags or {},
+            topology_fingerprint=self._fingerprint,
+        )
+        return encode_subscription_info(info, version)
+
+    def assign(self, group: GroupSubscription) -> GroupAssignment:
+        problems: list[str] = []
+        result = self._assign(group, problems)
+        self.last_problems = tuple(problems)
+        return result
+
+    # ------------------------------------------------------------------ the steps
+
+    def _assign(self, group: GroupSubscription, problems: list[str]) -> GroupAssignment:
+        members = sorted(group.members)
+        if not members:
+            return GroupAssignment(members={})
+        decoded = decode_members(group, problems)
+        out = _Output(decoded, problems, self._configs.acceptable_recovery_lag)
+        if not decoded.infos:
+            return out.everyone_empty(AssignorErrorCode.ASSIGNMENT_ERROR)
+        shutdown = sorted(
+            m for m, i in decoded.infos.items() if i.error_code is AssignorErrorCode.SHUTDOWN_REQUESTED
+        )
+        if shutdown:
+            problems.append(f"members {shutdown} request the application's shutdown; everyone gets nothing")
+            return out.everyone_empty(AssignorErrorCode.SHUTDOWN_REQUESTED)
+        sources = {t: n for t, n in group.partitions_per_topic.items() if t in self._topology.source_topics}
+        try:
+            tasks = self._topology.tasks(sources)
+        except TopologyError as exc:
+            problems.append(f"cannot compute the tasks ({exc}); every member gets nothing")
+            return out.everyone_empty(AssignorErrorCode.INCOMPLETE_SOURCE_TOPIC_METADATA)
+        self._check_peers(decoded, group, sources, problems)
+        view = build_view(group, decoded.infos, tasks, self._end_offsets(), problems)
+        assignment = self._run_task_assignor(tasks, view, self._now_ms(), problems)
+        by_id = {t.id: t for t in tasks}
+        planned = spread_over_members(view, assignment)
+        final, withheld = withhold_moving(planned, view, by_id, members)
+        return out.assignment(final, by_id, view, assignment.followup_rebalance_ms, withheld)
+
+    def _check_peers(
+        self,
+        decoded: DecodedMembers,
+        group: GroupSubscription,
+        sources: Mapping[str, int],
+        problems: list[str],
+    ) -> None:
+        """Report (without acting on) other topologies and repartition topics of another size."""
+        other = sorted(
+            m
+            for m, info in decoded.infos.items()
+            if info.topology_fingerprint is not None and info.topology_fingerprint != self._fingerprint
+        )
+        if other:
+            problems.append(f"members {other} run a topology with another fingerprint than the leader's")
+        expected = self._topology.partition_counts(sources)
+        for topic in sorted(expected):
+            actual = group.partitions_per_topic.get(topic)
+            if actual is not None and topic not in sources and actual != expected[topic]:
+                problems.append(
+                    f"internal topic {topic!r} has {actual} partitions; the topology needs {expected[topic]}"
+                )
+
+    def _run_task_assignor(
+        self, tasks: Sequence[TaskInfo], view: GroupView, now_ms: int, problems: list[str]
+    ) -> TaskAssignment:
+        """The task assignor's answer, or every process keeping its previous actives."""
+        name = getattr(self._task_assignor, "name", type(self._task_assignor).__name__)
+        specs = [
+            TaskSpec(
+                id=t.id,
+                is_stateful=t.is_stateful,
+                source_partitions=t.source_partitions,
+                changelog_partitions=t.changelog_partitions,
+            )
+            for t in tasks
+        ]
+        try:
+            state = ApplicationState.build(specs, view.clients, self._configs, now_ms=now_ms)
+            result = self._task_assignor.assign(state)
+            if not isinstance(result, TaskAssignment):
+                verdict = f"returned {type(result).__name__}, not a TaskAssignment"
+            else:
+                error = validate_task_assignment(state, result)
+                if error is AssignmentError.NONE:
+                    return result
+                verdict = f"returned an invalid assignment ({error.value})"
+        except Exception as exc:  # a plug-in's failure must not stop the group
+            verdict = f"failed: {type(exc).__name__}: {exc}"
+        problems.append(f"task assignor {name!r} {verdict}; every process keeps its previous active tasks")
+        return _keep_previous(view)
+
+
+def _keep_previous(view: GroupView) -> TaskAssignment:
+    """Fallback: each process keeps its previous active tasks (the lowest process id wins a
+    task two processes claim); no standbys, no warm-ups."""
+    taken: set[TaskId] = set()
+    processes = []
+    for client in view.clients:
+        mine = client.previous_active - taken
+        taken |= mine
+        processes.append(ProcessAssignment(process_id=client.process_id, active=mine))
+    return TaskAssignment(processes=tuple(processes))
+
+
+class _Output:
+    """Encodes the answer: one AssignmentInfo per member, at the negotiated version."""
+
+    def __init__(self, decoded: DecodedMembers, problems: list[str], acceptable_recovery_lag: int) -> None:
+        self._decoded = decoded
+        self._lag = acceptable_recovery_lag
+        self._members = sorted({*decoded.infos, *decoded.bad})
+        self.used, self.common, self.probing = _negotiate(decoded, problems)
+
+    def _version(self, member: MemberId) -> int:
+        if member in self._decoded.infos:
+            return self.used
+        header = self._decoded.versions.get(member)
+        return MIN_SUPPORTED_VERSION if header is None else min(self.used, header[0])
+
+    def _encode(
+        self,
+        member: MemberId,
+        mine: MemberTasks | None = None,
+        *,
+        error_code: AssignorErrorCode = AssignorErrorCode.NONE,
+        active_by_host: Mapping[str, set[TaskId]] | None = None,
+        standby_by_host: Mapping[str, set[TaskId]] | None = None,
+        next_rebalance_ms: int | None = None,
+    ) -> bytes:
+        version = self._version(member)
+        tasks = mine or MemberTasks()
+        info = AssignmentInfo(
+            active_tasks=tasks.active,
+            standby_tasks=tasks.standby,
+            warmup_tasks=tasks.warmup,
+            active_tasks_by_host={h: frozenset(ts) for h, ts in (active_by_host or {}).items()},
+            standby_tasks_by_host={h: frozenset(ts) for h, ts in (standby_by_host or {}).items()},
+            error_code=error_code,
+            next_rebalance_ms=next_rebalance_ms,
+            acceptable_recovery_lag=self._lag,
+            version=version,
+            latest_supported_version=max(version, self.common),
+        )
+        return encode_assignment_info(info)
+
+    def everyone_empty(self, code: AssignorErrorCode) -> GroupAssignment:
+        return GroupAssignment(
+            members={m: () for m in self._members},
+            followup_needed=self.probing,
+            user_data={m: self._encode(m, error_code=code) for m in self._members},
+        )
+
+    def assignment(
+        self,
+        final: Mapping[MemberId, MemberTasks],
+        tasks: Mapping[TaskId, TaskInfo],
+        view: GroupView,
+        next_rebalance_ms: int | None,
+        withheld: bool,
+    ) -> GroupAssignment:
+        active_by_host: dict[str, set[TaskId]] = {}
+        standby_by_host: dict[str, set[TaskId]] = {}
+        for member, mine in final.items():
+            endpoint = view.members[member].endpoint
+            if endpoint is None:
+                continue
+            if mine.active:
+                active_by_host.setdefault(endpoint, set()).update(mine.active)
+            if mine.standby or mine.warmup:
+                standby_by_host.setdefault(endpoint, set()).update(mine.standby | mine.warmup)
+        deadline = next_rebalance_ms if next_rebalance_ms is not None and next_rebalance_ms >= 0 else None
+        partitions: dict[MemberId, tuple[TopicPartition, ...]] = {}
+        user_data: dict[MemberId, bytes] = {}
+        for member in self._members:
+            got = final.get(member)
+            if got is None:  # undecodable
+                partitions[member] = ()
+                user_data[member] = self._encode(member, error_code=AssignorErrorCode.ASSIGNMENT_ERROR)
+                continue
+            partitions[member] = tuple(sorted(tp for t in got.active for tp in tasks[t].source_partitions))
+            user_data[member] = self._encode(
+                member,
+                got,
+                active_by_host=active_by_host,
+                standby_by_host=standby_by_host,
+                next_rebalance_ms=deadline,
+            )
+        return GroupAssignment(
+            members=partitions, followup_needed=withheld or self.probing, user_data=user_data
+        )
+
+
+def _negotiate(decoded: DecodedMembers, problems: list[str]) -> tuple[int, int, bool]:
+    """``(used_version, common_latest, follow-up needed)`` over every readable header."""
+    if not decoded.versions:
+        return LATEST_VERSION, LATEST_VERSION, False
+    try:
+        decision = negotiate(decoded.versions)
+    except StreamTasksError as exc:  # headers were checked on reading; defensive
+        problems.append(f"version negotiation failed ({exc}); answering at version {MIN_SUPPORTED_VERSION}")
+        return MIN_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION, True
+    if decision.future_members:
+        problems.append(
+            f"members {list(decision.future_members)} speak a userdata version above {LATEST_VERSION}: "
+            f"version probing, answering at version {decision.used_version}"
+        )
+    return decision.used_version, decision.common_latest, decision.followup_needed

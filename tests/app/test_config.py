@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import pytest
+
+from streamtasks.app import AppConfig, make_app_config
+from streamtasks.errors import ConfigError
+
+
+def test_kafka_streams_names_are_accepted() -> None:
+    cfg = AppConfig.model_validate(
+        {
+            "application.id": "wordcount",
+            "bootstrap.servers": "127.0.0.1:9092",
+            "num.standby.replicas": 1,
+            "acceptable.recovery.lag": 50,
+            "probing.rebalance.interval.ms": 60_000,
+        }
+    )
+    assert (cfg.num_standby_replicas, cfg.acceptable_recovery_lag) == (1, 50)
+    assert cfg.probing_rebalance_interval_ms == 60_000
+
+
+def test_defaults_follow_kafka_streams() -> None:
+    cfg = make_app_config(application_id="a", bootstrap_servers="h:1")
+    assert cfg.num_standby_replicas == 0
+    assert cfg.acceptable_recovery_lag == 10_000
+    assert cfg.max_warmup_replicas == 2
+    assert cfg.probing_rebalance_interval_ms == 600_000
+    assert cfg.auto_offset_reset == "earliest"
+    assert cfg.task_assignor == "high_availability"
+
+
+def test_every_bad_value_is_named_in_one_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        make_app_config(
+            application_id="bad id!", bootstrap_servers="h:1", num_standby_replicas=-1, max_warmup_replicas=0
+        )
+    text = str(info.value)
+    for field in ("application_id", "num_standby_replicas", "max_warmup_replicas"):
+        assert field in text
+
+
+def test_probing_interval_below_kafka_minimum_is_refused() -> None:
+    with pytest.raises(ConfigError, match="probing_rebalance_interval_ms"):
+        make_app_config(application_id="a", bootstrap_servers="h:1", probing_rebalance_interval_ms=1_000)
+
+
+def test_heartbeat_must_be_below_session_timeout() -> None:
+    with pytest.raises(ConfigError, match="heartbeat"):
+        make_app_config(
+            application_id="a", bootstrap_servers="h:1", session_timeout_ms=6_000, heartbeat_interval_ms=6_000
+        )
+
+
+def test_config_is_frozen() -> None:
+    cfg = make_app_config(application_id="a", bootstrap_servers="h:1")
+    with pytest.raises(Exception, match="frozen"):
+        cfg.num_standby_replicas = 3  # type: ignore[misc]
+
+
+def test_consumer_settings_join_the_application_group_without_auto_commit() -> None:
+    cfg = make_app_config(application_id="orders", bootstrap_servers="h:1", group_instance_id="p1")
+    settings = cfg.consumer_settings()
+    assert settings["group_id"] == "orders"
+    assert settings["group_instance_id"] == "p1"
+    assert settings["enable_auto_commit"] is False
