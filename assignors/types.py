@@ -215,13 +215,19 @@ class TaskAssignment:
 
     ``followup_rebalance_ms``: absolute time (the clock of ``ApplicationState.now_ms``) at
     which the group should rebalance again, or ``None`` when the assignment is final.
+    ``movements``: for each task whose active stays where it is only until a replica elsewhere
+    has caught up (KIP-441), the process it is meant to move to. A standby on that process warms
+    the task up just like a warm-up replica does, and the runtime treats it as one (its
+    catching up is what the follow-up rebalance waits for).
     """
 
     processes: tuple[ProcessAssignment, ...]
     followup_rebalance_ms: int | None = None
+    movements: Mapping[TaskId, ProcessId] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "processes", tuple(sorted(self.processes, key=lambda p: p.process_id)))
+        object.__setattr__(self, "movements", MappingProxyType(dict(self.movements)))
 
     def for_process(self, process_id: ProcessId) -> ProcessAssignment:
         for p in self.processes:

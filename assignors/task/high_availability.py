@@ -149,7 +149,7 @@ class HighAvailabilityTaskAssignor:
             warmups.append((i, d))
 
         followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
-        return build_assignment(ix, owner, slots, warmups, followup)
+        return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,7 @@ task, which also spares the garbage collector tens of thousands of long-lived co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -143,12 +143,15 @@ def build_assignment(
     standby_slots: Sequence[int] = (),
     warmups: Sequence[tuple[int, int]] = (),
     followup_rebalance_ms: int | None = None,
+    *,
+    movements: Mapping[int, int] | None = None,
 ) -> TaskAssignment:
     """Turn per-task owners back into one :class:`ProcessAssignment` per process.
 
     ``active_owner[i]`` is the process running task ``i`` (``-1``: unassigned);
     ``standby_slots`` holds ``k`` slots per task (task ``i`` owns ``[i*k, (i+1)*k)``), each a
-    process holding a standby of it or ``-1``; ``warmups`` are ``(task, process)`` pairs.
+    process holding a standby of it or ``-1``; ``warmups`` are ``(task, process)`` pairs;
+    ``movements`` maps a task to the process it is meant to move to once caught up there.
     """
     n = ix.num_processes
     tasks = ix.tasks
@@ -177,4 +180,5 @@ def build_assignment(
             for j, pid in enumerate(ix.process_ids)
         ),
         followup_rebalance_ms=followup_rebalance_ms,
+        movements={tasks[i]: ix.process_ids[d] for i, d in sorted((movements or {}).items())},
     )

@@ -292,6 +292,8 @@ class App:
             info = self.tasks.decode_info(change.user_data)
             await self.tasks.reconcile(change.owned, info, self.reader.end_offsets)
             self.refresh_task_io()
+            if self._loops is not None:
+                self._loops.finish_restores()
             self.trigger.reset(
                 (t.id for t in self.tasks.standbys() if t.warmup),
                 (t.id for t in self.tasks.standbys() if not t.warmup),

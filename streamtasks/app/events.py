@@ -65,13 +65,13 @@ class RestoreCompleted(AppEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RebalanceTriggered(AppEvent):
-    """This process asked for a rebalance (KIP-568) because of a task's lag: ``kind`` is
+    """This process asked for a rebalance (KIP-568) because of a task's lag: ``trigger`` is
     ``caught_up`` (a warm-up reached acceptable.recovery.lag), ``lag_growing`` (a standby keeps
     falling behind) or ``probing`` (the follow-up deadline the leader set)."""
 
     task: TaskId | None
     lag: int | None
-    kind: str
+    trigger: str
     reason: str
 
 

@@ -97,22 +97,27 @@ class Loops:
     async def _changelog_loop(self) -> None:
         app = self._app
         while not self._stop.is_set():
-            if not app.reader.tracked:
+            if app.reader.tracked:
+                batch = await app.reader.fetch(timeout_ms=100)
+            else:
+                batch = {}
                 await asyncio.sleep(0.05)
-                continue
-            batch = await app.reader.fetch(timeout_ms=100)
             async with app.lock:
                 app.reader.apply(batch)
-                if not batch:
+                if not batch and app.reader.tracked:
                     for tp, pos in (await app.reader.positions()).items():
                         owner = app.reader.tracked.get(tp)
                         if owner is not None and owner.restoring:
                             owner.changelog_offsets[tp] = max(owner.changelog_offsets.get(tp, 0), pos)
-                finished = [t for t in app.tasks.restoring() if t.restore_done()]
-                for task in finished:
-                    self._restored(task)
-                if finished:
-                    app.refresh_task_io()
+                self.finish_restores()
+
+    def finish_restores(self) -> None:
+        """Active tasks that reached their restore target start processing (call under the lock)."""
+        finished = [t for t in self._app.tasks.restoring() if t.restore_done()]
+        for task in finished:
+            self._restored(task)
+        if finished:
+            self._app.refresh_task_io()
 
     def _restored(self, task: StreamTask) -> None:
         now = _wall_ms()
@@ -155,4 +160,4 @@ class Loops:
         app = self._app
         took = app.consumer.enforce_rebalance(f"{kind}: {reason}")
         log.info("rebalance requested (%s): %s%s", kind, reason, "" if took else " (one is already running)")
-        app.emit(RebalanceTriggered(at_ms=_wall_ms(), task=task, lag=lag, kind=kind, reason=reason))  # type: ignore[arg-type]
+        app.emit(RebalanceTriggered(at_ms=_wall_ms(), task=task, lag=lag, trigger=kind, reason=reason))  # type: ignore[arg-type]

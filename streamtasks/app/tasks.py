@@ -196,8 +196,6 @@ class TaskSet:
         task.restore_target = target
         task.restored_records = 0
         task.restore_started_ms = _wall_ms()
-        if task.restore_done():
-            task.restore_target = None
 
     @staticmethod
     def _role_name(task: StreamTask) -> str:

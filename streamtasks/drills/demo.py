@@ -60,7 +60,8 @@ class DemoOptions:
     #: replacement joins. On Tansu a replaced static *leader* assigns at once from the
     #: subscriptions the broker stored at each member's last JoinGroup, without the others
     #: rejoining; a member that gained partitions since then would have them handed out again
-    #: (docs/testing.md, "replaced static leader"). Counted in the report's nudges.
+    #: (docs/testing.md, "a replaced static member that was the group leader"). Counted in the
+    #: report's nudges.
     refresh_before_static_restart: bool = True
     refresh_timeout_s: float = 10.0
 
@@ -292,9 +293,10 @@ class Demo:
 
             async def bounce(static: bool) -> None:
                 for n in names:
+                    replaced = workers[n].instance_id is not None  # its replacement takes its place
                     await workers[n].stop()
                     self.say(f"  stopped {n}")
-                    if static and self.o.refresh_before_static_restart:
+                    if replaced and self.o.refresh_before_static_restart:
                         await self._refresh(set(names) - {n})
                     if not static:
                         await self._settle(set(names) - {n}, f"the group without {n}")

@@ -93,7 +93,12 @@ class _Worker:
     async def _read(self) -> None:
         assert self.proc is not None
         assert self.proc.stdout is not None
+        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+        events = open(os.path.join(log_dir, "stateful-events.jsonl"), "ab") if log_dir else None  # noqa: SIM115
         async for raw in self.proc.stdout:
+            if events is not None:
+                events.write(raw)
+                events.flush()
             with contextlib.suppress(ValueError):
                 line = json.loads(raw)
                 if line.get("kind") == "progress":
@@ -291,7 +296,7 @@ async def run_stateful_phase(
             120,
         )
         report.warmups = len([e for e in run.events("s3", "TaskCreated", join_ms) if e["role"] == "warmup"])
-        triggers = [e for e in run.events("s3", "RebalanceTriggered", join_ms) if e["kind"] == "caught_up"]
+        triggers = [e for e in run.events("s3", "RebalanceTriggered", join_ms) if e["trigger"] == "caught_up"]
         report.lag_triggers = len(triggers)
         for trig in triggers:
             promoted = [

@@ -93,11 +93,13 @@ def spread_over_members(view: GroupView, assignment: TaskAssignment) -> dict[Mem
         prefer_replica = _preference(views, ("state", "running", "owned"))
         actives = spread(mine.active, members, prefer_active)
         replicas = spread(mine.standby | mine.warmup, members, prefer_replica)
+        # A standby on the process a task is meant to move to is that task's warm-up (KIP-441).
+        warming = mine.warmup | {t for t in mine.standby if assignment.movements.get(t) == pid}
         for m in members:
             out[m] = MemberTasks(
                 active=actives[m],
-                standby=replicas[m] & mine.standby,
-                warmup=replicas[m] & mine.warmup,
+                standby=replicas[m] - warming,
+                warmup=replicas[m] & warming,
             )
     return dict(sorted(out.items()))
 
