@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from streamtasks.membership.classic import AssignmentChanged
+from streamtasks.membership.classic import AssignmentChanged, InvokeListener, ListenerKind
 from streamtasks.runtime.consumer import Consumer
 from topology.ids import TopicPartition
 
@@ -40,6 +40,11 @@ class AppConsumer(Consumer):
         async with app.lock:
             await app.flush()
             self._committable = app.tasks.committable(partitions)
+
+    async def invoke_listener(self, call: InvokeListener) -> None:
+        if call.kind is ListenerKind.LOST:  # comes before the AssignmentChanged that drops them
+            self._app.tasks.lost.update(call.partitions)
+        await super().invoke_listener(call)
 
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         self.pause(change.added)

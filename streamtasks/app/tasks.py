@@ -80,6 +80,8 @@ class TaskSet:
         self._send_errors: list[BaseException] = []
         self.info = AssignmentInfo()
         self.records_processed = 0
+        #: Partitions the member reported lost since the last reconcile.
+        self.lost: set[TopicPartition] = set()
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -145,9 +147,16 @@ class TaskSet:
         now = _wall_ms()
         for tid in plan.close:
             task = self.tasks.pop(tid)
-            task.close(clean=True)
+            # A task whose partitions were lost (not revoked) may hold writes that never reached
+            # its changelog: close it dirty and drop its checkpoint, so that it is rebuilt from
+            # the changelog if it comes back here.
+            clean = not (task.is_active and self.lost.intersection(task.info.source_partitions))
+            task.close(clean=clean)
+            if not clean:
+                self._directory.checkpoint_path(tid).unlink(missing_ok=True)
             self._contexts.pop(tid, None)
-            self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=True))
+            self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
+        self.lost.clear()
         for tid in plan.recycle_to_standby:
             task = self.tasks[tid]
             task.checkpoint()
