@@ -55,6 +55,8 @@ class StatefulReport:
     lag_triggers: int = 0
     handoff_ms: list[int] = field(default_factory=list)
     moved_to_new: int = 0
+    kept_tasks: int = 0
+    kept_task_restarts: int = 0
     latest_mismatches: int = 0
     missing_counts: int = 0
     duplicate_counts: int = 0
@@ -287,6 +289,7 @@ async def run_stateful_phase(
         else:
             report.problems.append("the crashed worker's tasks did not recover")
         join_ms = _wall_ms()
+        kept_before = {t for t, r in w2.tasks.items() if r == "active"}
         w3 = run.worker("s3", state_root)
         await w3.start()
         run.say("scale out: fresh worker s3 joins with an empty state directory")
@@ -305,10 +308,21 @@ async def run_stateful_phase(
             if promoted:
                 report.handoff_ms.append(promoted[0]["at_ms"] - trig["at_ms"])
         report.moved_to_new = sum(1 for r in w3.tasks.values() if r == "active")
+        # Cooperative: the tasks s2 keeps active must never be closed or rebuilt meanwhile.
+        kept = kept_before & {t for t, r in w2.tasks.items() if r == "active"}
+        report.kept_tasks = len(kept)
+        report.kept_task_restarts = len(
+            [
+                e
+                for e in run.events("s2", None, join_ms)
+                if e["event"] in ("TaskClosed", "TaskCreated", "TaskRecycled") and e["task"] in kept
+            ]
+        )
         handoffs = ", ".join(f"{ms / 1000:.1f}s" for ms in report.handoff_ms) or "none"
         run.say(
             f"  s3 got {report.warmups} warm-ups; {report.lag_triggers} caught-up triggers; "
-            f"{report.moved_to_new} actives moved to s3; caught-up → active: {handoffs}"
+            f"{report.moved_to_new} actives moved to s3; caught-up → active: {handoffs}; "
+            f"{report.kept_tasks} tasks stayed on s2 without a restart ({report.kept_task_restarts} restarts)"
         )
         stop_producing.set()
         await producer
