@@ -60,3 +60,72 @@ def test_crash_promotes_standbys_and_warmups_take_over(kafka: EmbeddedBroker | E
     # Cooperative: tasks that stayed on the old worker were never closed, rebuilt or recycled.
     assert report.kept_tasks >= 1
     assert report.kept_task_restarts == 0
+
+
+async def _restart_on_same_state_dir(bootstrap: str, tmp: Path) -> tuple[list[object], int]:
+    import uuid
+
+    from aiokafka import AIOKafkaProducer
+
+    from streamtasks.app import RestoreCompleted, TaskCreated
+    from streamtasks.drills.stateful_app import make_app, record_for
+    from streamtasks.runtime.admin import create_topics_async
+
+    run = uuid.uuid4().hex[:8]
+    app_id, topic = f"restart-{run}", f"restart-{run}"
+    await create_topics_async(bootstrap, {topic: 4})
+    settings = {
+        "bootstrap_servers": bootstrap,
+        "session_timeout_ms": 6_000,
+        "heartbeat_interval_ms": 500,
+        "rebalance_timeout_ms": 10_000,
+        "commit_interval_ms": 300,
+        "acceptable_recovery_lag": 100_000,
+    }
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    for seq in range(4_000):
+        key, value = record_for(seq, 400)
+        await producer.send(topic, key=key, value=value)
+    await producer.flush()
+    await producer.stop()
+
+    async def run_until(app: object, done: object) -> None:
+        await app.run(until=done)  # type: ignore[attr-defined]
+
+    first = make_app(app_id, topic, {**settings, "state_dir": str(tmp / "a"), "client_id": "a"})
+    await first.start()
+    runner = asyncio.create_task(run_until(first, lambda: first.tasks.records_processed >= 4_000))
+    await asyncio.wait_for(runner, 90)
+    await first.stop()
+    changelog_records = sum(
+        task_sum
+        for task_sum in first.directory.offset_sums(
+            {t: i.changelog_partitions for t, i in first.tasks._infos.items()}
+        ).values()
+    )
+    again = make_app(app_id, topic, {**settings, "state_dir": str(tmp / "a"), "client_id": "a2"})
+    await again.start()
+    runner = asyncio.create_task(
+        run_until(again, lambda: len(again.tasks.roles()) == 4 and not again.tasks.restoring())
+    )
+    await asyncio.wait_for(runner, 90)
+    await again.stop()
+    events = [e for e in again.events if isinstance(e, TaskCreated | RestoreCompleted)]
+    return events, changelog_records
+
+
+def test_restart_on_the_same_state_dir_keeps_its_state(
+    kafka: EmbeddedBroker | ExternalCluster, tmp_path: Path
+) -> None:
+    from streamtasks.app import RestoreCompleted, TaskCreated
+
+    events, changelog_records = asyncio.run(_restart_on_same_state_dir(kafka.bootstrap_servers, tmp_path))
+    created = [e for e in events if isinstance(e, TaskCreated)]
+    restored = [e for e in events if isinstance(e, RestoreCompleted)]
+    assert changelog_records >= 8_000  # 4,000 records x 2 stores were written and checkpointed
+    # The restarted process opened its tasks from the checkpoints it left...
+    assert len(created) == 4
+    assert all(e.offset_sum > 0 for e in created)
+    # ...so it restored nothing, instead of every changelog record.
+    assert sum(e.records for e in restored) == 0
