@@ -96,13 +96,14 @@ class StreamTask:
     # -- opening -----------------------------------------------------------------------------
 
     def open(self, end_offsets: Mapping[TopicPartition, int]) -> None:
-        """Open every store; start from the checkpoint, or wipe the task's state (with a
-        warning) when the checkpoint is missing, unreadable, or ahead of the changelog end."""
+        """Open every store; start from the checkpoint, or wipe the task's changelogged stores
+        (with a warning) when the checkpoint is missing, unreadable, or ahead of the changelog end."""
         checkpoint = self._read_checkpoint()
-        has_state = any(self.directory.store_path(self.id, n).exists() for n in self.info.store_names)
-        if checkpoint is None and has_state:
+        # Only changelogged stores are wiped: an unlogged store's files are its only copy.
+        on_disk = {n for n in self.changelog_of if self.directory.store_path(self.id, n).exists()}
+        if checkpoint is None and on_disk:
             log.warning("task %s: local state without a checkpoint; wiping it and restoring", self.id)
-            self.directory.wipe_task(self.id)
+            self._wipe_logged()
         elif checkpoint is not None:
             ahead = [
                 f"{tp} at {off} > end {end_offsets[tp]}"
@@ -115,7 +116,7 @@ class StreamTask:
                     self.id,
                     ", ".join(ahead),
                 )
-                self.directory.wipe_task(self.id)
+                self._wipe_logged()
                 checkpoint = None
         for name in self.info.store_names:
             sink = self._sink_for(name) if name in self.changelog_of else None
@@ -123,7 +124,17 @@ class StreamTask:
             self.stores[name] = store
             key_serde, value_serde = self._serdes.get(name, (BYTES, BYTES))
             self.typed[name] = TypedStore(store, key_serde, value_serde)
-        self.changelog_offsets = {tp: (checkpoint or {}).get(tp, 0) for tp in self.store_of}
+        # A checkpointed offset counts only for a store whose database was still there.
+        held = checkpoint or {}
+        self.changelog_offsets = {
+            tp: held.get(tp, 0) if name in on_disk else 0 for tp, name in self.store_of.items()
+        }
+
+    def _wipe_logged(self) -> None:
+        """Remove the changelogged stores and the checkpoint (they are restored from 0)."""
+        for name in sorted(self.changelog_of):
+            self.directory.wipe_store(self.id, name)
+        self.directory.checkpoint_path(self.id).unlink(missing_ok=True)
 
     def _read_checkpoint(self) -> dict[TopicPartition, int] | None:
         from streamtasks.state import CheckpointError
@@ -200,8 +211,10 @@ class StreamTask:
         """Close the stores; a clean close writes the checkpoint first."""
         if self.closed:
             return
-        if clean:
-            self.checkpoint()
-        for store in self.stores.values():
-            store.close()
-        self.closed = True
+        try:
+            if clean:
+                self.checkpoint()
+        finally:  # a failed checkpoint must not leave RocksDB's lock held
+            for store in self.stores.values():
+                store.close()
+            self.closed = True

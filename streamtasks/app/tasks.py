@@ -39,8 +39,8 @@ Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
 
 
 class ProcessingError(StreamTasksError):
-    """A processor raised, or a changelog / output record could not be delivered. The input
-    offsets of the failed batch are not committed; the app stops."""
+    """A processor raised, or a changelog / output record could not be delivered. The app
+    stops; offsets are committed only up to the last record whose effects were delivered."""
 
 
 def _wall_ms() -> int:
@@ -273,15 +273,20 @@ class TaskSet:
         return ctx
 
     async def send_pending(self, producer: AIOKafkaProducer) -> None:
-        """Hand every pending changelog and output record to the producer."""
-        for task in list(self.tasks.values()):
-            for tp, key, value in task.take_pending():
-                future = await producer.send(tp.topic, value=value, key=key, partition=tp.partition)
-                future.add_done_callback(self._ack_callback(task, tp))
-        outbox, self._outbox = self._outbox, []
-        for out in outbox:
-            future = await producer.send(out.topic, value=out.value, key=out.key, partition=out.partition)
-            future.add_done_callback(self._ack_callback(None, None))
+        """Hand every pending changelog and output record to the producer. A refused send is
+        also kept for :meth:`raise_send_failures` (its record is dropped: no later commit)."""
+        try:
+            for task in list(self.tasks.values()):
+                for tp, key, value in task.take_pending():
+                    future = await producer.send(tp.topic, value=value, key=key, partition=tp.partition)
+                    future.add_done_callback(self._ack_callback(task, tp))
+            outbox, self._outbox = self._outbox, []
+            for out in outbox:
+                future = await producer.send(out.topic, value=out.value, key=out.key, partition=out.partition)
+                future.add_done_callback(self._ack_callback(None, None))
+        except Exception as exc:
+            self._send_errors.append(exc)
+            raise
 
     def _ack_callback(self, task: StreamTask | None, tp: TopicPartition | None) -> Callable[[Any], None]:
         def done(future: Any) -> None:

@@ -126,6 +126,33 @@ def test_new_empty_process_gets_warmups_not_the_stateful_actives() -> None:
     assert answer.infos["a"].next_rebalance_ms == NOW + 600_000
 
 
+def test_a_standby_on_a_movements_destination_is_reported_as_a_warmup() -> None:
+    recorder = _Recording()
+    a = assignor(task_assignor=recorder, standbys=1)
+    answer = run(
+        [
+            member(
+                "a", pid(1), of=a, sums=running(*STATEFUL), owned=source_partitions(*STATEFUL), generation=4
+            ),
+            member("b", pid(2), of=a),  # new: no state anywhere
+        ],
+        a,
+    )
+    assert_consistent(answer)
+    planned = recorder.results[-1]
+    moving = {str(t) for t, dest in planned.movements.items() if dest == pid(2)}
+    assert len(moving) == 2
+    assert moving <= STATEFUL
+    by_pid = {p.process_id: p for p in planned.processes}
+    assert {str(t) for t in by_pid[pid(2)].standby} == STATEFUL  # b holds a standby of each
+    assert answer.active("a") == STATEFUL  # nobody else is caught up yet
+    assert answer.warmup("b") == moving  # the standbys that warm up a movement
+    assert answer.standby("b") == STATEFUL - moving
+    assert not answer.infos["b"].standby_tasks & answer.infos["b"].warmup_tasks
+    assert answer.infos["b"].next_rebalance_ms == NOW + 600_000  # probing follows
+    assert answer.warmup("a") == answer.standby("a") == set()
+
+
 def test_unknown_offset_sum_means_a_full_restore() -> None:
     recorder = _Recording()
     a = assignor(task_assignor=recorder)
@@ -313,10 +340,12 @@ class _Recording:
 
     def __init__(self) -> None:
         self.states: list[ApplicationState] = []
+        self.results: list[TaskAssignment] = []
 
     def assign(self, state: ApplicationState) -> TaskAssignment:
         self.states.append(state)
-        return HighAvailabilityTaskAssignor().assign(state)
+        self.results.append(HighAvailabilityTaskAssignor().assign(state))
+        return self.results[-1]
 
 
 class _Failing:
