@@ -110,6 +110,12 @@ def decode_members(
             problems.append(f"member {member.member_id!r}: undecodable subscription: {exc}")
             continue
         sub = subscription_from(raw, member.group_instance_id)
+        if sub.generation < -1:  # forged or corrupt: no valid claim can carry it
+            problems.append(
+                f"member {member.member_id!r}: claims partitions under generation {sub.generation}; "
+                "claims ignored"
+            )
+            sub = replace(sub, owned_partitions=(), generation=-1)
         if assignor_name == STICKY_ASSIGNOR_NAME:
             sub = _sticky_claims(member.member_id, sub, problems)
         if not generation_marker:

@@ -79,6 +79,16 @@ def test_leader_ignores_claims_of_an_older_generation_kip341() -> None:
     assert decoded.subscriptions["a"].generation == 2
 
 
+def test_leader_ignores_claims_under_a_forged_generation_below_minus_one() -> None:
+    # A peer's subscription says generation -7 (no member can own partitions under it): the
+    # round goes on, its claims are dropped and reported, everyone gets a balanced assignment.
+    members = (jm("a", sub(owned="t0 t1", generation=-7)), jm("b", sub(owned="t2 t3", generation=4)))
+    result = lead(members, assignor=CooperativeStickyAssignor(), partitions_per_topic={"t": 4})
+    assert any("generation -7" in p for p in result.problems)
+    assert result.assignment["b"] == tps("t2 t3")
+    assert result.assignment["a"] == tps("t0 t1")
+
+
 def test_leader_without_the_marker_cannot_tell_stale_claims_kip341() -> None:
     members = (jm("a", sub(owned="t0", generation=2)), jm("b", sub(owned="t0 t1", generation=5)))
     decoded = decode_members(members, assignor_name="cooperative_sticky", generation_marker=False)
