@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench bench-state clean
 
 $(STAMP): pyproject.toml examples/custom_assignor/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python benchmarks/assignors.py
 	$(BIN)/python benchmarks/codecs.py
+	$(MAKE) bench-state
+
+bench-state: $(STAMP)
+	$(BIN)/python benchmarks/state.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

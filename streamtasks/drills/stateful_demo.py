@@ -33,9 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AioTP
 
+from streamtasks.app.changelog import ChangelogReader
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.runtime.admin import create_topics_async
+from topology.ids import TopicPartition
 
 __all__ = ["StatefulReport", "run_stateful_phase"]
 
@@ -359,19 +362,24 @@ def _quiet(run: _Run) -> bool:
 
 
 async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
-    """Records in the changelog partitions of ``tasks``: what a restore from scratch reads."""
-    from aiokafka.structs import TopicPartition as AioTP
-
+    """Records in the changelog partitions of ``tasks``: what a restore from scratch reads.
+    End offsets come from :class:`ChangelogReader` (confirmed by a fetch's high watermark; the
+    embedded broker's ListOffsets falls short, docs/testing.md)."""
+    parts = [
+        TopicPartition(f"{app_id}-{store}-changelog", int(t.split("_")[1]))
+        for t in tasks
+        for store in ("counts", "latest")
+    ]
+    reader = ChangelogReader(bootstrap, client_id="stateful-demo")
+    await reader.start()
+    try:
+        ends = await reader.end_offsets(parts)
+    finally:
+        await reader.stop()
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:
-        parts = [
-            AioTP(f"{app_id}-{store}-changelog", int(t.split("_")[1]))
-            for t in tasks
-            for store in ("counts", "latest")
-        ]
-        ends = await consumer.end_offsets(parts)
-        starts = await consumer.beginning_offsets(parts)
-        return sum(ends[p] - starts[p] for p in parts)
+        starts = await consumer.beginning_offsets([AioTP(tp.topic, tp.partition) for tp in parts])
     finally:
         await consumer.stop()
+    return sum(ends[tp] - starts[AioTP(tp.topic, tp.partition)] for tp in parts)
