@@ -35,7 +35,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     from streamtasks.drills.demo import DemoOptions, run_demo
 
-    options = DemoOptions(bootstrap_servers=args.bootstrap_servers, protocol=args.protocol)
+    phases = ("bounce", "stateful") if args.phase == "all" else (args.phase,)
+    options = DemoOptions(bootstrap_servers=args.bootstrap_servers, protocol=args.protocol, phases=phases)
     return asyncio.run(run_demo(options))
 
 
@@ -65,10 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="live drill: 3 worker processes, rolling bounces (dynamic, then static), report",
+        help="live drill: rolling bounces (dynamic, static), then stateful tasks (crash, standbys, warm-ups)",
     )
     demo.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of an embedded broker")
     demo.add_argument("--protocol", choices=("cooperative", "eager"), default="cooperative")
+    demo.add_argument(
+        "--phase",
+        choices=("all", "bounce", "stateful"),
+        default="all",
+        help="bounce: rolling bounces of consumer workers; stateful: App workers with standbys",
+    )
     demo.set_defaults(func=_cmd_demo)
 
     listing = sub.add_parser("assignors", help="list the task and partition assignors available")

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from aiokafka import AIOKafkaProducer
 
+from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.ledger import OwnershipLedger, RecordAudit
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from streamtasks.runtime.driver import monotonic_ms
@@ -40,6 +41,9 @@ PROTOCOL_ASSIGNORS = {"cooperative": "cooperative_sticky", "eager": "sticky"}
 class DemoOptions:
     bootstrap_servers: str | None = None
     protocol: str = "cooperative"
+    #: ``bounce`` (rolling bounces of consumer workers) and ``stateful`` (streamtasks.App
+    #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py).
+    phases: tuple[str, ...] = ("bounce", "stateful")
     workers: int = 3
     partitions: int = 12
     rate: int = 200
@@ -101,33 +105,12 @@ class _Worker:
         argv = [*self.argv, "--name", self.name]
         if self.instance_id:
             argv += ["--instance-id", self.instance_id]
-        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
-        stderr: Any = asyncio.subprocess.DEVNULL
-        if log_dir:
-            os.makedirs(log_dir, exist_ok=True)
-            stderr = open(os.path.join(log_dir, f"{self.name}-{monotonic_ms()}.log"), "ab")  # noqa: SIM115
-            argv += ["--log-level", "DEBUG"]
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "streamtasks.drills.worker", *argv,
-            stdout=asyncio.subprocess.PIPE, stderr=stderr,
-        )  # fmt: skip
-        self._reader = asyncio.get_running_loop().create_task(self._read())
-
-    async def _read(self) -> None:
-        assert self.proc is not None
-        assert self.proc.stdout is not None
-        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
-        events = open(os.path.join(log_dir, "events.jsonl"), "ab") if log_dir else None  # noqa: SIM115
-        try:
-            async for raw in self.proc.stdout:
-                if events is not None:
-                    events.write(raw)
-                    events.flush()
-                with contextlib.suppress(ValueError):
-                    self._apply(json.loads(raw))
-        finally:
-            if events is not None:
-                events.close()
+        self.proc = await spawn_worker(
+            "streamtasks.drills.worker", argv, log_name=f"{self.name}-{monotonic_ms()}"
+        )
+        self._reader = asyncio.get_running_loop().create_task(
+            pump_json_lines(self.proc, "events.jsonl", self._apply)
+        )
 
     def _apply(self, ev: dict[str, Any]) -> None:
         st, kind, t = self.state, ev.get("kind"), int(ev.get("t", monotonic_ms()))
@@ -390,6 +373,15 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
         ExternalCluster(bootstrap) if bootstrap else EmbeddedBroker(log_path=broker_log).start()
     )
     try:
-        return await Demo(options, out).run(cluster)
+        status = 0
+        if "bounce" in options.phases:
+            status = await Demo(options, out).run(cluster)
+        if "stateful" in options.phases:
+            from streamtasks.drills.stateful_demo import print_stateful_report, run_stateful_phase
+
+            out.write("\nstateful phase: tasks with state, standbys and warm-ups\n")
+            report = await run_stateful_phase(cluster.bootstrap_servers, out)
+            status = max(status, print_stateful_report(report, out))
+        return status
     finally:
         cluster.stop()

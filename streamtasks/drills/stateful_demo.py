@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
-import sys
 import tempfile
 import time
 import uuid
@@ -36,11 +34,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTP
 
 from streamtasks.app.changelog import ChangelogReader
+from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.runtime.admin import create_topics_async
 from topology.ids import TopicPartition
 
-__all__ = ["StatefulReport", "run_stateful_phase"]
+__all__ = ["StatefulReport", "print_stateful_report", "run_stateful_phase"]
 
 
 def _wall_ms() -> int:
@@ -82,33 +81,20 @@ class _Worker:
         self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
-        stderr: Any = asyncio.subprocess.DEVNULL
-        argv = [*self.argv, "--name", self.name]
-        if log_dir:
-            os.makedirs(log_dir, exist_ok=True)
-            stderr = open(os.path.join(log_dir, f"stateful-{self.name}.log"), "ab")  # noqa: SIM115
-            argv += ["--log-level", "INFO"]
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "streamtasks.drills.stateful_worker", *argv,
-            stdout=asyncio.subprocess.PIPE, stderr=stderr,
-        )  # fmt: skip
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        self.proc = await spawn_worker(
+            "streamtasks.drills.stateful_worker",
+            [*self.argv, "--name", self.name],
+            log_name=f"stateful-{self.name}",
+            log_level="INFO",
+        )
+        self._reader = asyncio.get_running_loop().create_task(
+            pump_json_lines(self.proc, "stateful-events.jsonl", self._apply)
+        )
 
-    async def _read(self) -> None:
-        assert self.proc is not None
-        assert self.proc.stdout is not None
-        log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
-        events = open(os.path.join(log_dir, "stateful-events.jsonl"), "ab") if log_dir else None  # noqa: SIM115
-        async for raw in self.proc.stdout:
-            if events is not None:
-                events.write(raw)
-                events.flush()
-            with contextlib.suppress(ValueError):
-                line = json.loads(raw)
-                if line.get("kind") == "progress":
-                    self.tasks, self.processed = line["tasks"], line["processed"]
-                self._sink(line)
+    def _apply(self, line: dict[str, Any]) -> None:
+        if line.get("kind") == "progress":
+            self.tasks, self.processed = line["tasks"], line["processed"]
+        self._sink(line)
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
@@ -383,3 +369,32 @@ async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
     finally:
         await consumer.stop()
     return sum(ends[tp] - starts[AioTP(tp.topic, tp.partition)] for tp in parts)
+
+
+def print_stateful_report(report: StatefulReport, out: TextIO) -> int:
+    """The stateful phase's summary; returns the exit status (1 on a wrong or missing count)."""
+    recovery = "-" if report.crash_recovery_ms is None else f"{report.crash_recovery_ms / 1000:.1f} s"
+    handoffs = ", ".join(f"{ms / 1000:.1f} s" for ms in report.handoff_ms) or "-"
+    rows = (
+        ("standbys promoted after kill -9", str(report.promoted_tasks)),
+        ("changelog records restored", f"{report.crash_restored_records:,}"),
+        ("  a restore without standby would read", f"{report.crash_full_restore_records:,}"),
+        ("kill -9 → tasks processing again", recovery),
+        ("warm-ups on the fresh worker", str(report.warmups)),
+        ("caught-up triggers (enforce_rebalance)", str(report.lag_triggers)),
+        ("caught up → active", handoffs),
+        ("actives moved to the fresh worker", str(report.moved_to_new)),
+        ("kept tasks restarted during scale-out", f"{report.kept_task_restarts} of {report.kept_tasks}"),
+        ("keys with a wrong latest value", str(report.latest_mismatches)),
+        ("keys counted short (lost)", str(report.missing_counts)),
+        ("duplicate counts (at-least-once)", f"{report.duplicate_counts:,} of {report.produced:,} records"),
+    )
+    width = max(len(name) for name, _ in rows)
+    out.write("\nstreamtasks demo — stateful tasks (num_standby_replicas=1)\n\n")
+    for name, value in rows:
+        out.write(f"{name:<{width}}  {value}\n")
+    for problem in report.problems:
+        out.write(f"problem: {problem}\n")
+    out.write("result: OK\n" if report.ok else "result: FAILED\n")
+    out.flush()
+    return 0 if report.ok else 1

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import signal
 import sys
 import time
 from typing import Any
 
 from streamtasks.app import AppEvent, event_to_json
+from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.stateful_app import make_app
 
 __all__ = ["main"]
@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-interval-ms", type=int, default=500)
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for noisy in ("aiokafka", "asyncio"):
-        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLevelName(args.log_level)))
+    configure_logging(args.log_level)
     asyncio.run(run(args))
     return 0
 

@@ -14,11 +14,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import signal
 import sys
 from typing import Any
 
+from streamtasks.drills._proc import configure_logging
 from streamtasks.errors import StreamTasksError
 from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
 from streamtasks.runtime.driver import monotonic_ms
@@ -142,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for noisy in ("aiokafka", "asyncio"):
-        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLevelName(args.log_level)))
+    configure_logging(args.log_level)
     asyncio.run(run(args))
     return 0
 

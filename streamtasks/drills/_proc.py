@@ -1,0 +1,61 @@
+"""What the drills' worker processes share: spawning one (with its logs kept when
+``STREAMTASKS_DEMO_LOGS=dir`` is set), reading its JSON lines, and its logging set-up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["LOGS_ENV", "configure_logging", "pump_json_lines", "spawn_worker"]
+
+#: A directory where the drills keep worker logs and event lines (unset: discard them).
+LOGS_ENV = "STREAMTASKS_DEMO_LOGS"
+
+
+async def spawn_worker(
+    module: str, argv: list[str], *, log_name: str, log_level: str = "DEBUG"
+) -> asyncio.subprocess.Process:
+    """``python -m module *argv`` with stdout piped; stderr goes to ``<logs>/<log_name>.log``
+    at ``log_level`` when the logs directory is set, else nowhere."""
+    log_dir = os.environ.get(LOGS_ENV)
+    stderr: Any = asyncio.subprocess.DEVNULL
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        stderr = open(os.path.join(log_dir, f"{log_name}.log"), "ab")  # noqa: SIM115
+        argv = [*argv, "--log-level", log_level]
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", module, *argv, stdout=asyncio.subprocess.PIPE, stderr=stderr
+    )
+
+
+async def pump_json_lines(
+    proc: asyncio.subprocess.Process, events_file: str, handle: Callable[[dict[str, Any]], None]
+) -> None:
+    """Feed every JSON line the process prints to ``handle`` (other lines are skipped); with
+    the logs directory set, also append the raw lines to ``<logs>/<events_file>``."""
+    assert proc.stdout is not None
+    log_dir = os.environ.get(LOGS_ENV)
+    events = open(os.path.join(log_dir, events_file), "ab") if log_dir else None  # noqa: SIM115
+    try:
+        async for raw in proc.stdout:
+            if events is not None:
+                events.write(raw)
+                events.flush()
+            with contextlib.suppress(ValueError):
+                handle(json.loads(raw))
+    finally:
+        if events is not None:
+            events.close()
+
+
+def configure_logging(level: str) -> None:
+    """A worker's stderr logging; aiokafka and asyncio no chattier than INFO."""
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for noisy in ("aiokafka", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLevelName(level)))
