@@ -35,37 +35,55 @@ class ChangelogReader:
     """Reads changelog partitions into task stores (see the module docstring)."""
 
     def __init__(self, bootstrap_servers: str, *, client_id: str, max_records: int = 10_000) -> None:
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+        self._bootstrap = bootstrap_servers
+        self._client_id = client_id
+        self._max_records = max_records
+        self._owners: dict[TopicPartition, StreamTask] = {}
+        self._consumer_obj: AIOKafkaConsumer | None = None
+        self._probe_obj: AIOKafkaConsumer | None = None
+        self._probe_lock = asyncio.Lock()
+
+    @property
+    def _consumer(self) -> AIOKafkaConsumer:
+        if self._consumer_obj is None:
+            raise BrokerError("the changelog reader is not started")
+        return self._consumer_obj
+
+    @property
+    def _probe(self) -> AIOKafkaConsumer:
+        if self._probe_obj is None:
+            raise BrokerError("the changelog reader is not started")
+        return self._probe_obj
+
+    async def start(self) -> None:
+        """Create and start the clients (aiokafka needs a running event loop for that)."""
+        if self._consumer_obj is not None:
+            return
+        self._consumer_obj = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
             group_id=None,
-            client_id=f"{client_id}-restore",
+            client_id=f"{self._client_id}-restore",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             isolation_level="read_uncommitted",
         )
-        self._probe = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+        self._probe_obj = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
             group_id=None,
-            client_id=f"{client_id}-end-offsets",
+            client_id=f"{self._client_id}-end-offsets",
             enable_auto_commit=False,
             fetch_max_wait_ms=20,
             max_partition_fetch_bytes=1024,
         )
-        self._probe_lock = asyncio.Lock()
-        self._max_records = max_records
-        self._owners: dict[TopicPartition, StreamTask] = {}
-        self._started = False
-
-    async def start(self) -> None:
-        await self._consumer.start()
-        await self._probe.start()
-        self._started = True
+        await self._consumer_obj.start()
+        await self._probe_obj.start()
 
     async def stop(self) -> None:
-        if self._started:
-            await self._consumer.stop()
-            await self._probe.stop()
-            self._started = False
+        consumer, probe = self._consumer_obj, self._probe_obj
+        self._consumer_obj = self._probe_obj = None
+        for client in (consumer, probe):
+            if client is not None:
+                await client.stop()
 
     def track(self, tasks: Iterable[StreamTask]) -> None:
         """Read the changelogs of exactly ``tasks`` (restoring actives and standbys), each from

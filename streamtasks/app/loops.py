@@ -45,6 +45,9 @@ class Loops:
         self._stop = asyncio.Event()
         self._failed: BaseException | None = None
         self._background: list[asyncio.Task[None]] = []
+        #: Set while :meth:`run` is not running, so :meth:`stop` can wait for it to return.
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.probe_at_ms: int | None = None
 
     def start(self) -> None:
@@ -65,7 +68,11 @@ class Loops:
             self._stop.set()
 
     async def stop(self) -> None:
+        """Stop every loop; wait (up to the request timeout) for a running :meth:`run` to finish
+        its batch and return, so nothing commits through a closing consumer."""
         self._stop.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), self._app.config.request_timeout_ms / 1000)
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -74,6 +81,13 @@ class Loops:
         self._background = []
 
     async def run(self, until: Callable[[], bool] | None) -> None:
+        self._idle.clear()
+        try:
+            await self._run(until)
+        finally:
+            self._idle.set()
+
+    async def _run(self, until: Callable[[], bool] | None) -> None:
         app = self._app
         next_commit = time.monotonic() + app.config.commit_interval_ms / 1000
         while not self._stop.is_set() and (until is None or not until()):

@@ -1,0 +1,83 @@
+"""App construction: what it checks before touching a broker, and what it offers in JoinGroup."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from assignors.partition.types import RebalanceProtocol
+from streamtasks.app import App, ProcessorContext, Record
+from streamtasks.errors import ConfigError, UnknownAssignorError
+from streamtasks.protocol.userdata import decode_subscription_info
+from topology import TopologyBuilder
+from topology.model import Topology
+
+
+def wordcount() -> Topology:
+    builder = TopologyBuilder("wc")
+    builder.stream("lines").repartition("words").store("counts")
+    return builder.build()
+
+
+def noop(ctx: ProcessorContext, record: Record) -> None:
+    return None
+
+
+def make(tmp_path: Path, **settings: object) -> App:
+    return App(
+        wordcount(),
+        {0: noop, 1: noop},
+        application_id="wc",
+        bootstrap_servers="127.0.0.1:9",
+        state_dir=str(tmp_path),
+        **settings,
+    )
+
+
+def test_processors_must_cover_every_subtopology(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing \[1\]"):
+        App(wordcount(), {0: noop}, application_id="wc", bootstrap_servers="h:1", state_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=r"unknown \[7\]"):
+        App(
+            wordcount(),
+            {0: noop, 1: noop, 7: noop},
+            application_id="wc",
+            bootstrap_servers="h:1",
+            state_dir=str(tmp_path),
+        )
+
+
+def test_application_id_must_match_the_topology(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="differs from the topology"):
+        App(wordcount(), {0: noop, 1: noop}, application_id="other", bootstrap_servers="h:1")
+
+
+def test_unknown_task_assignor_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(UnknownAssignorError, match="no_such_assignor"):
+        make(tmp_path, task_assignor="no_such_assignor")
+
+
+def test_the_default_is_cooperative_with_the_latest_userdata(tmp_path: Path) -> None:
+    app = make(tmp_path)
+    assert max(app.assignor.supported_protocols()) is RebalanceProtocol.COOPERATIVE
+    app.process_id = uuid.uuid4()
+    info = decode_subscription_info(app._user_data(app.assignor, (), (), -1))
+    assert info.process_id == app.process_id
+    assert info.version == 3
+
+
+@pytest.mark.parametrize(("release", "version"), [("0.1", 1), ("0.2", 2)])
+def test_upgrade_from_an_eager_release_stays_eager_with_its_userdata(
+    tmp_path: Path, release: str, version: int
+) -> None:
+    app = make(tmp_path, upgrade_from=release)
+    assert app.assignor.supported_protocols() == (RebalanceProtocol.EAGER,)
+    app.process_id = uuid.uuid4()
+    assert decode_subscription_info(app._user_data(app.assignor, (), (), -1)).version == version
+
+
+def test_upgrade_from_faust_is_refused_with_the_reason(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="faust"):
+        make(tmp_path, upgrade_from="faust")
