@@ -42,6 +42,11 @@ from topology.ids import TopicPartition
 __all__ = ["StatefulReport", "print_stateful_report", "run_stateful_phase"]
 
 
+#: The workers' acceptable.recovery.lag: about 3 s of changelog writes per task at the demo's
+#: rate, so a warm-up that keeps up counts as caught up even when the machine is busy.
+ACCEPTABLE_RECOVERY_LAG = 1_000
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -137,6 +142,7 @@ class _Run:
         argv = [
             "--bootstrap-servers", self.bootstrap, "--app-id", self.app_id, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
+            "--acceptable-recovery-lag", str(ACCEPTABLE_RECOVERY_LAG),
         ]  # fmt: skip
         w = _Worker(name, argv, self.lines.append)
         self.workers[name] = w
@@ -283,8 +289,9 @@ async def run_stateful_phase(
         await w3.start()
         run.say("scale out: fresh worker s3 joins with an empty state directory")
         await run.wait_for(
-            "an active task on s3",
-            lambda: any(r == "active" for r in w3.tasks.values()) and run.settled(("s2", "s3")),
+            "half of the tasks active on s3",
+            lambda: sum(r == "active" for r in w3.tasks.values()) >= partitions // 2
+            and run.settled(("s2", "s3")),
             120,
         )
         report.warmups = len([e for e in run.events("s3", "TaskCreated", join_ms) if e["role"] == "warmup"])
@@ -297,21 +304,22 @@ async def run_stateful_phase(
             if promoted:
                 report.handoff_ms.append(promoted[0]["at_ms"] - trig["at_ms"])
         report.moved_to_new = sum(1 for r in w3.tasks.values() if r == "active")
-        # Cooperative: the tasks s2 keeps active must never be closed or rebuilt meanwhile.
+        # Cooperative: a task s2 runs before and after the scale-out is never closed or rebuilt
+        # meanwhile (one whose move was planned and then undone is recycled, not rebuilt).
         kept = kept_before & {t for t, r in w2.tasks.items() if r == "active"}
         report.kept_tasks = len(kept)
         report.kept_task_restarts = len(
             [
                 e
                 for e in run.events("s2", None, join_ms)
-                if e["event"] in ("TaskClosed", "TaskCreated", "TaskRecycled") and e["task"] in kept
+                if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in kept
             ]
         )
         handoffs = ", ".join(f"{ms / 1000:.1f}s" for ms in report.handoff_ms) or "none"
         run.say(
             f"  s3 got {report.warmups} warm-ups; {report.lag_triggers} caught-up triggers; "
             f"{report.moved_to_new} actives moved to s3; caught-up → active: {handoffs}; "
-            f"{report.kept_tasks} tasks stayed on s2 without a restart ({report.kept_task_restarts} restarts)"
+            f"{report.kept_tasks} tasks stayed on s2 ({report.kept_task_restarts} closed or rebuilt)"
         )
         stop_producing.set()
         await producer
@@ -384,7 +392,7 @@ def print_stateful_report(report: StatefulReport, out: TextIO) -> int:
         ("caught-up triggers (enforce_rebalance)", str(report.lag_triggers)),
         ("caught up → active", handoffs),
         ("actives moved to the fresh worker", str(report.moved_to_new)),
-        ("kept tasks restarted during scale-out", f"{report.kept_task_restarts} of {report.kept_tasks}"),
+        ("kept tasks rebuilt during scale-out", f"{report.kept_task_restarts} of {report.kept_tasks}"),
         ("keys with a wrong latest value", str(report.latest_mismatches)),
         ("keys counted short (lost)", str(report.missing_counts)),
         ("duplicate counts (at-least-once)", f"{report.duplicate_counts:,} of {report.produced:,} records"),
