@@ -20,9 +20,10 @@ import sys
 import time
 from typing import Any
 
-from streamtasks.app import AppEvent, event_to_json
+from streamtasks.app import App, AppEvent, event_to_json
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.stateful_app import make_app
+from streamtasks.runtime.consumer import ConsumerFailedError
 
 __all__ = ["main"]
 
@@ -54,27 +55,35 @@ async def run(args: argparse.Namespace) -> None:
         "commit_interval_ms": args.commit_interval_ms,
         "client_id": args.name,
     }
-    app = make_app(args.app_id, args.topic, settings, on_event=on_event)
-    await app.start()
-    emit(worker=args.name, kind="started", member_id=app.consumer.member_id)
+    processed = 0
+    while not stop.is_set():
+        app = make_app(args.app_id, args.topic, settings, on_event=on_event)
+        await app.start()
+        emit(worker=args.name, kind="started", member_id=app.consumer.member_id)
+        reporter = loop.create_task(_progress(args.name, app, processed))
+        try:
+            await app.run(until=stop.is_set)
+        except ConsumerFailedError as exc:
+            # As a process supervisor would: a fatal group error (the embedded broker once
+            # answered a first JoinGroup INCONSISTENT_GROUP_PROTOCOL) restarts the app on the
+            # same state directory.
+            emit(worker=args.name, kind="restarted", reason=str(exc))
+        finally:
+            reporter.cancel()
+            await app.stop()
+            processed += app.tasks.records_processed
+    emit(worker=args.name, kind="stopped", processed=processed)
 
-    async def progress() -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            emit(
-                worker=args.name,
-                kind="progress",
-                processed=app.tasks.records_processed,
-                tasks={str(t): role for t, role in app.tasks.roles().items()},
-            )
 
-    reporter = loop.create_task(progress())
-    try:
-        await app.run(until=stop.is_set)
-    finally:
-        reporter.cancel()
-        await app.stop()
-    emit(worker=args.name, kind="stopped", processed=app.tasks.records_processed)
+async def _progress(name: str, app: App, before: int) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        emit(
+            worker=name,
+            kind="progress",
+            processed=before + app.tasks.records_processed,
+            tasks={str(t): role for t, role in app.tasks.roles().items()},
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
