@@ -152,6 +152,12 @@ class Layout:
         self._starts: dict[str, int] = {t: offsets[i] for i, t in enumerate(self.topics)}
         self._limits: dict[str, int] = dict(zip(self.topics, self.counts, strict=True))
 
+    def kafka_member_order(self) -> list[int]:
+        """Member indices in Kafka's order for ``range`` and ``round_robin``
+        (:func:`member_order_key`)."""
+        ids, subs = self.member_ids, self.subscriptions
+        return sorted(range(len(ids)), key=lambda i: member_order_key(ids[i], subs[i]))
+
     # -- claims ---------------------------------------------------------------------------
 
     def owned(self) -> list[Sequence[int]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from assignors.partition._layout import Layout, member_order_key
+from assignors.partition._layout import Layout
 from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol
 
 __all__ = ["RangeAssignor"]
@@ -33,13 +33,12 @@ class RangeAssignor:
 
     def assign(self, group: GroupSubscription) -> GroupAssignment:
         layout = Layout(group)
-        ids, subscriptions = layout.member_ids, layout.subscriptions
-        order = sorted(range(len(ids)), key=lambda i: member_order_key(ids[i], subscriptions[i]))
+        order = layout.kafka_member_order()
         subscribers: list[list[int]] = [[] for _ in layout.topics]
         for member in order:
             for topic in layout.member_topics[member]:
                 subscribers[topic].append(member)
-        numbers: list[list[int]] = [[] for _ in ids]
+        numbers: list[list[int]] = [[] for _ in layout.member_ids]
         for topic, members in enumerate(subscribers):
             each, extra = divmod(layout.counts[topic], len(members))
             start = layout.offsets[topic]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from assignors.partition._layout import Layout, member_order_key
+from assignors.partition._layout import Layout
 from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol
 
 __all__ = ["RoundRobinAssignor"]
@@ -29,9 +29,8 @@ class RoundRobinAssignor:
 
     def assign(self, group: GroupSubscription) -> GroupAssignment:
         layout = Layout(group)
-        ids, subscriptions = layout.member_ids, layout.subscriptions
-        order = sorted(range(len(ids)), key=lambda i: member_order_key(ids[i], subscriptions[i]))
-        numbers: list[list[int]] = [[] for _ in ids]
+        order = layout.kafka_member_order()
+        numbers: list[list[int]] = [[] for _ in layout.member_ids]
         size = len(order)
         if layout.homogeneous:
             for rank, member in enumerate(order):
