@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,7 +43,7 @@ from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.consumer import AppConsumer
-from streamtasks.app.events import AppEvent
+from streamtasks.app.events import AppEvent, wall_ms
 from streamtasks.app.loops import Loops
 from streamtasks.app.tasks import Processor, TaskSet
 from streamtasks.errors import ConfigError, StreamTasksError
@@ -54,15 +53,12 @@ from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import LagTrigger, StreamsPartitionAssignor
+from topology.ids import TopicPartition
 from topology.model import Topology
 
 __all__ = ["App"]
 
 log = logging.getLogger("streamtasks.app")
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _EagerStreamsAssignor(StreamsPartitionAssignor):
@@ -112,7 +108,8 @@ class App:
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
         self.process_id: uuid.UUID | None = None
-        self._end_offsets: dict[Any, int] = {}
+        #: Changelog end offsets the leader computes lags from (refreshed by the lag loop).
+        self._end_offsets: dict[TopicPartition, int] = {}
         assignor_cls = (
             _EagerStreamsAssignor if upgrade.protocol is RebalanceProtocol.EAGER else StreamsPartitionAssignor
         )
@@ -133,7 +130,7 @@ class App:
             processors,
             directory=self.directory,
             store_serdes=dict(stores or {}),
-            emit=self._emit,
+            emit=self.emit,
         )
         self._on_event = on_event
         self.events: list[AppEvent] = []
@@ -312,9 +309,6 @@ class App:
         self.reader.track(self.tasks.changelog_readers())
 
     def emit(self, event: AppEvent) -> None:
-        self._emit(event)
-
-    def _emit(self, event: AppEvent) -> None:
         self.events.append(event)
         if self._on_event is not None:
             try:
@@ -322,12 +316,8 @@ class App:
             except Exception:
                 log.exception("on_event callback failed for %s", type(event).__name__)
 
-    def set_end_offsets(self, ends: Mapping[Any, int]) -> None:
+    def set_end_offsets(self, ends: Mapping[TopicPartition, int]) -> None:
         self._end_offsets = dict(ends)
-
-    @property
-    def end_offsets(self) -> Mapping[Any, int]:
-        return self._end_offsets
 
     def metrics(self) -> dict[str, float]:
         out = dict(self.consumer.metrics()) if self._started else {}

@@ -6,6 +6,7 @@ must not block. Every event carries the wall-clock time it happened (``at_ms``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,7 +20,14 @@ __all__ = [
     "TaskCreated",
     "TaskRecycled",
     "event_to_json",
+    "wall_ms",
 ]
+
+
+def wall_ms() -> int:
+    """The wall clock in ms: event times, restore starts, and the assignor's follow-up deadlines
+    (compared across processes, so not a monotonic clock)."""
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

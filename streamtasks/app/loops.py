@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from streamtasks.app.events import RebalanceTriggered, RestoreCompleted
+from streamtasks.app.events import RebalanceTriggered, RestoreCompleted, wall_ms
 from streamtasks.app.task import StreamTask
 from streamtasks.errors import StreamTasksError
 from streamtasks.runtime.consumer import CommitFailedError
+from topology.ids import TaskId
 
 if TYPE_CHECKING:
     from streamtasks.app.app import App
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["Loops"]
 
 log = logging.getLogger("streamtasks.app")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Loops:
@@ -134,7 +131,7 @@ class Loops:
             self._app.refresh_task_io()
 
     def _restored(self, task: StreamTask) -> None:
-        now = _wall_ms()
+        now = wall_ms()
         started = task.restore_started_ms or now
         task.restore_target = None
         self._app.emit(
@@ -156,7 +153,7 @@ class Loops:
                 log.info("lag check skipped: %s", exc)
                 continue
             app.set_end_offsets(ends)
-            now = _wall_ms()
+            now = wall_ms()
             for task in app.tasks.standbys():
                 lag = task.lag(ends)
                 if lag is not None:
@@ -170,8 +167,8 @@ class Loops:
                     "probing", "the leader's follow-up (probing) deadline passed", task=None, lag=None
                 )
 
-    def _enforce(self, kind: str, reason: str, *, task: object, lag: int | None) -> None:
+    def _enforce(self, kind: str, reason: str, *, task: TaskId | None, lag: int | None) -> None:
         app = self._app
         took = app.consumer.enforce_rebalance(f"{kind}: {reason}")
         log.info("rebalance requested (%s): %s%s", kind, reason, "" if took else " (one is already running)")
-        app.emit(RebalanceTriggered(at_ms=_wall_ms(), task=task, lag=lag, trigger=kind, reason=reason))  # type: ignore[arg-type]
+        app.emit(RebalanceTriggered(at_ms=wall_ms(), task=task, lag=lag, trigger=kind, reason=reason))

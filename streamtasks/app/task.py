@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from streamtasks.state import KeyValueStore, StateDirectory, TypedStore
+from streamtasks.state import CheckpointError, KeyValueStore, StateDirectory, TypedStore
 from streamtasks.state.serdes import BYTES, Serde
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo
@@ -137,8 +137,6 @@ class StreamTask:
         self.directory.checkpoint_path(self.id).unlink(missing_ok=True)
 
     def _read_checkpoint(self) -> dict[TopicPartition, int] | None:
-        from streamtasks.state import CheckpointError
-
         try:
             return self.directory.read_checkpoint(self.id)
         except CheckpointError as exc:

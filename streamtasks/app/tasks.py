@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from streamtasks.app.context import Output, ProcessorContext, Record
-from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled
+from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled, wall_ms
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import DecodeError, StreamTasksError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo, decode_assignment_info
@@ -41,10 +40,6 @@ Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
 class ProcessingError(StreamTasksError):
     """A processor raised, or a changelog / output record could not be delivered. The app
     stops; offsets are committed only up to the last record whose effects were delivered."""
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class TaskSet:
@@ -144,7 +139,7 @@ class TaskSet:
         standby = {t for t in info.standby_tasks | info.warmup_tasks if t in self._infos and t not in active}
         current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}
         plan = plan_tasks(current, active=active, standby=standby)
-        now = _wall_ms()
+        now = wall_ms()
         for tid in plan.close:
             task = self.tasks.pop(tid)
             # A task whose partitions were lost (not revoked) may hold writes that never reached
@@ -163,8 +158,8 @@ class TaskSet:
             task.role, task.warmup, task.restore_target = Role.STANDBY, tid in info.warmup_tasks, None
             self._contexts.pop(tid, None)
             self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
-        need_ends = [tid for tid in (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)]
-        wanted = [tp for tid in need_ends for tp in self._infos[tid].changelog_partitions]
+        opening = (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)
+        wanted = [tp for tid in opening for tp in self._infos[tid].changelog_partitions]
         ends = dict(await end_offsets(wanted)) if wanted else {}
         for tid in plan.recycle_to_active:
             task = self.tasks[tid]
@@ -204,7 +199,7 @@ class TaskSet:
         target = {tp: ends.get(tp, 0) for tp in task.changelog_partitions}
         task.restore_target = target
         task.restored_records = 0
-        task.restore_started_ms = _wall_ms()
+        task.restore_started_ms = wall_ms()
 
     @staticmethod
     def _role_name(task: StreamTask) -> str:
@@ -316,7 +311,7 @@ class TaskSet:
             task.checkpoint()
 
     async def close_all(self, *, clean: bool) -> None:
-        now = _wall_ms()
+        now = wall_ms()
         for tid, task in sorted(self.tasks.items()):
             task.close(clean=clean)
             self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))

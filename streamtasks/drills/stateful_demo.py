@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTP
 
 from streamtasks.app.changelog import ChangelogReader
+from streamtasks.app.events import wall_ms
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.runtime.admin import create_topics_async
@@ -45,10 +46,6 @@ __all__ = ["StatefulReport", "print_stateful_report", "run_stateful_phase"]
 #: The workers' acceptable.recovery.lag: about 3 s of changelog writes per task at the demo's
 #: rate, so a warm-up that keeps up counts as caught up even when the machine is busy.
 ACCEPTABLE_RECOVERY_LAG = 1_000
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True, kw_only=True)
@@ -253,7 +250,7 @@ async def run_stateful_phase(
         await asyncio.sleep(3.0)  # let state build up
         victim = w1
         victim_tasks = sorted(t for t, r in victim.tasks.items() if r == "active")
-        kill_ms = _wall_ms()
+        kill_ms = wall_ms()
         await victim.kill()
         run.say(f"crash: kill -9 {victim.name} (active for tasks {', '.join(victim_tasks)})")
         recovered = await run.wait_for(
@@ -283,15 +280,16 @@ async def run_stateful_phase(
             )
         else:
             report.problems.append("the crashed worker's tasks did not recover")
-        join_ms = _wall_ms()
+        join_ms = wall_ms()
         kept_before = {t for t, r in w2.tasks.items() if r == "active"}
         w3 = run.worker("s3", state_root)
         await w3.start()
         run.say("scale out: fresh worker s3 joins with an empty state directory")
         await run.wait_for(
             "half of the tasks active on s3",
-            lambda: sum(r == "active" for r in w3.tasks.values()) >= partitions // 2
-            and run.settled(("s2", "s3")),
+            lambda: (
+                sum(r == "active" for r in w3.tasks.values()) >= partitions // 2 and run.settled(("s2", "s3"))
+            ),
             120,
         )
         report.warmups = len([e for e in run.events("s3", "TaskCreated", join_ms) if e["role"] == "warmup"])
