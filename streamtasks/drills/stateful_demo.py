@@ -200,7 +200,19 @@ class _Run:
         return len(standbys) >= self.partitions if len(names) > 1 else True
 
 
+async def _end_offsets(bootstrap: str, parts: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """True end offsets: :class:`ChangelogReader` confirms ListOffsets with a fetch's high
+    watermark (the embedded broker's ListOffsets falls short, docs/testing.md)."""
+    reader = ChangelogReader(bootstrap, client_id="stateful-demo")
+    await reader.start()
+    try:
+        return await reader.end_offsets(parts)
+    finally:
+        await reader.stop()
+
+
 async def _read_changelog(bootstrap: str, topic: str) -> dict[str, int]:
+    """Latest value per key in ``topic``, read to its true end."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -214,7 +226,8 @@ async def _read_changelog(bootstrap: str, topic: str) -> dict[str, int]:
         while not parts:
             await asyncio.sleep(0.1)
             parts = consumer.assignment()
-        ends = await consumer.end_offsets(list(parts))
+        ends_by_tp = await _end_offsets(bootstrap, [TopicPartition(tp.topic, tp.partition) for tp in parts])
+        ends = {AioTP(tp.topic, tp.partition): end for tp, end in ends_by_tp.items()}
         latest: dict[str, int] = {}
         while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(timeout_ms=500)
@@ -354,20 +367,13 @@ def _quiet(run: _Run) -> bool:
 
 
 async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
-    """Records in the changelog partitions of ``tasks``: what a restore from scratch reads.
-    End offsets come from :class:`ChangelogReader` (confirmed by a fetch's high watermark; the
-    embedded broker's ListOffsets falls short, docs/testing.md)."""
+    """Records in the changelog partitions of ``tasks``: what a restore from scratch reads."""
     parts = [
         TopicPartition(f"{app_id}-{store}-changelog", int(t.split("_")[1]))
         for t in tasks
         for store in ("counts", "latest")
     ]
-    reader = ChangelogReader(bootstrap, client_id="stateful-demo")
-    await reader.start()
-    try:
-        ends = await reader.end_offsets(parts)
-    finally:
-        await reader.stop()
+    ends = await _end_offsets(bootstrap, parts)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:
