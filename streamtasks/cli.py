@@ -89,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except StreamTasksError as exc:
-        print(f"streamtasks: error: {exc}", file=sys.stderr)
+        message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        print(f"streamtasks: error: {message}", file=sys.stderr)  # one line, whatever the error
         return 2
     return code
 

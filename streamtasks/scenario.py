@@ -26,6 +26,7 @@ process ran as active and gives no lag for are taken as running (lag ``running``
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -104,34 +105,90 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read a ``.yaml``/``.yml``/``.json`` scenario file; any problem is a :class:`ConfigError`."""
+    """Read a ``.yaml``/``.yml``/``.json`` scenario file (UTF-8, a BOM allowed).
+
+    Any problem with the file is a :class:`ConfigError` with a one-line message that names it.
+    """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read scenario {p}: {exc.strerror or exc}") from exc
     try:
-        raw = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:  # exc.object lacks the BOM, if there is one
+        offset = len(data) - len(exc.object) + exc.start
         raise ConfigError(
-            f"scenario {p} is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}"
-        ) from exc
+            f"scenario {p} is not UTF-8 text: byte 0x{data[offset]:02x} at offset {offset}"
+        ) from None
+    if not text.strip():
+        raise ConfigError(f"scenario {p} is empty")
+    kind = "JSON" if p.suffix == ".json" else "YAML"
+    try:
+        raw = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"scenario {p} nests too deeply to be read as {kind}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"scenario {p} is not valid YAML: {_yaml_problem(exc)}") from None
+    except ValueError as exc:  # json.JSONDecodeError, or an int of more digits than Python reads
+        problem = str(exc)
+        if "integer string conversion" in problem:
+            problem = f"a number has more than {sys.get_int_max_str_digits()} digits"
+        raise ConfigError(f"scenario {p} is not valid {kind}: {_one_line(problem)}") from None
     return parse_scenario(raw, source=str(p))
 
 
 def parse_scenario(raw: object, *, source: str = "<scenario>") -> Scenario:
     """Validate a decoded scenario document and build the assignor input."""
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{source}: a scenario is a mapping (application_id, partitions, topology, processes, ...), "
+            f"not {_kind(raw)}"
+        )
     try:
         doc = _Scenario.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"{source}: {problems}") from None
+        raise ConfigError(f"{source}: {_problems(exc)}") from None
     try:
         return _build(doc)
     except StreamTasksError as exc:
         raise ConfigError(f"{source}: {exc}") from exc
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(x) for x in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "an empty document"
+    names: dict[type, str] = {
+        list: "a list",
+        dict: "a mapping",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+    }
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's several-line message as one line: the problem and where it is."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context = f"{exc.context}, " if exc.context else ""
+        return _one_line(f"{context}{exc.problem}{where}")
+    if isinstance(exc, yaml.reader.ReaderError):
+        return _one_line(f"{exc.reason} (character #x{exc.character:04x} at offset {exc.position})")
+    return _one_line(str(exc))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 def _build(doc: _Scenario) -> Scenario:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 
 from streamtasks.errors import TopologyError
@@ -27,9 +28,16 @@ class TaskId:
     def parse(cls, text: str) -> TaskId:
         """Parse Kafka Streams' textual form ``"<subtopology>_<partition>"``, e.g. ``"0_3"``."""
         head, sep, tail = text.strip().partition("_")
-        if not sep or not head.isdigit() or not tail.isdigit():
-            raise TopologyError(f"not a task id: {text!r} (expected '<subtopology>_<partition>')")
+        if not sep or not _is_number(head) or not _is_number(tail):
+            raise TopologyError(
+                f"not a task id: {reprlib.repr(text)} (expected '<subtopology>_<partition>')"
+            )
         return cls(int(head), int(tail))
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes '²' and '٣'), at most an int32's ten."""
+    return text.isascii() and text.isdigit() and len(text) <= 10
 
 
 @dataclass(frozen=True, slots=True, order=True)

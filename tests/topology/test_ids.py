@@ -23,10 +23,24 @@ def test_task_id_parse_round_trips(sub: int, part: int) -> None:
     assert TaskId.parse(str(TaskId(sub, part))) == TaskId(sub, part)
 
 
-@pytest.mark.parametrize("text", ["", "3", "a_1", "1_", "_1", "1-2", "-1_2", "1_2_3"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *["", "3", "a_1", "1_", "_1", "1-2", "-1_2", "1_2_3"],
+        *["0_\u00b2", "\u0660_\u0663", "1_\uff11"],  # digits to str.isdigit, not to int() or not ASCII
+        "1_" + "9" * 11,  # more digits than an int32 has
+    ],
+)
 def test_task_id_parse_rejects_garbage(text: str) -> None:
     with pytest.raises(TopologyError, match="not a task id"):
         TaskId.parse(text)
+
+
+def test_task_id_parse_takes_int32_parts_and_keeps_its_message_short() -> None:
+    assert TaskId.parse("2147483647_2147483647") == TaskId(2**31 - 1, 2**31 - 1)
+    with pytest.raises(TopologyError) as info:
+        TaskId.parse("0_" + "9" * 5000)  # int() of it would raise ValueError
+    assert len(str(info.value)) < 100
 
 
 def test_task_id_rejects_negative_parts() -> None:
