@@ -117,7 +117,11 @@ class Consumer:
         self._user_paused: set[TopicPartition] = set()
         #: aiokafka partition → ours, for the owned partitions that are not paused.
         self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
+        #: Per owned partition, the offset after the last record handed out (or the committed offset).
         self._positions: dict[TopicPartition, int] = {}
+        #: Partitions whose fetcher was sent back to check a gap, and the offset it was sent to.
+        self._gap_probes: dict[TopicPartition, int] = {}
+        self._fetch_stats = {"rewinds": 0, "gaps_detected": 0, "gaps_confirmed": 0, "gaps_recovered": 0}
         self._fatal: ErrorReported | None = None
         self._closed = False
 
@@ -196,7 +200,10 @@ class Consumer:
     def metrics(self) -> dict[str, float]:
         from streamtasks.runtime.driver import monotonic_ms
 
-        return dict(self._member.metrics(monotonic_ms()))
+        out = dict(self._member.metrics(monotonic_ms()))
+        for name, n in self._fetch_stats.items():
+            out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
+        return out
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` (owned ones stay owned) until :meth:`resume`."""
@@ -209,6 +216,28 @@ class Consumer:
 
     def paused(self) -> frozenset[TopicPartition]:
         return frozenset(self._user_paused & self._owned)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Hand out ``partition``'s records from ``offset`` on (it must be owned)."""
+        if partition not in self._owned or self._fetcher is None:
+            raise StreamTasksError(f"cannot seek {partition}: it is not assigned to this consumer")
+        if offset < 0:
+            raise ConfigError(f"cannot seek {partition} to a negative offset ({offset})")
+        self._positions[partition] = offset
+        self._gap_probes.pop(partition, None)
+        self._fetcher.seek(_tp(partition), offset)
+
+    def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Hand out records again from ``offsets``: for records that were handed out but could
+        not be used (e.g. their task started restoring before they were processed). Only owned
+        partitions whose position is beyond the given offset move; a partition that changed
+        hands since, or was already moved back further, is left alone."""
+        for tp, offset in sorted(offsets.items()):
+            position = self._positions.get(tp)
+            if tp in self._owned and position is not None and offset < position:
+                log.info("%s goes back from %d to %d (records not processed)", tp, position, offset)
+                self.seek(tp, offset)
+                self._fetch_stats["rewinds"] += 1
 
     def _raise_pending_errors(self) -> None:
         if self._closed:
@@ -223,36 +252,97 @@ class Consumer:
     async def getmany(
         self, timeout_ms: int = 1000, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord[Any, Any]]]:
-        """Records from owned partitions, at most ``max_records``; waits up to ``timeout_ms``."""
+        """Records from owned partitions, at most ``max_records``; waits up to ``timeout_ms``.
+
+        Paused partitions are paused in the fetcher too, so their records are neither fetched
+        nor consumed (see docs/app.md, "What is guaranteed"). A batch that does not continue
+        where the partition's last handed-out record ended is checked before it is handed out
+        (:meth:`_continues`).
+        """
         self._raise_pending_errors()
         if self._fetcher is None:
             raise StreamTasksError("consumer is not started")
         if not self._fetchable:
             await asyncio.sleep(min(timeout_ms, 100) / 1000)
             return {}
-        if self._paused or self._user_paused:
-            batch = await self._fetcher.getmany(
-                *self._fetchable, timeout_ms=timeout_ms, max_records=max_records
-            )
-        else:  # the fetcher is assigned exactly the owned partitions
-            batch = await self._fetcher.getmany(timeout_ms=timeout_ms, max_records=max_records)
+        batch = await self._fetcher.getmany(timeout_ms=timeout_ms, max_records=max_records)
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         for atp, records in batch.items():
+            if not records:
+                continue
             tp = self._fetchable.get(atp)
             if tp is None:
-                continue  # revoked or being revoked while the fetch was in flight
-            floor = self._positions.get(tp, -1)
+                self._not_handed_out(atp, records[0].offset)
+                continue
+            floor = self._positions.get(tp)
             # Offsets rise within a batch: only a batch that starts below our position (fetched
             # before a seek) needs trimming, and that is rare.
             fresh = (
                 records
-                if not records or records[0].offset >= floor
+                if floor is None or records[0].offset >= floor
                 else [r for r in records if r.offset >= floor]
             )
-            if fresh:
-                self._positions[tp] = fresh[-1].offset + 1
-                out[tp] = fresh
+            if not fresh:
+                continue
+            if floor is not None and not self._continues(tp, atp, floor, fresh[0].offset):
+                continue
+            self._positions[tp] = fresh[-1].offset + 1
+            out[tp] = fresh
         return out
+
+    def _not_handed_out(self, atp: AioTopicPartition, first: int) -> None:
+        """Records of ``atp`` came back but are not handed out (the partition is paused or is
+        being revoked). If it is still owned, the fetcher goes back to where the records began,
+        so that they are fetched again after ``resume``; a revoked partition's next owner starts
+        from the committed offset."""
+        tp = TopicPartition(atp.topic, atp.partition)
+        if tp not in self._owned or self._fetcher is None:
+            return
+        back = self._positions.get(tp, first)
+        log.warning(
+            "fetched records of %s from offset %d that cannot be handed out now (paused); "
+            "the fetcher goes back to %d",
+            tp,
+            first,
+            back,
+        )
+        self._fetcher.seek(atp, back)
+        self._fetch_stats["rewinds"] += 1
+
+    def _continues(self, tp: TopicPartition, atp: AioTopicPartition, expected: int, first: int) -> bool:
+        """Whether a batch of ``tp`` starting at ``first`` may be handed out when ``expected`` is
+        the offset after the last record handed out.
+
+        A batch that starts above ``expected`` leaves a gap. Gaps are legitimate where the log
+        has no records to give (compaction, transaction markers, retention deleted them); they
+        are a bug where the fetcher moved past records nobody handed out. The consumer cannot
+        tell the two apart from the batch, so it asks the broker: the fetcher goes back to
+        ``expected`` and the batch is dropped. The batch fetched from ``expected`` is the log's
+        own answer and is handed out whatever offset it starts at.
+        """
+        probe = self._gap_probes.pop(tp, None)
+        if first == expected:
+            if probe == expected:
+                log.error("the fetcher had skipped %s from offset %d; refetched from there", tp, expected)
+                self._fetch_stats["gaps_recovered"] += 1
+            return True
+        if probe == expected:
+            log.debug("%s: no records in [%d, %d) (compacted, markers, deleted)", tp, expected, first)
+            self._fetch_stats["gaps_confirmed"] += 1
+            return True
+        log.warning(
+            "fetched %s from offset %d, but the next record handed out should be %d: "
+            "refetching from %d to check the gap",
+            tp,
+            first,
+            expected,
+            expected,
+        )
+        assert self._fetcher is not None
+        self._gap_probes[tp] = expected
+        self._fetcher.seek(atp, expected)
+        self._fetch_stats["gaps_detected"] += 1
+        return False
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
         return self._iterate()
@@ -311,11 +401,20 @@ class Consumer:
         self._refresh_fetchable()
 
     def _refresh_fetchable(self) -> None:
+        """Recompute the partitions records are handed out for, and pause the others in the
+        fetcher as well: a paused partition is not fetched, and records the fetcher already
+        holds for it are dropped without moving its position (they are fetched again after
+        ``resume``)."""
         self._fetchable = {
             _tp(tp): tp
             for tp in sorted(self._owned)
             if tp not in self._paused and tp not in self._user_paused
         }
+        if self._fetcher is None or not self._owned:
+            return
+        held = [_tp(tp) for tp in sorted(self._owned) if _tp(tp) not in self._fetchable]
+        self._fetcher.pause(*held)
+        self._fetcher.resume(*self._fetchable)
 
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         assert self._fetcher is not None
@@ -323,6 +422,7 @@ class Consumer:
         owned = frozenset(change.owned)
         for tp in change.removed:
             self._positions.pop(tp, None)
+            self._gap_probes.pop(tp, None)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
         new = [tp for tp in sorted(owned) if tp not in self._positions]
