@@ -92,6 +92,7 @@ class Loops:
             if batch:
                 async with app.lock:
                     await app.tasks.process(batch)
+                    app.consumer.rewind(app.tasks.take_unprocessed())
                     assert app.producer is not None
                     await app.tasks.send_pending(app.producer)
             if time.monotonic() >= next_commit:

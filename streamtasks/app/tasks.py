@@ -71,6 +71,9 @@ class TaskSet:
         self._contexts: dict[TaskId, ProcessorContext] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
         self._processed: dict[TopicPartition, int] = {}
+        #: Per partition, the first offset of records :meth:`process` was handed but could not
+        #: run (see :meth:`take_unprocessed`).
+        self._unprocessed: dict[TopicPartition, int] = {}
         self._outbox: list[Output] = []
         self._send_errors: list[BaseException] = []
         self.info = AssignmentInfo()
@@ -229,11 +232,17 @@ class TaskSet:
     # -- processing --------------------------------------------------------------------------
 
     async def process(self, batch: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]]) -> int:
+        """Run the processors over ``batch``; returns how many records were processed. Records
+        whose task is gone or restoring (the assignment changed after they were fetched) are
+        not run; :meth:`take_unprocessed` names where they began."""
         done = 0
         for tp, records in batch.items():
             task = self._by_partition.get(tp)
             if task is None or task.restoring or task.closed:
-                continue  # not ours any more, or paused too late: refetched after the next seek
+                if records:
+                    first = records[0].offset
+                    self._unprocessed[tp] = min(first, self._unprocessed.get(tp, first))
+                continue
             ctx = self._context(task)
             fn = self._processors[task.id.subtopology]
             for r in records:
@@ -258,14 +267,27 @@ class TaskSet:
         self.records_processed += done
         return done
 
+    def take_unprocessed(self) -> dict[TopicPartition, int]:
+        """Where the records :meth:`process` could not run begin, per partition (and forget
+        them). The consumer must hand them out again (``Consumer.rewind``): its position has
+        moved past them, and a partition that is still owned would otherwise continue after a
+        gap once its task is running."""
+        out, self._unprocessed = self._unprocessed, {}
+        return out
+
     def _context(self, task: StreamTask) -> ProcessorContext:
         ctx = self._contexts.get(task.id)
         if ctx is None:
             ctx = ProcessorContext(
-                task.id, task.typed, self._repartition_of.get(task.id.subtopology, {}), self._outbox.append
+                task.id, task.typed, self._repartition_of.get(task.id.subtopology, {}), self._queue_output
             )
             self._contexts[task.id] = ctx
         return ctx
+
+    def _queue_output(self, output: Output) -> None:
+        # Looked up on every call: send_pending swaps in a new outbox, and a context that held
+        # the old list's append would write into a list nobody sends.
+        self._outbox.append(output)
 
     async def send_pending(self, producer: AIOKafkaProducer) -> None:
         """Hand every pending changelog and output record to the producer. A refused send is

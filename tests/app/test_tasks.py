@@ -528,6 +528,23 @@ def test_send_pending_sends_changelog_and_output_records_and_acks_move_offsets(f
     assert fx.directory.read_checkpoint(t("1_1")) == {cl(1): 101}
 
 
+def test_outputs_of_every_batch_are_sent_not_only_the_first(fx: Fixture) -> None:
+    """Each task's processor context is kept across batches; what it writes after the first
+    ``send_pending`` must still reach the producer (a context once held on to the first
+    outbox list, and every later output of the task was silently dropped)."""
+    running(fx, [text(0)])
+    producer = _Producer()
+
+    async def go() -> None:
+        for offset, line in enumerate((b"a", b"b c", b"d")):
+            await fx.tasks.process({text(0): [consumer_record(text(0), offset, None, line)]})
+            await fx.tasks.send_pending(producer)
+            await producer.flush()
+
+    asyncio.run(go())
+    assert [key for topic, _, key, _ in producer.sent if topic == WORDS] == [b"a", b"b", b"c", b"d"]
+
+
 def test_a_failed_send_is_raised_once_as_a_processing_error(fx: Fixture) -> None:
     running(fx, [words(1)])
     producer = _Producer(fail_topic=CHANGELOG)
