@@ -36,10 +36,10 @@ def __getattr__(name: str) -> object:
         from streamtasks import app
 
         return getattr(app, name)
-    if name == "EmbeddedBroker":
-        from streamtasks.embedded import EmbeddedBroker
+    if name in ("EmbeddedBroker", "KafkaBroker"):
+        from streamtasks import embedded
 
-        return EmbeddedBroker
+        return getattr(embedded, name)
     raise AttributeError(f"module 'streamtasks' has no attribute {name!r}")
 
 __all__ = [

@@ -36,7 +36,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from streamtasks.drills.demo import DemoOptions, run_demo
 
     phases = ("bounce", "stateful") if args.phase == "all" else (args.phase,)
-    options = DemoOptions(bootstrap_servers=args.bootstrap_servers, protocol=args.protocol, phases=phases)
+    options = DemoOptions(
+        bootstrap_servers=args.bootstrap_servers, broker=args.broker, protocol=args.protocol, phases=phases
+    )
     return asyncio.run(run_demo(options))
 
 
@@ -69,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="live drill: rolling bounces (dynamic, static), then stateful tasks (crash, standbys, warm-ups)",
     )
     demo.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of an embedded broker")
+    demo.add_argument(
+        "--broker",
+        choices=("auto", "kafka", "tansu"),
+        help="embedded broker: Apache Kafka (needs Java 17+ and Maven), Tansu, or auto (Kafka where "
+        "java and mvn are on PATH); default: $STREAMTASKS_BROKER, else tansu",
+    )
     demo.add_argument("--protocol", choices=("cooperative", "eager"), default="cooperative")
     demo.add_argument(
         "--phase",

@@ -30,13 +30,14 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
-from streamtasks.embedded import EmbeddedBroker, ExternalCluster, cluster_from_env  # noqa: E402
+from streamtasks.embedded import Cluster, cluster_from_env  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def kafka() -> Iterator[EmbeddedBroker | ExternalCluster]:
-    """A Kafka-compatible cluster: an embedded Tansu broker started for this test session, or the
-    cluster named by ``STREAMTASKS_BOOTSTRAP``."""
+def kafka() -> Iterator[Cluster]:
+    """A Kafka-compatible cluster: the broker ``STREAMTASKS_BROKER`` names (``tansu`` by default,
+    ``kafka`` or ``auto`` for Apache Kafka) started for this test session, or the cluster named
+    by ``STREAMTASKS_BOOTSTRAP``."""
     cluster = cluster_from_env()
     try:
         yield cluster

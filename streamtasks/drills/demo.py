@@ -1,11 +1,11 @@
 """``streamtasks demo``: a live rolling-upgrade drill on a real broker.
 
-Starts the embedded broker (or uses ``--bootstrap-servers``), creates a 12-partition topic,
-runs three worker *processes* (``streamtasks.drills.worker``) in one group, produces a steady
-stream, then bounces every worker in turn as a dynamic member, moves them to static membership,
-and bounces them again as static members. Every callback and consumed record id comes back to
-this process, which keeps an :class:`~streamtasks.drills.OwnershipLedger` and a
-:class:`~streamtasks.drills.RecordAudit` and prints a report per phase. Exit status 1 if any
+Starts an embedded broker (``--broker``: Apache Kafka or Tansu) or uses ``--bootstrap-servers``,
+creates a 12-partition topic, runs three worker *processes* (``streamtasks.drills.worker``) in one
+group, produces a steady stream, then bounces every worker in turn as a dynamic member, moves
+them to static membership, and bounces them again as static members. Every callback and consumed
+record id comes back to this process, which keeps an :class:`~streamtasks.drills.OwnershipLedger`
+and a :class:`~streamtasks.drills.RecordAudit` and prints a report per phase. Exit status 1 if any
 partition was owned twice or any record was lost.
 """
 
@@ -28,7 +28,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.ledger import OwnershipLedger, RecordAudit
-from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from streamtasks.embedded import Cluster, ExternalCluster, start_broker
 from streamtasks.runtime.driver import monotonic_ms
 from topology.ids import TopicPartition
 
@@ -40,6 +40,9 @@ PROTOCOL_ASSIGNORS = {"cooperative": "cooperative_sticky", "eager": "sticky"}
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoOptions:
     bootstrap_servers: str | None = None
+    #: The embedded broker when no cluster is given: ``auto``, ``kafka`` or ``tansu``
+    #: (None: ``$STREAMTASKS_BROKER``, else the default; streamtasks.embedded.choose_broker).
+    broker: str | None = None
     protocol: str = "cooperative"
     #: ``bounce`` (rolling bounces of consumer workers) and ``stateful`` (streamtasks.App
     #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py).
@@ -241,7 +244,7 @@ class Demo:
             )
         )
 
-    async def run(self, cluster: EmbeddedBroker | ExternalCluster) -> int:
+    async def run(self, cluster: Cluster) -> int:
         topic = f"demo-{uuid.uuid4().hex[:8]}"
         group = f"demo-{self.o.protocol}-{uuid.uuid4().hex[:6]}"
         cluster.create_topics({topic: self.o.partitions})
@@ -369,8 +372,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
     if log_dir:
         os.makedirs(log_dir, exist_ok=True)
     broker_log = os.path.join(log_dir, "broker.log") if log_dir else None
-    cluster: EmbeddedBroker | ExternalCluster = (
-        ExternalCluster(bootstrap) if bootstrap else EmbeddedBroker(log_path=broker_log).start()
+    cluster: Cluster = (
+        ExternalCluster(bootstrap) if bootstrap else start_broker(options.broker, log_path=broker_log)
     )
     try:
         status = 0
