@@ -8,16 +8,20 @@ order of what came off the wire.
 from __future__ import annotations
 
 import enum
+import reprlib
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, TypeGuard, runtime_checkable
 
 from streamtasks.errors import AssignorInputError
 from topology.ids import TaskId, TopicPartition
 
 __all__ = [
+    "CONFIG_BOUNDS",
+    "INT32_MAX",
+    "INT64_MAX",
     "RUNNING_LAG",
     "ApplicationState",
     "AssignmentConfigs",
@@ -35,6 +39,35 @@ ProcessId = uuid.UUID
 #: Lag sentinel for a task the process runs right now as active: caught up by definition
 #: (Kafka Streams' ``Task.LATEST_OFFSET``).
 RUNNING_LAG = -2
+
+#: The largest Kafka ``int32`` / ``int64`` (counts are int32 in Kafka's configs, lags and
+#: durations int64).
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+#: The inclusive range of each integer field of :class:`AssignmentConfigs`: Kafka Streams' own
+#: lower bounds, its Java types' upper bounds. The one home of these rules: a configuration front
+#: end (the scenario file's pydantic model) reads them from here instead of restating them.
+CONFIG_BOUNDS: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {
+        "num_standby_replicas": (0, INT32_MAX),
+        "acceptable_recovery_lag": (0, INT64_MAX),
+        "max_warmup_replicas": (1, INT32_MAX),
+        "probing_rebalance_interval_ms": (60_000, INT64_MAX),
+    }
+)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    """An ``int`` proper: ``bool`` is not a count, and floats and strings are not ints."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    """A bad value for an error message: bounded in length whatever it is, typed unless an int."""
+    if _is_int(value):
+        return str(value) if value.bit_length() <= 128 else f"an int of {value.bit_length()} bits"
+    return "None" if value is None else f"{type(value).__name__} {reprlib.repr(value)}"
 
 
 class AssignmentError(enum.Enum):
@@ -60,16 +93,28 @@ class AssignmentConfigs:
     rack_aware_assignment_tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("num_standby_replicas", "acceptable_recovery_lag"):
-            if getattr(self, name) < 0:
-                raise AssignorInputError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_warmup_replicas < 1:
-            raise AssignorInputError(f"max_warmup_replicas must be >= 1, got {self.max_warmup_replicas}")
-        if self.probing_rebalance_interval_ms < 60_000:
+        for name, (low, high) in CONFIG_BOUNDS.items():
+            value = getattr(self, name)
+            if not _is_int(value):
+                raise AssignorInputError(f"{name} must be an int, got {_shown(value)}")
+            if value < low:
+                raise AssignorInputError(f"{name} must be >= {low}, got {_shown(value)}")
+            if value > high:
+                raise AssignorInputError(f"{name} must be <= {high}, got {_shown(value)}")
+        tags = self.rack_aware_assignment_tags
+        if isinstance(tags, str | bytes) or not isinstance(tags, Iterable):
             raise AssignorInputError(
-                "probing_rebalance_interval_ms must be >= 60000 (as in Kafka Streams), "
-                f"got {self.probing_rebalance_interval_ms}"
+                f"rack_aware_assignment_tags must be a sequence of tag keys, got {_shown(tags)}"
             )
+        tags = tuple(tags)
+        for tag in tags:
+            if not isinstance(tag, str) or not tag:
+                raise AssignorInputError(
+                    f"rack_aware_assignment_tags must hold non-empty strings, got {_shown(tag)}"
+                )
+        if len(set(tags)) != len(tags):
+            raise AssignorInputError(f"rack_aware_assignment_tags lists a tag twice: {list(tags)}")
+        object.__setattr__(self, "rack_aware_assignment_tags", tags)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,15 +147,24 @@ class ClientState:
     def __post_init__(self) -> None:
         if not isinstance(self.process_id, uuid.UUID):
             raise AssignorInputError(f"process_id must be a UUID, got {self.process_id!r}")
-        if self.capacity < 1:
+        if not _is_int(self.capacity):
             raise AssignorInputError(
-                f"process {self.process_id} has capacity {self.capacity}; need at least 1 thread"
+                f"process {self.process_id}: capacity must be an int, got {_shown(self.capacity)}"
+            )
+        if not 1 <= self.capacity <= INT32_MAX:
+            raise AssignorInputError(
+                f"process {self.process_id} has capacity {_shown(self.capacity)}; "
+                f"need 1 to {INT32_MAX} threads"
             )
         for task, lag in self.task_lags.items():
-            if lag < 0 and lag != RUNNING_LAG:
+            if not _is_int(lag):
                 raise AssignorInputError(
-                    f"process {self.process_id} reports lag {lag} for task {task}; lags are "
-                    f">= 0, or {RUNNING_LAG} for a task it runs now"
+                    f"process {self.process_id}: the lag of task {task} must be an int, got {_shown(lag)}"
+                )
+            if (lag < 0 and lag != RUNNING_LAG) or lag > INT64_MAX:
+                raise AssignorInputError(
+                    f"process {self.process_id} reports lag {_shown(lag)} for task {task}; lags are "
+                    f"0 to {INT64_MAX}, or {RUNNING_LAG} for a task it runs now"
                 )
         overlap = set(self.previous_active) & set(self.previous_standby)
         if overlap:
@@ -146,6 +200,10 @@ class ApplicationState:
     now_ms: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.configs, AssignmentConfigs):
+            raise AssignorInputError(f"configs must be an AssignmentConfigs, got {_shown(self.configs)}")
+        if not _is_int(self.now_ms):
+            raise AssignorInputError(f"now_ms must be an int, got {_shown(self.now_ms)}")
         object.__setattr__(self, "tasks", MappingProxyType(dict(self.tasks)))
         object.__setattr__(self, "clients", MappingProxyType(dict(self.clients)))
         for key, spec in self.tasks.items():

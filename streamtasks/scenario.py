@@ -21,22 +21,41 @@ A scenario is what ``streamtasks assign`` reads. It turns into an
 
 A process's ``id`` may be a UUID; without one a stable UUID is derived from its name. Tasks a
 process ran as active and gives no lag for are taken as running (lag ``running``).
+
+The file is UTF-8 (a BOM is allowed). Numbers are strict: ``true``, ``1.7`` or ``"2"`` where an
+int belongs is an error, never read as 1 or 2, and each int has Kafka's range (partition counts
+and capacities are int32 and >= 1, lags and times int64 and >= 0; the ``configs`` ranges are
+:data:`assignors.types.CONFIG_BOUNDS`). Every problem is a :class:`ConfigError` on one line that
+names the file and the field, e.g. ``s.yaml: configs.num_standby_replicas: Input should be a
+valid integer, got 1.7``.
 """
 
 from __future__ import annotations
 
 import json
+import reprlib
 import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
 from assignors import RUNNING_LAG, ApplicationState, AssignmentConfigs, ClientState, TaskSpec
+from assignors.types import CONFIG_BOUNDS, INT32_MAX, INT64_MAX
 from streamtasks.errors import ConfigError, StreamTasksError
 from topology import RepartitionTopic, StateStore, Subtopology, TaskId, Topology
 
@@ -45,6 +64,33 @@ __all__ = ["Scenario", "load_scenario", "parse_scenario"]
 #: Namespace for process ids derived from names, so a name maps to the same UUID everywhere.
 PROCESS_NAMESPACE = uuid.UUID("6f1d8c4e-2b7a-5d3e-9c0f-8a4b2e6d1f37")
 
+#: At most this many problems are listed in one error message (the rest are counted).
+MAX_PROBLEMS = 10
+
+# Integers are strict (no bool, float or numeric string) and bounded by Kafka's types.
+PartitionCount = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
+Capacity = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
+SubtopologyId = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
+Millis = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
+
+
+def _lag(value: object) -> int:
+    if isinstance(value, str) and value == "running":
+        return RUNNING_LAG
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX:
+        return value
+    raise PydanticCustomError(
+        "lag", "Input should be an int from 0 to {high} or 'running'", {"high": INT64_MAX}
+    )
+
+
+#: A task's lag on a process: an int offset count, or ``running`` for a task it runs now.
+Lag = Annotated[int, PlainValidator(_lag)]
+
+
+def _store_by_name(value: object) -> object:
+    return {"name": value} if isinstance(value, str) else value
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -52,20 +98,20 @@ class _Model(BaseModel):
 
 class _Store(_Model):
     name: str
-    logging: bool = True
+    logging: StrictBool = True
 
 
 class _Repartition(_Model):
     name: str
-    partitions: int | None = Field(default=None, ge=1)
+    partitions: PartitionCount | None = None
 
 
 class _Subtopology(_Model):
-    id: int | None = Field(default=None, ge=0)
+    id: SubtopologyId | None = None
     sources: list[str] = []
     repartition_sources: list[str] = []
     repartition_sinks: list[str] = []
-    stores: list[_Store | str] = []
+    stores: list[Annotated[_Store, BeforeValidator(_store_by_name)]] = []
 
 
 class _Topology(_Model):
@@ -73,24 +119,41 @@ class _Topology(_Model):
     repartition_topics: list[_Repartition] = []
 
 
+def _config(name: str) -> Any:
+    """A field of ``configs``: strict int in :data:`CONFIG_BOUNDS`; unset leaves the default
+    to :class:`AssignmentConfigs` (the default is not validated; ``null`` in the file is)."""
+    low, high = CONFIG_BOUNDS[name]
+    return Field(default=None, strict=True, ge=low, le=high)
+
+
+class _Configs(_Model):
+    """The :class:`AssignmentConfigs` a scenario sets (a test keeps the two field lists equal)."""
+
+    num_standby_replicas: int = _config("num_standby_replicas")
+    acceptable_recovery_lag: int = _config("acceptable_recovery_lag")
+    max_warmup_replicas: int = _config("max_warmup_replicas")
+    probing_rebalance_interval_ms: int = _config("probing_rebalance_interval_ms")
+    rack_aware_assignment_tags: tuple[str, ...] = ()
+
+
 class _Process(_Model):
     name: str
     id: uuid.UUID | None = None
-    capacity: int = 1
+    capacity: Capacity = 1
     rack: str | None = None
     client_tags: dict[str, str] = {}
     previous_active: list[str] = []
     previous_standby: list[str] = []
-    lags: dict[str, int | Literal["running"]] = {}
+    lags: dict[str, Lag] = {}
 
 
 class _Scenario(_Model):
     application_id: str
     assignor: str | None = None
-    now_ms: int = 0
-    partitions: dict[str, int]
+    now_ms: Millis = 0
+    partitions: dict[str, PartitionCount]
     topology: _Topology
-    configs: dict[str, Any] = {}
+    configs: _Configs = _Configs()
     processes: list[_Process] = Field(min_length=1)
 
 
@@ -156,9 +219,34 @@ def parse_scenario(raw: object, *, source: str = "<scenario>") -> Scenario:
 
 
 def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(x) for x in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-    )
+    """pydantic's errors as ``field.path: problem, got value``, joined on one line."""
+    errors = exc.errors(include_url=False)
+    lines: list[str] = []
+    for err in errors[:MAX_PROBLEMS]:
+        loc = err["loc"]
+        where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc).lstrip(".")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+            if loc[:1] == ("configs",):
+                msg = f"unknown assignment config; known: {', '.join(_Configs.model_fields)}"
+        elif err["type"] == "missing":
+            msg = err["msg"]
+        else:
+            msg = "Input should be a mapping" if err["type"] == "model_type" else err["msg"]
+            msg += f", got {_short(err['input'])}"
+        lines.append(f"{where or '<root>'}: {msg}")
+    if len(errors) > MAX_PROBLEMS:
+        lines.append(f"and {len(errors) - MAX_PROBLEMS} more problems")
+    return "; ".join(lines)
+
+
+def _short(value: object) -> str:
+    """A value as the file spells it, bounded in length whatever it is."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, list | dict):
+        return _kind(value)
+    return reprlib.repr(value)
 
 
 def _kind(value: object) -> str:
@@ -223,10 +311,9 @@ def _build(doc: _Scenario) -> Scenario:
         for t in topo.tasks(doc.partitions)
     ]
     try:
-        configs = AssignmentConfigs(**doc.configs)
-    except TypeError as exc:
-        known = ", ".join(AssignmentConfigs.__dataclass_fields__)
-        raise ConfigError(f"unknown assignment config ({exc}); known: {known}") from None
+        configs = AssignmentConfigs(**doc.configs.model_dump(exclude_unset=True))
+    except StreamTasksError as exc:
+        raise ConfigError(f"configs: {exc}") from None
     names: dict[uuid.UUID, str] = {}
     clients: list[ClientState] = []
     for proc in doc.processes:
@@ -235,7 +322,7 @@ def _build(doc: _Scenario) -> Scenario:
             raise ConfigError(f"process {proc.name!r} has the same id as process {names[pid]!r}: {pid}")
         names[pid] = proc.name
         active = frozenset(_task(t, proc.name) for t in proc.previous_active)
-        lags = {_task(t, proc.name): (RUNNING_LAG if v == "running" else v) for t, v in proc.lags.items()}
+        lags = {_task(t, proc.name): lag for t, lag in proc.lags.items()}
         for t in active:
             lags.setdefault(t, RUNNING_LAG)
         clients.append(
