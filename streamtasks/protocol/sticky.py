@@ -10,7 +10,21 @@ There is no version header; the two versions are told apart by trying the newer 
 * A v0 reader reads the partitions and ignores a trailing generation.
 * Encoding groups partitions by topic, topics sorted and partitions ascending. (Java's
   ``StickyAssignor`` iterates a ``HashMap``, so its topic order is an accident of hashing; any
-  order decodes to the same partitions.)
+  order decodes to the same partitions.) Only the two plain layouts are ever written.
+
+kafka-python 3's variant (read, never written). kafka-python encodes its
+``StickyAssignorUserData`` with its generic schema encoder, which puts the schema version first
+as an int16::
+
+    kafka-python => Version:int16 (0 or 1) then the v<Version> layout above
+
+It always writes version 1 (``00 01``, then KIP-341 v1). Read as plain KIP-341 those bytes fail
+(the int16 and the first half of the topic count make a count of at least 65,536 topics), so a
+leader that knew only the plain layouts lost the stickiness of kafka-python members.
+:func:`decode_sticky_userdata` tries, in order: plain v1 and plain v0 that consume the buffer
+exactly (everything Java and streamtasks write), the kafka-python variant consuming it exactly,
+then Java's lenient reads (v1, then v0, trailing bytes ignored). A buffer can only fit both a
+plain layout and the variant exactly by accident of garbage, never for bytes a client wrote.
 """
 
 from __future__ import annotations
@@ -74,29 +88,53 @@ def encode_sticky_userdata(ud: StickyUserData, version: int = 1) -> bytes:
     return w.getvalue()
 
 
-def _read(data: bytes, version: int) -> StickyUserData:
-    r = Reader(data, f"sticky userdata v{version}")
+#: The int16 schema version kafka-python 3 writes before the layout, and the layout it announces.
+_KAFKA_PYTHON_HEADERS = {b"\x00\x00": 0, b"\x00\x01": 1}
+
+
+def _read(data: bytes, version: int, *, header: bool = False, exact: bool = False) -> StickyUserData:
+    what = f"kafka-python sticky userdata v{version}" if header else f"sticky userdata v{version}"
+    r = Reader(data, what)
+    if header:
+        r.int16()
     partitions: list[TopicPartition] = []
     for _ in range(r.kafka_array_length("previous_assignment", 6)):
         topic = r.kafka_string("topic")
         for _ in range(r.kafka_array_length("partitions", 4)):
             partitions.append(TopicPartition(topic, r.int32()))
     generation = r.int32() if version == 1 else None
+    if exact and r.remaining:
+        raise r.fail(f"{r.remaining} byte(s) after the layout")
     return StickyUserData(partitions=tuple(partitions), generation=generation)
 
 
 def decode_sticky_userdata(data: bytes, max_version: int = 1) -> StickyUserData:
-    """Decode as KIP-341 prescribes: v1 first, then v0 with no generation.
+    """Decode as KIP-341 prescribes, v1 first, then v0 with no generation; also kafka-python
+    3's variant with an int16 version header (see the module's documentation).
 
     ``max_version=0`` behaves as a v0-only reader (ignores a trailing generation). Raises
-    :class:`DecodeError` when neither version can be read; callers that follow Java ignore
-    the member's previous assignment then.
+    :class:`DecodeError` when no layout can be read; callers that follow Java ignore the
+    member's previous assignment then.
     """
     if max_version not in (0, 1):
         raise LocalProtocolError(f"sticky userdata has versions 0 and 1, not {max_version}")
-    if max_version == 1:
+    versions = (1, 0) if max_version == 1 else (0,)
+    for version in versions:
         try:
-            return _read(data, 1)
+            return _read(data, version, exact=True)
         except DecodeError:
             pass
-    return _read(data, 0)
+    header_version = _KAFKA_PYTHON_HEADERS.get(bytes(data[:2]))
+    if header_version is not None:
+        try:
+            ud = _read(data, header_version, header=True, exact=True)
+        except DecodeError:
+            pass
+        else:
+            return ud if max_version >= header_version else StickyUserData(partitions=ud.partitions)
+    for version in versions[:-1]:
+        try:
+            return _read(data, version)
+        except DecodeError:
+            pass
+    return _read(data, versions[-1])
