@@ -29,9 +29,13 @@ async def spawn_worker(
         os.makedirs(log_dir, exist_ok=True)
         stderr = open(os.path.join(log_dir, f"{log_name}.log"), "ab")  # noqa: SIM115
         argv = [*argv, "--log-level", log_level]
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", module, *argv, stdout=asyncio.subprocess.PIPE, stderr=stderr
-    )
+    try:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", module, *argv, stdout=asyncio.subprocess.PIPE, stderr=stderr
+        )
+    finally:
+        if log_dir:
+            stderr.close()  # the child has its own descriptor
 
 
 async def pump_json_lines(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from topology.ids import TopicPartition
 
-__all__ = ["DoubleOwnership", "LedgerReport", "OwnershipLedger", "RecordAudit"]
+__all__ = ["DoubleOwnership", "LedgerReport", "OwnershipLedger", "RecordAudit", "offset_id", "offset_runs"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,3 +136,28 @@ class RecordAudit:
 
     def unexpected(self) -> list[str]:
         return sorted(set(self._consumed) - self._produced)
+
+
+def offset_id(partition: int, offset: int) -> str:
+    """A record's id in a per-offset audit: ``"<partition>:<offset>"`` as the broker acknowledged it."""
+    return f"{partition}:{offset}"
+
+
+def offset_runs(ids: Iterable[str]) -> list[str]:
+    """Offset ids grouped into contiguous runs per partition: ``["3:[120..229]", "5:[7]"]``."""
+    by_partition: dict[int, list[int]] = {}
+    for rid in ids:
+        part, offset = rid.split(":")
+        by_partition.setdefault(int(part), []).append(int(offset))
+    runs: list[str] = []
+    for partition, offsets in sorted(by_partition.items()):
+        offsets.sort()
+        start = prev = offsets[0]
+        for off in [*offsets[1:], None]:
+            if off is not None and off == prev + 1:
+                prev = off
+                continue
+            runs.append(f"{partition}:[{start}]" if start == prev else f"{partition}:[{start}..{prev}]")
+            if off is not None:
+                start = prev = off
+    return runs

@@ -9,6 +9,11 @@ One subtopology reading ``topic``, two changelogged stores:
   by at most the records of one commit interval).
 
 Records are ``key = b"k<number>"``, ``value = b"<sequence number>"``.
+
+With an ``audit_topic`` the processor also writes ``b"<partition>:<offset>"`` of every input
+record it processed to that topic. Those writes are flushed before the input offsets are
+committed, like the stores' changelogs, so reading the audit topic back tells, per input
+offset, whether it was processed (:func:`streamtasks.drills.ledger.offset_id`).
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamtasks.app import App, ProcessorContext, Record
+from streamtasks.app.tasks import Processor
+from streamtasks.drills.ledger import offset_id
 from streamtasks.state.serdes import INT64, STRING
 from topology import TopologyBuilder
 from topology.model import Topology
 
-__all__ = ["count_and_latest", "keyed_topology", "make_app", "record_for"]
+__all__ = ["audited", "count_and_latest", "keyed_topology", "make_app", "record_for"]
 
 
 def keyed_topology(application_id: str, topic: str) -> Topology:
@@ -37,15 +44,36 @@ def count_and_latest(ctx: ProcessorContext, record: Record) -> None:
     ctx.store("latest").put(key, int((record.value or b"0").decode()))
 
 
+def audited(audit_topic: str) -> Processor:
+    """:func:`count_and_latest` that also reports each processed input offset to ``audit_topic``."""
+
+    def process(ctx: ProcessorContext, record: Record) -> None:
+        count_and_latest(ctx, record)
+        ctx.send(
+            audit_topic,
+            key=str(record.partition).encode(),
+            value=offset_id(record.partition, record.offset).encode(),
+        )
+
+    return process
+
+
 def record_for(seq: int, keys: int) -> tuple[bytes, bytes]:
     """The ``seq``-th record the drills produce over ``keys`` keys."""
     return f"k{seq % keys}".encode(), str(seq).encode()
 
 
-def make_app(application_id: str, topic: str, settings: Mapping[str, Any], **kwargs: Any) -> App:
+def make_app(
+    application_id: str,
+    topic: str,
+    settings: Mapping[str, Any],
+    *,
+    audit_topic: str | None = None,
+    **kwargs: Any,
+) -> App:
     return App(
         keyed_topology(application_id, topic),
-        {0: count_and_latest},
+        {0: count_and_latest if audit_topic is None else audited(audit_topic)},
         config=dict(settings),
         stores={"counts": (STRING, INT64), "latest": (STRING, INT64)},
         application_id=application_id,

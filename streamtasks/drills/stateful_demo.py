@@ -14,7 +14,9 @@ while a producer writes a steady stream, then:
 3. **verify**: the producer stops, the workers drain and stop cleanly, and the changelogs are
    read back: every key's latest value must equal the last value produced for it (exact), and
    every count must be at least the number produced (the excess, at-least-once duplicates from
-   the crash, is reported).
+   the crash, is reported). Per input offset, too: every (partition, offset) the broker
+   acknowledged to the producer must have been processed (:mod:`streamtasks.drills.offset_audit`),
+   so a gap cannot hide behind duplicates of the same key.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from aiokafka.structs import TopicPartition as AioTP
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.events import wall_ms
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
+from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.runtime.admin import create_topics_async
 from topology.ids import TopicPartition
 
-__all__ = ["StatefulReport", "print_stateful_report", "run_stateful_phase"]
+__all__ = ["DrillRun", "StatefulReport", "WorkerProcess", "print_stateful_report", "run_stateful_phase"]
 
 
 #: The workers' acceptable.recovery.lag: about 3 s of changelog writes per task at the demo's
@@ -65,14 +68,21 @@ class StatefulReport:
     missing_counts: int = 0
     duplicate_counts: int = 0
     keys: int = 0
+    offsets: OffsetAuditReport | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and self.latest_mismatches == 0 and self.missing_counts == 0
+        return (
+            not self.problems
+            and self.latest_mismatches == 0
+            and self.missing_counts == 0
+            and self.offsets is not None
+            and self.offsets.lost == 0
+        )
 
 
-class _Worker:
+class WorkerProcess:
     """One worker process and what it reported."""
 
     def __init__(self, name: str, argv: list[str], sink: Callable[[dict[str, Any]], None]) -> None:
@@ -116,15 +126,19 @@ class _Worker:
                 await self._reader
 
 
-class _Run:
+class DrillRun:
+    """One stateful drill's topic, worker processes, producer and what they reported."""
+
     def __init__(self, bootstrap: str, out: TextIO, partitions: int, keys: int, rate: int) -> None:
         self.bootstrap, self.out = bootstrap, out
         self.partitions, self.keys, self.rate = partitions, keys, rate
         run_id = uuid.uuid4().hex[:8]
         self.app_id = f"stateful-demo-{run_id}"
         self.topic = f"stateful-demo-{run_id}"
+        self.audit_topic = f"stateful-demo-{run_id}-audit"
+        self.offsets = OffsetAudit()
         self.lines: list[dict[str, Any]] = []
-        self.workers: dict[str, _Worker] = {}
+        self.workers: dict[str, WorkerProcess] = {}
         self.seq = 0
         self.last_value: dict[str, int] = {}
         self.produced_per_key: dict[str, int] = {}
@@ -135,13 +149,13 @@ class _Run:
         self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
         self.out.flush()
 
-    def worker(self, name: str, state_root: str) -> _Worker:
+    def worker(self, name: str, state_root: str) -> WorkerProcess:
         argv = [
             "--bootstrap-servers", self.bootstrap, "--app-id", self.app_id, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
-            "--acceptable-recovery-lag", str(ACCEPTABLE_RECOVERY_LAG),
+            "--acceptable-recovery-lag", str(ACCEPTABLE_RECOVERY_LAG), "--audit-topic", self.audit_topic,
         ]  # fmt: skip
-        w = _Worker(name, argv, self.lines.append)
+        w = WorkerProcess(name, argv, self.lines.append)
         self.workers[name] = w
         return w
 
@@ -164,7 +178,7 @@ class _Run:
             while not stop.is_set():
                 for _ in range(max(1, self.rate // 20)):
                     key, value = record_for(self.seq, self.keys)
-                    await producer.send(self.topic, key=key, value=value)
+                    await self.offsets.send(producer, self.topic, key=key, value=value)
                     k = key.decode()
                     self.last_value[k] = self.seq
                     self.produced_per_key[k] = self.produced_per_key.get(k, 0) + 1
@@ -244,9 +258,11 @@ async def run_stateful_phase(
     bootstrap: str, out: TextIO, *, partitions: int = 6, keys: int = 600, rate: int = 400
 ) -> StatefulReport:
     """Run the phase on a cluster (see the module docstring) and return its report."""
-    run = _Run(bootstrap, out, partitions, keys, rate)
+    run = DrillRun(bootstrap, out, partitions, keys, rate)
     report = StatefulReport()
-    await create_topics_async(bootstrap, {run.topic: partitions})
+    await create_topics_async(bootstrap, {run.topic: partitions, run.audit_topic: 1})
+    audit_reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets)
+    await audit_reader.start()
     stop_producing = asyncio.Event()
     with tempfile.TemporaryDirectory(prefix="streamtasks-stateful-") as state_root:
         w1, w2 = run.worker("s1", state_root), run.worker("s2", state_root)
@@ -335,14 +351,14 @@ async def run_stateful_phase(
         stop_producing.set()
         await producer
         report.produced = run.seq
-        await run.wait_for(
-            "the workers to process everything",
-            lambda: _quiet(run),
-            60,
-        )
-        await asyncio.sleep(2.0)
+        if not await audit_reader.wait_complete(60):
+            run.say("timed out after 60s waiting for every acknowledged input offset to be processed")
+        await run.wait_for("the workers to process everything", lambda: _quiet(run), 60)
         for w in (w2, w3):
             await w.stop()
+    await asyncio.sleep(1.0)  # the audit reader reads what the clean stops flushed
+    await audit_reader.stop()
+    report.offsets = run.offsets.report()
     latest = await _read_changelog(bootstrap, f"{run.app_id}-latest-changelog")
     counts = await _read_changelog(bootstrap, f"{run.app_id}-counts-changelog")
     report.keys = len(run.last_value)
@@ -354,10 +370,11 @@ async def run_stateful_phase(
         f"{report.latest_mismatches} keys; counts short for {report.missing_counts} keys; "
         f"{report.duplicate_counts} duplicate counts (at-least-once replay after the crash)"
     )
+    run.say(f"verify per offset: {report.offsets.line()}")
     return report
 
 
-def _quiet(run: _Run) -> bool:
+def _quiet(run: DrillRun) -> bool:
     """True once no live worker processed anything new for two seconds (polled)."""
     now = sum(w.processed for w in run.workers.values() if w.proc is not None and w.proc.returncode is None)
     if run.last_processed is None or run.last_processed[0] != now:
@@ -400,11 +417,16 @@ def print_stateful_report(report: StatefulReport, out: TextIO) -> int:
         ("keys with a wrong latest value", str(report.latest_mismatches)),
         ("keys counted short (lost)", str(report.missing_counts)),
         ("duplicate counts (at-least-once)", f"{report.duplicate_counts:,} of {report.produced:,} records"),
+        ("input offsets acknowledged", "-" if report.offsets is None else f"{report.offsets.acknowledged:,}"),
+        ("  never processed (lost)", "-" if report.offsets is None else f"{report.offsets.lost:,}"),
+        ("  processed twice or more", "-" if report.offsets is None else f"{report.offsets.duplicates:,}"),
     )
     width = max(len(name) for name, _ in rows)
     out.write("\nstreamtasks demo — stateful tasks (num_standby_replicas=1)\n\n")
     for name, value in rows:
         out.write(f"{name:<{width}}  {value}\n")
+    if report.offsets is not None and report.offsets.lost_runs:
+        out.write(f"lost input offsets (partition:[offsets]): {', '.join(report.offsets.lost_runs)}\n")
     for problem in report.problems:
         out.write(f"problem: {problem}\n")
     out.write("result: OK\n" if report.ok else "result: FAILED\n")

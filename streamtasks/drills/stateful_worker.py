@@ -2,7 +2,7 @@
 that reports every app event as a JSON line on stdout.
 
     python -m streamtasks.drills.stateful_worker --bootstrap-servers H:P --app-id A --topic T \
-        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1]
+        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A]
 
 Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
 :class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
@@ -57,7 +57,7 @@ async def run(args: argparse.Namespace) -> None:
     }
     processed = 0
     while not stop.is_set():
-        app = make_app(args.app_id, args.topic, settings, on_event=on_event)
+        app = make_app(args.app_id, args.topic, settings, audit_topic=args.audit_topic, on_event=on_event)
         await app.start()
         emit(worker=args.name, kind="started", member_id=app.consumer.member_id)
         reporter = loop.create_task(_progress(args.name, app, processed))
@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standbys", type=int, default=1)
     parser.add_argument("--acceptable-recovery-lag", type=int, default=100)
     parser.add_argument("--instance-id")
+    parser.add_argument("--audit-topic", help="report each processed input offset to this topic")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--commit-interval-ms", type=int, default=500)

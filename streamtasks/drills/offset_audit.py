@@ -1,0 +1,127 @@
+"""The per-offset audit of a stateful drill: what the broker acknowledged against what was processed.
+
+The drill's producer records every input record's (partition, offset) from the broker's
+acknowledgement (:meth:`OffsetAudit.acknowledged`); the app under test writes the (partition,
+offset) of every input record it processed to an audit topic (``stateful_app.audited``), and
+:class:`AuditTopicReader` reads that topic back as it grows. An acknowledged offset that never
+shows up there was lost, whatever the per-key totals say: a duplicate elsewhere cannot hide it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from streamtasks.drills.ledger import RecordAudit, offset_id, offset_runs
+
+__all__ = ["AuditTopicReader", "OffsetAudit", "OffsetAuditReport"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetAuditReport:
+    acknowledged: int
+    processed: int
+    lost: int
+    #: The lost offsets as contiguous runs per partition (``"3:[120..229]"``), the first few.
+    lost_runs: tuple[str, ...]
+    duplicates: int
+
+    def line(self) -> str:
+        runs = f" ({', '.join(self.lost_runs)})" if self.lost_runs else ""
+        return (
+            f"{self.acknowledged:,} input offsets acknowledged by the broker; {self.lost:,} never "
+            f"processed{runs}; {self.duplicates:,} processed more than once"
+        )
+
+
+class OffsetAudit:
+    """Acknowledged input offsets versus processed ones (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._records = RecordAudit()
+
+    async def send(
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        *,
+        key: bytes,
+        value: bytes,
+        partition: int | None = None,
+    ) -> None:
+        """Send one input record; its offset is recorded when the broker acknowledges it."""
+        future = await producer.send(topic, key=key, value=value, partition=partition)
+        future.add_done_callback(self._acked)
+
+    def _acked(self, future: asyncio.Future[object]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            meta = future.result()
+            self._records.produced(offset_id(meta.partition, meta.offset))  # type: ignore[attr-defined]
+
+    def acknowledged(self, partition: int, offset: int) -> None:
+        self._records.produced(offset_id(partition, offset))
+
+    def processed(self, record_id: str) -> None:
+        self._records.consumed(record_id)
+
+    def complete(self) -> bool:
+        return not self._records.lost()
+
+    def report(self, max_runs: int = 8) -> OffsetAuditReport:
+        lost = self._records.lost()
+        return OffsetAuditReport(
+            acknowledged=self._records.produced_count,
+            processed=self._records.consumed_count,
+            lost=len(lost),
+            lost_runs=tuple(offset_runs(lost)[:max_runs]),
+            duplicates=self._records.duplicates(),
+        )
+
+
+class AuditTopicReader:
+    """Reads the audit topic from its beginning into an :class:`OffsetAudit`, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, audit: OffsetAudit) -> None:
+        self._bootstrap, self._topic, self._audit = bootstrap, topic, audit
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self._topic,
+            bootstrap_servers=self._bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        self._task = asyncio.get_running_loop().create_task(self._read(consumer))
+
+    async def _read(self, consumer: AIOKafkaConsumer) -> None:
+        try:
+            while True:
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    for r in records:
+                        if r.value is not None:
+                            self._audit.processed(r.value.decode())
+        finally:
+            await consumer.stop()
+
+    async def wait_complete(self, timeout_s: float) -> bool:
+        """Wait until every acknowledged offset was seen processed (or the timeout)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not self._audit.complete():
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.25)
+        return True
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
