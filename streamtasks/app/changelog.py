@@ -42,6 +42,10 @@ class ChangelogReader:
         self._consumer_obj: AIOKafkaConsumer | None = None
         self._probe_obj: AIOKafkaConsumer | None = None
         self._probe_lock = asyncio.Lock()
+        #: How often :meth:`track` moved the reader, and that count when the last fetch returned:
+        #: a batch fetched before a move must not be applied (see :meth:`apply`).
+        self._moves = 0
+        self._fetched_at_move = 0
 
     @property
     def _consumer(self) -> AIOKafkaConsumer:
@@ -93,6 +97,7 @@ class ChangelogReader:
         self._owners = owners
         if not changed:
             return
+        self._moves += 1
         self._consumer.assign([_atp(tp) for tp in sorted(owners)])
         for tp, task in sorted(owners.items()):
             self._consumer.seek(_atp(tp), task.changelog_offsets.get(tp, 0))
@@ -109,11 +114,19 @@ class ChangelogReader:
             batch = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=self._max_records)
         except KafkaError as exc:
             raise BrokerError(f"changelog fetch failed: {exc}") from exc
+        self._fetched_at_move = self._moves
         return {TopicPartition(a.topic, a.partition): records for a, records in batch.items() if records}
 
     def apply(self, batch: Mapping[TopicPartition, list[Any]]) -> int:
         """Apply fetched records to the tasks that track their partitions now; records below a
-        task's position (fetched before a seek) are skipped. Returns how many were applied."""
+        task's position (fetched before a seek) are skipped. Returns how many were applied.
+
+        A batch that was fetched before :meth:`track` last moved the reader is dropped whole:
+        its records may start above where a newly tracked task stands (a task rebuilt from
+        offset 0 after a dirty close, say), and applying them would skip the records between;
+        the reader fetches them again from the task's own offsets."""
+        if self._fetched_at_move != self._moves:
+            return 0
         applied = 0
         for tp, records in batch.items():
             task = self._owners.get(tp)
