@@ -62,8 +62,9 @@ with project_imports():
 
     from streamtasks.app import App, AppEvent, RestoreCompleted
     from streamtasks.app.tasks import TaskSet
+    from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
     from streamtasks.drills.stateful_app import count_and_latest, keyed_topology, make_app, record_for
-    from streamtasks.drills.stateful_demo import _Worker
+    from streamtasks.drills.stateful_demo import WorkerProcess as _Worker
     from streamtasks.embedded import EmbeddedBroker, ExternalCluster, cluster_from_env
     from streamtasks.protocol.userdata import AssignmentInfo
     from streamtasks.runtime.admin import TopicSpec, create_topics_async
@@ -115,13 +116,14 @@ async def wait_for(cond: Callable[[], bool], timeout_s: float) -> bool:
     return True
 
 
-async def produce(bootstrap: str, topic: str, records: int, keys: int) -> None:
+async def produce(bootstrap: str, topic: str, records: int, keys: int, audit: OffsetAudit) -> None:
+    """Produce the input; ``audit`` records each record's acknowledged (partition, offset)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024)
     await producer.start()
     try:
         for i in range(records):
             key, value = record_for(i, keys)
-            await producer.send(topic, key=key, value=value)
+            await audit.send(producer, topic, key=key, value=value)
         await producer.flush()
     finally:
         await producer.stop()
@@ -197,15 +199,36 @@ async def run_until(app: App, cond: Callable[[], bool], what: str, timeout_s: fl
         await runner
 
 
+async def audited_topics(bootstrap: str, topic: str, partitions: int) -> tuple[OffsetAudit, AuditTopicReader]:
+    """Create ``topic`` and its audit topic; start reading the audit topic back."""
+    audit = OffsetAudit()
+    await create_topics_async(bootstrap, {topic: partitions, f"{topic}-audit": 1})
+    reader = AuditTopicReader(bootstrap, f"{topic}-audit", audit)
+    await reader.start()
+    return audit, reader
+
+
+async def audit_result(
+    audit: OffsetAudit, reader: AuditTopicReader, problems: list[str]
+) -> OffsetAuditReport:
+    """Wait until every acknowledged input offset was processed (or 60 s); a loss is a problem."""
+    await reader.wait_complete(60)
+    await reader.stop()
+    report = audit.report()
+    if report.lost:
+        problems.append(f"per-offset audit: {report.line()}")
+    return report
+
+
 async def app_and_restore(
-    bootstrap: str, root: Path, records: int, keys: int, partitions: int
+    bootstrap: str, root: Path, records: int, keys: int, partitions: int, *, problems: list[str]
 ) -> tuple[float, float, float, int]:
     """(1c) records/s and the final commit's seconds; (2) restore records/s and records restored."""
     app_id = f"bench-state-app-{uuid.uuid4().hex[:6]}"
     topic = f"{app_id}-input"
-    await create_topics_async(bootstrap, {topic: partitions})
+    audit, reader = await audited_topics(bootstrap, topic, partitions)
     step(f"  producing {records:,} input records over {keys:,} keys ...")
-    await produce(bootstrap, topic, records, keys)
+    await produce(bootstrap, topic, records, keys, audit)
     settings = {
         "bootstrap_servers": bootstrap,
         "state_dir": str(root),
@@ -213,7 +236,7 @@ async def app_and_restore(
         "heartbeat_interval_ms": HEARTBEAT_MS,
         "rebalance_timeout_ms": 15_000,
     }
-    app = make_app(app_id, topic, settings)
+    app = make_app(app_id, topic, settings, audit_topic=f"{topic}-audit")
     marks: list[tuple[int, float]] = []
 
     def processed_all() -> bool:
@@ -228,6 +251,7 @@ async def app_and_restore(
         commit_start = time.perf_counter()
         await app.commit()
         commit_s = time.perf_counter() - commit_start
+    step(f"  per-offset audit: {(await audit_result(audit, reader, problems)).line()}")
     (n0, t0), (_, t1) = marks[0], marks[-1]
     rate = (records - n0) / (t1 - t0) if t1 > t0 else float("nan")
     shutil.rmtree(root / app_id)
@@ -262,6 +286,7 @@ class CrashRun:
     #: Per task moved to the fresh worker, seconds from its caught_up trigger to: processing
     #: there, active there, given up by the old owner (None: not seen, or before the trigger).
     handoffs: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)
+    offsets: OffsetAuditReport | None = None
     problems: list[str] = field(default_factory=list)
 
 
@@ -323,27 +348,34 @@ async def crash_run(bootstrap: str, standbys: int, records: int, keys: int, part
     """Rows 3 and 4 for one ``--standbys`` setting (see the module docstring)."""
     out, lines = CrashRun(standbys=standbys), list[Event]()
     app_id = f"bench-state-crash-{uuid.uuid4().hex[:6]}"
-    await create_topics_async(bootstrap, {app_id: partitions})
+    audit, reader = await audited_topics(bootstrap, app_id, partitions)
     with tempfile.TemporaryDirectory(prefix="streamtasks-bench-state-") as state_root:
-        argv = f"--bootstrap-servers {bootstrap} --app-id {app_id} --topic {app_id} --standbys {standbys}"
+        argv = (
+            f"--bootstrap-servers {bootstrap} --app-id {app_id} --topic {app_id} --standbys {standbys} "
+            f"--audit-topic {app_id}-audit"
+        )
         w1, w2, w3 = (
             _Worker(name, [*argv.split(), "--state-dir", os.path.join(state_root, name)], lines.append)
             for name in ("w1", "w2", "w3")
         )
         try:
             await crash(
-                out, bootstrap, app_id, (w1, w2), lines, records=records, keys=keys, partitions=partitions
-            )
+                out, bootstrap, app_id, (w1, w2), lines,
+                audit=audit, records=records, keys=keys, partitions=partitions,
+            )  # fmt: skip
             await scale_out(out, w3, lines, partitions)
+            out.offsets = await audit_result(audit, reader, out.problems)
+            step(f"  per-offset audit: {out.offsets.line()}")
         finally:
             for w in (w1, w2, w3):
                 await w.stop()
+            await reader.stop()
     return out
 
 
 async def crash(
     out: CrashRun, bootstrap: str, app_id: str, workers: tuple[_Worker, _Worker], lines: list[Event], *,
-    records: int, keys: int, partitions: int,
+    audit: OffsetAudit, records: int, keys: int, partitions: int,
 ) -> None:  # fmt: skip
     w1, w2 = workers
     half, tag = partitions // 2, f"  --standbys {out.standbys}:"
@@ -362,7 +394,7 @@ async def crash(
     if not await wait_for(settled, 90):
         out.problems.append("w1/w2 did not settle before the records were produced")
     step(f"{tag} producing {records:,} records over {keys:,} keys; w1, w2 process them ...")
-    await produce(bootstrap, app_id, records, keys)
+    await produce(bootstrap, app_id, records, keys, audit)
     if not await wait_for(lambda: w1.processed + w2.processed >= records, 180):
         out.problems.append("not every record was processed before the crash")
     await asyncio.sleep(2.0)  # commits (every 500 ms) and standbys catch up
@@ -481,7 +513,8 @@ async def measure(args: argparse.Namespace, bootstrap: str, root: Path) -> tuple
         results = []
         for i in range(r):
             step(f"1c/2: the App's throughput, then a restore (run {i + 1}/{r}) ...")
-            results.append(await app_and_restore(bootstrap, root, n, args.keys, args.partitions))
+            result = await app_and_restore(bootstrap, root, n, args.keys, args.partitions, problems=problems)
+            results.append(result)
         rate, commit, restore, restored = (list(col) for col in zip(*results, strict=True))
         rows += rows_of(
             "1c",
