@@ -3,14 +3,24 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.create_topics.v4.response import CreateTopicsResponse
+from kio.schema.metadata.v12.response import MetadataResponse
 
 from streamtasks.errors import BrokerError
-from streamtasks.runtime.admin import TopicSpec, check_create_topics, create_topics_request, topic_specs
+from streamtasks.runtime.admin import (
+    READY_TIMEOUT_S,
+    TopicSpec,
+    check_create_topics,
+    create_topics_request,
+    metadata_request,
+    topic_specs,
+    topics_ready,
+)
 from streamtasks.runtime.blocking import BlockingConnection
 
 __all__ = ["BOOTSTRAP_ENV", "ExternalCluster", "api_versions", "create_topics"]
@@ -40,10 +50,16 @@ def create_topics(
 ) -> None:
     """Create topics (name → partitions, or :class:`TopicSpec` with configs such as
     ``{"cleanup.policy": "compact"}``); an existing topic is fine unless ``exist_ok=False``."""
-    request = create_topics_request(topic_specs(topics))
+    specs = topic_specs(topics)
     with BlockingConnection(host, port) as conn:
-        response = conn.call(request, CreateTopicsResponse)
-    check_create_topics(response, exist_ok=exist_ok)
+        response = conn.call(create_topics_request(specs), CreateTopicsResponse)
+        check_create_topics(response, exist_ok=exist_ok)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        ask = metadata_request(s.name for s in specs)
+        while not topics_ready(conn.call(ask, MetadataResponse), specs):
+            if time.monotonic() > deadline:
+                raise BrokerError(f"topics without a leader {READY_TIMEOUT_S:.0f}s after creation: {specs}")
+            time.sleep(0.05)
 
 
 class ExternalCluster:

@@ -2,6 +2,11 @@
 one CreateTopics request builder and one answer check, sent over a blocking or an asyncio
 connection.
 
+A created topic is ready when these return: they ask for its metadata until every partition
+has a leader (Apache Kafka elects leaders a moment after CreateTopics answers; a producer that
+writes at once gets NOT_LEADER_OR_FOLLOWER and a consumer group leader that assigns at once
+does not see the topic yet).
+
 Only the controller may create topics on Apache Kafka; a broker that is not the controller
 answers NOT_CONTROLLER, which :func:`create_topics_async` reports as a :class:`BrokerError`
 naming the topics. Single-broker clusters (the embedded one) always are the controller.
@@ -9,11 +14,14 @@ naming the topics. Single-broker clusters (the embedded one) always are the cont
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.create_topics.v4 import request as create_req
 from kio.schema.create_topics.v4.response import CreateTopicsResponse
+from kio.schema.metadata.v12 import request as metadata_req
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.static.primitive import i16, i32
 
 from streamtasks.errors import BrokerError
@@ -25,8 +33,13 @@ __all__ = [
     "check_create_topics",
     "create_topics_async",
     "create_topics_request",
+    "metadata_request",
     "topic_specs",
+    "topics_ready",
 ]
+
+#: How long topic creation waits for every new partition to have a leader.
+READY_TIMEOUT_S = 15.0
 
 TOPIC_ALREADY_EXISTS = 36
 
@@ -66,6 +79,29 @@ def create_topics_request(specs: Iterable[TopicSpec]) -> create_req.CreateTopics
     )
 
 
+def metadata_request(names: Iterable[str]) -> metadata_req.MetadataRequest:
+    return metadata_req.MetadataRequest(
+        topics=tuple(
+            metadata_req.MetadataRequestTopic(topic_id=None, name=n)  # type: ignore[arg-type]
+            for n in sorted(set(names))
+        ),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def topics_ready(response: MetadataResponse, specs: Iterable[TopicSpec]) -> bool:
+    """Whether the metadata shows every topic of ``specs`` with all its partitions led."""
+    by_name = {str(t.name): t for t in response.topics}
+    for spec in specs:
+        topic = by_name.get(spec.name)
+        if topic is None or topic.error_code.value != 0 or not topic.partitions:
+            return False
+        if any(p.error_code.value != 0 or p.leader_id < 0 for p in topic.partitions):
+            return False
+    return True
+
+
 def check_create_topics(response: CreateTopicsResponse, *, exist_ok: bool) -> None:
     """Raise :class:`BrokerError` listing every topic the broker refused."""
     failures = [
@@ -92,6 +128,13 @@ async def create_topics_async(
     conn = await AsyncConnection.open(host, port, client_id=client_id)
     try:
         response = await conn.call(create_topics_request(specs), CreateTopicsResponse)
+        check_create_topics(response, exist_ok=exist_ok)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READY_TIMEOUT_S
+        ask = metadata_request(s.name for s in specs)
+        while not topics_ready(await conn.call(ask, MetadataResponse), specs):
+            if loop.time() > deadline:
+                raise BrokerError(f"topics without a leader {READY_TIMEOUT_S:.0f}s after creation: {specs}")
+            await asyncio.sleep(0.05)
     finally:
         await conn.close()
-    check_create_topics(response, exist_ok=exist_ok)

@@ -81,6 +81,8 @@ class MemberDriver:
         self._host = host
         self._clock = clock
         self._metadata_interval_ms = metadata_interval_ms
+        #: Subscribed topics the last metadata refresh did not know (refreshed sooner).
+        self._missing_topics: tuple[str, ...] = ()
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -211,11 +213,23 @@ class MemberDriver:
 
     async def refresh_metadata(self) -> None:
         counts = await self._host.partition_counts(self.member.config.topics)
+        self._missing_topics = tuple(t for t in self.member.config.topics if t not in counts)
         self.post(MetadataUpdated(partitions_per_topic=counts))
 
     async def _metadata_loop(self) -> None:
+        """Refresh partition counts every ``metadata_interval_ms``; while a subscribed topic is
+        missing from the metadata (just created, its metadata not yet everywhere), sooner, with
+        a backoff that doubles from ``retry_backoff_ms`` up to one second, as Kafka's consumer
+        does for topics it does not know yet. The leader rejoins once the count shows up."""
+        first_ms = max(50, self.member.config.retry_backoff_ms)
+        backoff_ms = first_ms
         while True:
-            await asyncio.sleep(self._metadata_interval_ms / 1000)
+            if self._missing_topics:
+                await asyncio.sleep(backoff_ms / 1000)
+                backoff_ms = min(backoff_ms * 2, max(1_000, first_ms))
+            else:
+                backoff_ms = first_ms
+                await asyncio.sleep(self._metadata_interval_ms / 1000)
             try:
                 await self.refresh_metadata()
             except BrokerError as exc:
