@@ -20,7 +20,7 @@ from streamtasks.runtime.group_wire import (
     to_wire,
 )
 
-__all__ = ["AsyncConnection", "ConnectionLost", "GroupCoordinatorClient", "parse_bootstrap"]
+__all__ = ["AsyncConnection", "ConnectionLost", "GroupCoordinatorClient", "open_any", "parse_bootstrap"]
 
 R = TypeVar("R")
 
@@ -138,6 +138,18 @@ class AsyncConnection:
         self._writer.close()
         with contextlib.suppress(OSError, ConnectionError):
             await self._writer.wait_closed()
+
+
+async def open_any(bootstrap_servers: str, client_id: str = "streamtasks") -> AsyncConnection:
+    """A connection to the first bootstrap server that accepts one (for requests any broker
+    answers, such as Metadata); ConnectionLost naming the last failure when none does."""
+    last = "no bootstrap server given"
+    for host, port in parse_bootstrap(bootstrap_servers):
+        try:
+            return await AsyncConnection.open(host, port, client_id=client_id)
+        except ConnectionLost as exc:
+            last = str(exc)
+    raise ConnectionLost(last)
 
 
 class GroupCoordinatorClient:

@@ -23,6 +23,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.structs import TopicPartition as AioTopicPartition
+from kio.schema.metadata.v12.response import MetadataResponse
 
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
@@ -43,8 +44,9 @@ from streamtasks.protocol.classic_group import (
     OffsetFetchRequest,
 )
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.admin import metadata_request
 from streamtasks.runtime.config import ConsumerConfig, make_config
-from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
 from streamtasks.runtime.driver import MemberDriver
 from topology.ids import TopicPartition
 
@@ -107,6 +109,8 @@ class Consumer:
         self._member = ClassicMember(self._member_config)
         self._fetcher: AIOKafkaConsumer | None = None
         self._client: GroupCoordinatorClient | None = None
+        #: A connection to any bootstrap broker, for Metadata requests.
+        self._metadata_conn: AsyncConnection | None = None
         self._driver: MemberDriver | None = None
         self._driver_task: asyncio.Task[None] | None = None
         self._commit_task: asyncio.Task[None] | None = None
@@ -164,6 +168,8 @@ class Consumer:
                 await self._driver_task
         if self._client is not None:
             await self._client.close()
+        if self._metadata_conn is not None:
+            await self._metadata_conn.close()
         if self._fetcher is not None:
             await self._fetcher.stop()
         self._owned = frozenset()
@@ -464,11 +470,19 @@ class Consumer:
             log.info("group error handled: %s", error.reason)
 
     async def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]:
-        assert self._fetcher is not None
-        await self._fetcher.topics()  # refreshes cluster metadata
+        """Partition counts of ``topics`` from a Metadata request of their own (aiokafka's
+        cluster view only follows the topics its fetcher is assigned). A topic the broker does
+        not know yet, or whose partitions are not all led, is left out: no news, not zero."""
+        if self._metadata_conn is None or self._metadata_conn.closed:
+            self._metadata_conn = await open_any(self.config.bootstrap_servers, self.config.client_id)
+        try:
+            response = await self._metadata_conn.call(metadata_request(topics), MetadataResponse)
+        except ConnectionLost:
+            await self._metadata_conn.close()
+            self._metadata_conn = None
+            raise
         counts: dict[str, int] = {}
-        for topic in topics:
-            parts = self._fetcher.partitions_for_topic(topic)
-            if parts:
-                counts[topic] = len(parts)
+        for topic in response.topics:
+            if topic.error_code.value == 0 and topic.partitions and topic.name is not None:
+                counts[str(topic.name)] = len(topic.partitions)
         return counts

@@ -212,7 +212,14 @@ class MemberDriver:
             self.post(CoordinatorDiscovered(request_id=request_id))
 
     async def refresh_metadata(self) -> None:
-        counts = await self._host.partition_counts(self.member.config.topics)
+        """Post fresh partition counts to the member. A failed refresh is logged and retried
+        soon (as for a topic the metadata does not know yet)."""
+        try:
+            counts = await self._host.partition_counts(self.member.config.topics)
+        except BrokerError as exc:
+            log.warning("metadata refresh failed: %s", exc)
+            self._missing_topics = self.member.config.topics
+            return
         self._missing_topics = tuple(t for t in self.member.config.topics if t not in counts)
         self.post(MetadataUpdated(partitions_per_topic=counts))
 
@@ -230,10 +237,7 @@ class MemberDriver:
             else:
                 backoff_ms = first_ms
                 await asyncio.sleep(self._metadata_interval_ms / 1000)
-            try:
-                await self.refresh_metadata()
-            except BrokerError as exc:
-                log.warning("metadata refresh failed: %s", exc)
+            await self.refresh_metadata()
 
     async def leave(self, reason: str, timeout_s: float) -> None:
         """Ask the member to leave (commit, revoke, LeaveGroup) and wait until it has."""
