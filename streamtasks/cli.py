@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -35,6 +36,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     from streamtasks.drills.demo import DemoOptions, run_demo
 
+    # aiokafka logs retriable errors it handles itself (NOT_LEADER_OR_FOLLOWER right after a
+    # topic is created on Apache Kafka) as warnings; they are not the demo's to report.
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
     phases = ("bounce", "stateful") if args.phase == "all" else (args.phase,)
     options = DemoOptions(
         bootstrap_servers=args.bootstrap_servers, broker=args.broker, protocol=args.protocol, phases=phases
