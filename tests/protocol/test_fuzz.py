@@ -36,6 +36,7 @@ from streamtasks.protocol import (
     peek_version,
 )
 from tests.protocol import strategies as S
+from tests.protocol.fuzz_cases_kip848 import KIP848_CASES
 
 Decoder = Callable[[bytes], Any]
 
@@ -76,6 +77,7 @@ CASES: dict[str, tuple[Decoder, st.SearchStrategy[bytes]]] = {
         ).map(encode_faust_assignment),
     ),
 }
+CASES.update(KIP848_CASES)
 
 
 def only_decode_errors(decode: Decoder, data: bytes) -> object:
