@@ -1,21 +1,35 @@
 """Workers for live group tests: streamtasks consumers and peers no one here wrote
-(confluent-kafka, kafka-python, aiokafka), all reporting their rebalance callbacks to one
-:class:`~streamtasks.drills.OwnershipLedger` and their records to one
-:class:`~streamtasks.drills.RecordAudit`."""
+(confluent-kafka, kafka-python, aiokafka, the Java ``KafkaConsumer``), all reporting their
+rebalance callbacks to one :class:`~streamtasks.drills.OwnershipLedger` and their records to
+one :class:`~streamtasks.drills.RecordAudit`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
 import itertools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills import OwnershipLedger, RecordAudit
+from streamtasks.embedded import kafka_classpath
+from streamtasks.embedded._process import die_with_parent, log_tail
+from streamtasks.embedded.kafka_broker import kafka_requirements_missing
+from streamtasks.errors import BrokerError
 from streamtasks.runtime.consumer import Consumer
 from streamtasks.runtime.driver import monotonic_ms
 from topology import TopicPartition
@@ -31,18 +45,22 @@ class Audit:
         self.ledger = OwnershipLedger(partitions, start_ms=monotonic_ms())
         self.records = RecordAudit()
         self.owned: dict[str, set[TopicPartition]] = {}
+        #: (monotonic ms, member, what, partition numbers): every callback in order, for reports.
+        self.history: list[tuple[int, str, str, tuple[int, ...]]] = []
 
     def assigned(self, member: str, tps: Iterable[TopicPartition]) -> None:
         with self.lock:
             tps = list(tps)
             self.ledger.assigned(member, tps, monotonic_ms())
             self.owned.setdefault(member, set()).update(tps)
+            self._note(member, "assigned", tps)
 
     def revoked(self, member: str, tps: Iterable[TopicPartition]) -> None:
         with self.lock:
             tps = list(tps)
             self.ledger.revoked(member, tps, monotonic_ms())
             self.owned.setdefault(member, set()).difference_update(tps)
+            self._note(member, "revoked", tps)
 
     def consumed(self, record_ids: Iterable[str]) -> None:
         with self.lock:
@@ -53,6 +71,16 @@ class Audit:
         with self.lock:
             self.ledger.member_gone(member, monotonic_ms())
             self.owned.pop(member, None)
+            self._note(member, "gone", ())
+
+    def _note(self, member: str, what: str, tps: Iterable[TopicPartition]) -> None:
+        self.history.append((monotonic_ms(), member, what, tuple(sorted(tp.partition for tp in tps))))
+
+    def timeline(self) -> str:
+        """The callbacks seen so far, one a line, in ms since the first."""
+        with self.lock:
+            start = self.history[0][0] if self.history else 0
+            return "".join(f"{t - start:>7} {m:<13} {what:<8} {list(p)}\n" for t, m, what, p in self.history)
 
     def snapshot(self) -> dict[str, set[TopicPartition]]:
         with self.lock:
@@ -74,6 +102,7 @@ class StreamtasksWorker:
         }
         self.consumer: Consumer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def on_partitions_assigned(self, tps: tuple[TopicPartition, ...]) -> None:
         self.audit.assigned(self.name, tps)
@@ -91,7 +120,7 @@ class StreamtasksWorker:
 
     async def _run(self) -> None:
         assert self.consumer is not None
-        while True:
+        while not self._stopping:
             batch = await self.consumer.getmany(timeout_ms=200)
             ids = [r.value.decode() for records in batch.values() for r in records]
             if ids:
@@ -100,8 +129,15 @@ class StreamtasksWorker:
                     await self.consumer.commit()
 
     async def stop(self) -> None:
+        """End the poll loop at its next turn, then stop the consumer (commit, revoke, leave).
+
+        The loop is not cancelled: a cancellation can be lost on the way (seen on Python 3.11
+        with a task in ``getmany``/``commit``: it stayed "cancelling" and kept polling), and the
+        test then hung here. Cancelling is only the fallback for a loop that does not end."""
+        self._stopping = True
         if self._task is not None:
-            self._task.cancel()
+            while not (await asyncio.wait({self._task}, timeout=5))[0]:
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self.consumer is not None:
@@ -146,10 +182,213 @@ class ThreadWorker:
             self._thread.join(timeout=30)
 
 
-def confluent_worker(name: str, audit: Audit, bootstrap: str, group: str, topic: str) -> ThreadWorker:
+#: The Java peer's one source file; compiled at test time against the broker's kafka-clients jar.
+JAVA_PEER_SOURCE = Path(__file__).resolve().parents[2] / "java" / "peer" / "src" / "PeerConsumer.java"
+JAVA_PEER_INSTALL = (
+    "install a JDK 17+ with javac (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven)"
+)
+#: A small heap and no optimising compiler: a peer polls a few records a second on a shared machine.
+JAVA_PEER_JVM_OPTIONS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+_JAVA_PEER_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName="{log}" append="true"><PatternLayout pattern="[%d] %p %m (%c)%n"/></File>
+  </Appenders>
+  <Loggers>
+    <Logger name="org.apache.kafka.clients.consumer.internals" level="INFO"/>
+    <Root level="WARN"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JavaPeer:
+    """A compiled ``PeerConsumer``: the directory of its class and the jars it runs with."""
+
+    java: str
+    classes: Path
+    classpath: tuple[str, ...]
+
+    def command(self, log4j2: Path) -> list[str]:
+        cp = os.pathsep.join((str(self.classes), *self.classpath))
+        return [
+            self.java,
+            *JAVA_PEER_JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={log4j2}",
+            "-cp",
+            cp,
+            "PeerConsumer",
+        ]
+
+
+def java_peer() -> JavaPeer:
+    """Compile ``java/peer/src/PeerConsumer.java`` once per source and classpath (cached under
+    ``$XDG_CACHE_HOME/streamtasks/java-peer/<hash>/``) and say how to run it.
+
+    Raises :class:`JavaPeerMissing` saying what to install when java, javac or the Kafka jars
+    are not there."""
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if java is None or javac is None:
+        raise JavaPeerMissing(f"no {'java' if java is None else 'javac'} on PATH: {JAVA_PEER_INSTALL}")
+    missing = kafka_requirements_missing(need_mvn=False)
+    if missing is not None:
+        raise JavaPeerMissing(f"{missing}: {JAVA_PEER_INSTALL}")
+    try:
+        classpath = tuple(kafka_classpath())  # the broker's jars include kafka-clients and slf4j
+    except BrokerError as exc:
+        raise JavaPeerMissing(f"the kafka-clients jar is not available: {exc}") from exc
+    source = JAVA_PEER_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + os.pathsep.join(classpath).encode()).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamtasks" / "java-peer"
+    classes = base / digest
+    base.mkdir(parents=True, exist_ok=True)
+    with (base / "compile.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (classes / "PeerConsumer.class").is_file():
+            partial = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=base))
+            command = [
+                *(javac, "--release", "17", "-proc:none", "-Xlint:all", "-Werror", "-d", str(partial)),
+                *("-cp", os.pathsep.join(classpath), str(JAVA_PEER_SOURCE)),
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+            if done.returncode != 0:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise RuntimeError(f"javac failed on {JAVA_PEER_SOURCE}:\n{done.stdout}{done.stderr}")
+            partial.rename(classes)
+    return JavaPeer(java=java, classes=classes, classpath=classpath)
+
+
+class JavaPeerMissing(Exception):
+    """This machine cannot run the Java peer (the message says what to install)."""
+
+
+class JavaWorker:
+    """The Java ``KafkaConsumer`` of ``java/peer`` as a child process, driven over stdin/stdout.
+
+    Its JSON lines (rebalance callbacks, records) feed the :class:`Audit` from a reader thread.
+    :meth:`start` must run on a thread that outlives the process (the asyncio loop's, as in the
+    tests): the JVM gets SIGKILL when that thread's process dies. :meth:`stop` asks it to close
+    (revoke, leave the group) and kills it if it does not within ``stop_timeout_s``; so does
+    garbage collection or interpreter exit of a worker still running. ``group.instance.id``
+    and any other consumer property go in ``properties``."""
+
+    stop_timeout_s = 30.0
+
+    def __init__(
+        self,
+        name: str,
+        audit: Audit,
+        peer: JavaPeer,
+        *,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        log_dir: Path,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.audit = audit
+        self.peer = peer
+        self.topic = topic
+        self.properties = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            **(properties or {}),
+        }
+        self.log_path = log_dir / f"{name}.log"
+        self.events: list[dict[str, Any]] = []
+        self.error: BaseException | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def start(self) -> None:
+        self._closed.clear()
+        log4j2 = self.log_path.with_suffix(".log4j2.xml")
+        log4j2.write_text(_JAVA_PEER_LOG4J2.format(log=self.log_path))
+        args = [self.topic, *(f"{k}={v}" for k, v in self.properties.items())]
+        with self.log_path.open("ab") as log:  # the JVM's own stderr goes beside the client's log
+            proc = subprocess.Popen(
+                [*self.peer.command(log4j2), *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only sets the parent-death signal
+            )
+        self._proc = proc
+        weakref.finalize(self, _kill, proc)
+        self._reader = threading.Thread(
+            target=self._read, args=(proc,), name=f"{self.name}-stdout", daemon=True
+        )
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with proc.stdout:
+            for raw in proc.stdout:
+                self._handle(raw)
+
+    def _handle(self, raw: bytes) -> None:
+        try:
+            event = json.loads(raw)
+            kind = event["event"]
+        except (ValueError, KeyError, TypeError):
+            self.error = self.error or RuntimeError(f"{self.name} wrote a line that is no event: {raw!r}")
+            return
+        self.events.append({**event, "at_ms": monotonic_ms()})
+        if kind == "assigned":
+            self.audit.assigned(self.name, _tps(event["partitions"]))
+        elif kind in ("revoked", "lost"):
+            self.audit.revoked(self.name, _tps(event["partitions"]))
+        elif kind == "records":
+            self.audit.consumed(event["ids"])
+        elif kind == "closed":
+            self._closed.set()
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):  # already gone: the checks below say so
+            proc.stdin.write(b'{"cmd":"stop"}\n')
+            proc.stdin.close()
+        try:
+            code = proc.wait(timeout=self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            code = None
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        if code != 0 or not self._closed.is_set():
+            said = "did not close" if code is None else f"exited with {code}"
+            self.error = self.error or RuntimeError(
+                f"{self.name} {said}; its log:\n{log_tail(self.log_path)}"
+            )
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+
+
+def _tps(pairs: Iterable[list[Any]]) -> list[TopicPartition]:
+    return [TopicPartition(topic, int(partition)) for topic, partition in pairs]
+
+
+def confluent_worker(
+    name: str, audit: Audit, bootstrap: str, group: str, topic: str, *, group_instance_id: str | None = None
+) -> ThreadWorker:
     from confluent_kafka import Consumer as CKConsumer
 
     def make(worker: ThreadWorker) -> Any:
+        static = {"group.instance.id": group_instance_id} if group_instance_id else {}
         c = CKConsumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -160,6 +399,7 @@ def confluent_worker(name: str, audit: Audit, bootstrap: str, group: str, topic:
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 200,
+                **static,
             }
         )
 
@@ -181,7 +421,9 @@ def confluent_worker(name: str, audit: Audit, bootstrap: str, group: str, topic:
     return ThreadWorker(name, audit, make, poll)
 
 
-def kafka_python_worker(name: str, audit: Audit, bootstrap: str, group: str, topic: str) -> ThreadWorker:
+def kafka_python_worker(
+    name: str, audit: Audit, bootstrap: str, group: str, topic: str, *, group_instance_id: str | None = None
+) -> ThreadWorker:
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -206,6 +448,7 @@ def kafka_python_worker(name: str, audit: Audit, bootstrap: str, group: str, top
             auto_offset_reset="earliest",
             enable_auto_commit=True,
             auto_commit_interval_ms=200,
+            group_instance_id=group_instance_id,
         )
         c.subscribe([topic], listener=Listener())
         return c

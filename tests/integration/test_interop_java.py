@@ -1,0 +1,172 @@
+"""The Java ``KafkaConsumer`` as a group peer (issue 11, item 4).
+
+One classic-protocol group of five: two streamtasks members (`cooperative_sticky`), the Java
+consumer of ``java/peer`` (`CooperativeStickyAssignor`), kafka-python 3
+(`CooperativeStickyAssignor`) and confluent-kafka (`cooperative-sticky`). Every member offers
+exactly one protocol, ``cooperative-sticky``, so whichever member the coordinator makes leader
+assigns for everyone. Each member is bounced in turn while a producer writes; from every
+member's callbacks no partition is owned twice at any moment, and every record produced is
+consumed.
+
+- dynamic members: a member leaves (LeaveGroup), the group rebalances without it, then it
+  comes back as a new member;
+- static members (KIP-345, ``group.instance.id`` for all five): a member closes without leaving
+  and its replacement starts at once, within the session timeout, under the same instance id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamtasks.embedded import Cluster, EmbeddedBroker
+from tests.integration.harness import (
+    Audit,
+    JavaPeer,
+    JavaPeerMissing,
+    JavaWorker,
+    SteadyProducer,
+    StreamtasksWorker,
+    ThreadWorker,
+    confluent_worker,
+    java_peer,
+    kafka_python_worker,
+    stable,
+    wait_until,
+)
+from topology import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 10
+WAIT_S = 90
+
+
+#: Why the Java peer cannot join a group on Tansu (docs/testing.md, "Where the embedded broker
+#: differs from Apache Kafka").
+TANSU_SKIP = (
+    "Tansu closes the connection on the Java 4.4 client's ApiVersions v5 request (KIP-1242: it "
+    "names the cluster and node it expects), so the Java consumer never reaches the group "
+    "coordinator; run with STREAMTASKS_BROKER=kafka"
+)
+
+
+@pytest.fixture(scope="module")
+def peer(kafka: Cluster) -> JavaPeer:
+    """The compiled Java peer, or a skip that says what to install or why the broker cannot serve it."""
+    try:
+        compiled = java_peer()
+    except JavaPeerMissing as exc:
+        pytest.skip(f"the Java consumer peer cannot run here: {exc}")
+    if isinstance(kafka, EmbeddedBroker):
+        pytest.skip(TANSU_SKIP)
+    return compiled
+
+
+async def _start(worker: Any) -> None:
+    if isinstance(worker, ThreadWorker | JavaWorker):
+        worker.start()  # on the loop's thread: the JVM dies with the thread that started it
+    else:
+        await worker.start()
+
+
+async def _stop(worker: Any) -> None:
+    if isinstance(worker, ThreadWorker | JavaWorker):
+        await asyncio.to_thread(worker.stop)
+        assert worker.error is None, worker.error
+    else:
+        await worker.stop()
+
+
+async def java_group(
+    kafka: Cluster, peer: JavaPeer, log_dir: Path, *, static: bool, order: tuple[str, ...]
+) -> Audit:
+    topic = f"interop-java-{'static' if static else 'dynamic'}-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    kafka.create_topics({topic: PARTITIONS})
+    partitions = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    audit = Audit(partitions)
+    bootstrap = kafka.bootstrap_servers
+    print(f"Java peer logs and the callbacks' timeline: {log_dir}")
+
+    def make(name: str) -> Any:
+        instance = name if static else None
+        if name.startswith("st"):
+            return StreamtasksWorker(
+                name,
+                audit,
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                assignors=["cooperative_sticky"],
+                group_instance_id=instance,
+            )
+        if name == "java":
+            props = {"group.instance.id": name} if static else {}
+            return JavaWorker(
+                name,
+                audit,
+                peer,
+                bootstrap=bootstrap,
+                group=group,
+                topic=topic,
+                log_dir=log_dir,
+                properties=props,
+            )
+        if name == "kafka-python":
+            return kafka_python_worker(name, audit, bootstrap, group, topic, group_instance_id=instance)
+        return confluent_worker(name, audit, bootstrap, group, topic, group_instance_id=instance)
+
+    producer = SteadyProducer(bootstrap, topic, audit, partitions=PARTITIONS)
+    await producer.start()
+    producing = True
+    workers: dict[str, Any] = {}
+    try:
+        for name in order:  # the first to join leads the first generation
+            workers[name] = make(name)
+            await _start(workers[name])
+            await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} to get partitions")
+        for name in order:  # rolling bounce
+            await _stop(workers.pop(name))
+            audit.gone(name)
+            if not static:  # a static member's partitions wait for its replacement
+                await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"the group without {name}")
+            workers[name] = make(name)
+            await _start(workers[name])
+            await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} back")
+        await producer.stop()
+        producing = False
+        await wait_until(lambda: not audit.records.lost(), WAIT_S, "every record consumed")
+        for name in list(workers):
+            await _stop(workers.pop(name))
+    finally:
+        for w in workers.values():
+            with contextlib.suppress(Exception):
+                await _stop(w)
+        if producing:
+            await producer.stop()
+        (log_dir / "timeline.txt").write_text(audit.timeline())
+    return audit
+
+
+@pytest.mark.parametrize(
+    ("static", "order"),
+    [
+        (False, ("st1", "java", "kafka-python", "confluent", "st2")),
+        (True, ("java", "st1", "kafka-python", "confluent", "st2")),
+    ],
+    ids=["dynamic", "static"],
+)
+def test_java_peer_rolling_bounce(
+    kafka: Cluster, peer: JavaPeer, tmp_path: Path, static: bool, order: tuple[str, ...]
+) -> None:
+    audit = asyncio.run(java_group(kafka, peer, tmp_path, static=static, order=order))
+    report = audit.ledger.report(0)
+    assert report.violations == ()
+    assert audit.records.lost() == []
+    assert audit.records.produced_count > 0
