@@ -85,7 +85,10 @@ class AsyncConnection:
                 encode_request(request, correlation_id=correlation_id, client_id=self._client_id)
             )
             await self._writer.drain()
-            return await asyncio.wait_for(future, timeout_s)
+            # Not wait_for: on Python 3.11 it can return the result and drop a cancellation that
+            # arrives as the response lands (bpo-42130), leaving the caller running.
+            async with asyncio.timeout(timeout_s):
+                return await future
         except (OSError, TimeoutError) as exc:
             raise ConnectionLost(f"{type(request).__name__} failed: {exc or 'timed out'}") from exc
         finally:

@@ -115,6 +115,11 @@ class MemberDriver:
                 await self._wait()
         finally:
             metadata.cancel()
+            if self._tasks and self.member.state is MemberState.CLOSED:
+                # The member has just sent LeaveGroup: let it reach the broker, or the group
+                # notices the departure only when the session times out.
+                grace_s = min(self.member.config.request_timeout_ms, 5_000) / 1000
+                await asyncio.wait(list(self._tasks), timeout=grace_s)
             for task in list(self._tasks):
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

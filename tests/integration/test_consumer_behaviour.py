@@ -129,3 +129,49 @@ def test_commit_after_close_is_a_clear_error(kafka: EmbeddedBroker | ExternalClu
             await consumer.getmany()
 
     asyncio.run(go())
+
+
+def test_a_stopped_member_has_left_the_group_when_stop_returns(
+    kafka: EmbeddedBroker | ExternalCluster,
+) -> None:
+    """stop() sends LeaveGroup and waits for it: the coordinator lists the member no more (it
+    once cancelled the LeaveGroup send, and the group noticed only at the session timeout)."""
+    from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+    from kio.schema.describe_groups.v5.response import DescribeGroupsResponse
+
+    from streamtasks.runtime.connection import GroupCoordinatorClient
+
+    async def members(group: str) -> set[str]:
+        client = GroupCoordinatorClient(kafka.bootstrap_servers, group)
+        try:
+            conn = await client._find()
+            answer = await conn.call(
+                DescribeGroupsRequest(groups=(group,), include_authorized_operations=False),  # type: ignore[arg-type]
+                DescribeGroupsResponse,
+            )
+        finally:
+            await client.close()
+        return {m.member_id for g in answer.groups for m in g.members}
+
+    async def go() -> None:
+        topic = f"leave-{uuid.uuid4().hex[:6]}"
+        group = f"g-{topic}"
+        kafka.create_topics({topic: 2})
+        settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, **FAST_GROUP}
+        first = streamtasks.Consumer([topic], **settings)
+        second = streamtasks.Consumer([topic], **settings)
+        await first.start()
+        await second.start()
+        try:
+            await wait_until(
+                lambda: len(first.assignment()) == 1 and len(second.assignment()) == 1, 60, "one each"
+            )
+            leaving = first.member_id
+            assert leaving in await members(group)
+            await first.stop()
+            assert leaving not in await members(group)
+        finally:
+            await first.stop()
+            await second.stop()
+
+    asyncio.run(go())
