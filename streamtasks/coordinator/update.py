@@ -1,0 +1,337 @@
+"""One write's scratchpad for one group: the records it emits and the group as it will be once
+they are replayed, without touching the group (Kafka builds the same picture in the local
+variables of its write methods). Every write module works through a :class:`GroupUpdate`:
+emit records, read the would-be state, and hand back a :class:`~.result.Result`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
+
+from assignors.partition.types import PartitionAssignor
+from streamtasks.coordinator.group import ConsumerGroup
+from streamtasks.coordinator.records import (
+    ClientAssignmentRequestRecord,
+    ClientAssignmentRequestTombstone,
+    CurrentMemberAssignmentRecord,
+    CurrentMemberAssignmentTombstone,
+    GroupEpochRecord,
+    MemberMetadataRecord,
+    MemberMetadataTombstone,
+    PartitionMetadataRecord,
+    PreparedAssignmentRecord,
+    PreparedAssignmentTombstone,
+    Record,
+    TargetAssignmentMemberRecord,
+    TargetAssignmentMemberTombstone,
+    TargetAssignmentMetadataRecord,
+)
+from streamtasks.coordinator.result import Result
+from streamtasks.coordinator.selection import choose_member, preferred_server_assignor, select_client_assignor
+from streamtasks.coordinator.target import run_server_assignor, target_records
+from streamtasks.coordinator.timers import CancelTimer, ScheduleTimer, TimerKey, TimerKind, TimerOp
+from streamtasks.coordinator.types import CoordinatorConfig, MetadataImage, TopicMetadata
+from streamtasks.protocol.consumer_group import LEAVE_GROUP_STATIC_MEMBER_EPOCH
+
+__all__ = ["GroupUpdate", "TimerView", "WriteContext"]
+
+R = TypeVar("R")
+
+
+class TimerView(Protocol):
+    def is_armed(self, key: TimerKey) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteContext:
+    """What a write may read besides the group: settings, assignors, metadata, timers, time."""
+
+    config: CoordinatorConfig
+    assignors: Mapping[str, PartitionAssignor]
+    image: MetadataImage
+    timers: TimerView
+    now_ms: int
+
+
+class GroupUpdate:
+    """Records and timer operations for one group, and the group as they will leave it."""
+
+    __slots__ = (
+        "_current",
+        "_members",
+        "_targets",
+        "aliases",
+        "assignment_epoch",
+        "assignment_timer_armed",
+        "bumped",
+        "client_request",
+        "ctx",
+        "group",
+        "group_epoch",
+        "group_id",
+        "partition_metadata",
+        "prepared",
+        "records",
+        "removed",
+        "timers",
+    )
+
+    def __init__(self, group: ConsumerGroup | None, group_id: str, ctx: WriteContext) -> None:
+        self.group = group
+        self.group_id = group_id
+        self.ctx = ctx
+        self.records: list[Record] = []
+        self.timers: list[TimerOp] = []
+        self._members: dict[str, MemberMetadataRecord | None] = {}
+        self._current: dict[str, CurrentMemberAssignmentRecord | None] = {}
+        self._targets: dict[str, TargetAssignmentMemberRecord | None] = {}
+        self.group_epoch = group.group_epoch if group else 0
+        self.assignment_epoch = group.assignment_epoch if group else 0
+        self.partition_metadata: tuple[TopicMetadata, ...] = group.partition_metadata if group else ()
+        self.client_request = group.client_request if group else None
+        self.prepared = group.prepared if group else None
+        #: Members removed by this write: what they owned is free.
+        self.removed: set[str] = set()
+        #: Static takeover: old member id -> new member id (the new one owns what the old did).
+        self.aliases: dict[str, str] = {}
+        self.bumped = False
+        self.assignment_timer_armed = ctx.timers.is_armed(self.assignment_timer)
+
+    # -- the would-be state -----------------------------------------------------------------------
+
+    def member(self, member_id: str) -> MemberMetadataRecord | None:
+        if member_id in self._members:
+            return self._members[member_id]
+        return self.group.member(member_id) if self.group else None
+
+    def current(self, member_id: str) -> CurrentMemberAssignmentRecord | None:
+        if member_id in self._current:
+            return self._current[member_id]
+        return self.group.current(member_id) if self.group else None
+
+    def target(self, member_id: str) -> TargetAssignmentMemberRecord | None:
+        if member_id in self._targets:
+            return self._targets[member_id]
+        return self.group.target(member_id) if self.group else None
+
+    def all_members(self) -> dict[str, MemberMetadataRecord]:
+        """Every member after this write (O(group size): for epoch bumps only)."""
+        out = dict(self.group.members) if self.group else {}
+        for member_id, record in self._members.items():
+            if record is None:
+                out.pop(member_id, None)
+            else:
+                out[member_id] = record
+        return out
+
+    def member_count(self) -> int:
+        count = len(self.group.members) if self.group else 0
+        for member_id, record in self._members.items():
+            existed = self.group is not None and self.group.member(member_id) is not None
+            count += (record is not None) - existed
+        return count
+
+    def present_members(self) -> dict[str, MemberMetadataRecord]:
+        """Members not away (a static member that left with epoch -2 is away)."""
+        out = {}
+        for member_id, record in self.all_members().items():
+            current = self.current(member_id)
+            if current is None or current.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                out[member_id] = record
+        return out
+
+    def owner_of(self, topic_id: uuid.UUID, partition: int) -> str | None:
+        owner = self.group.owner(topic_id, partition) if self.group else None
+        if owner is None or owner in self.removed:
+            return None
+        return self.aliases.get(owner, owner)
+
+    def subscribed_topic_names(self) -> set[str]:
+        counts: Counter[str] = Counter(self.group.subscribed_topic_counts) if self.group else Counter()
+        for member_id, record in self._members.items():
+            old = self.group.member(member_id) if self.group else None
+            if old is not None:
+                counts.subtract(old.subscribed_topic_names)
+            if record is not None:
+                counts.update(record.subscribed_topic_names)
+        return {name for name, count in counts.items() if count > 0}
+
+    def topic_ids(self, names: tuple[str, ...]) -> frozenset[uuid.UUID]:
+        """Ids of the named topics in the (would-be) subscribed topics' metadata."""
+        group = self.group
+        if group is not None and self.partition_metadata is group.partition_metadata:
+            found = (group.topic_by_name(n) for n in names)
+            return frozenset(t.topic_id for t in found if t is not None)
+        by_name = {t.name: t for t in self.partition_metadata}
+        return frozenset(by_name[n].topic_id for n in names if n in by_name)
+
+    @property
+    def assignment_timer(self) -> TimerKey:
+        return TimerKey(TimerKind.ASSIGNMENT, self.group_id)
+
+    def session_timer(self, member_id: str) -> TimerKey:
+        return TimerKey(TimerKind.SESSION, self.group_id, member_id)
+
+    def revocation_timer(self, member_id: str) -> TimerKey:
+        return TimerKey(TimerKind.REVOCATION, self.group_id, member_id)
+
+    # -- emitting -----------------------------------------------------------------------------------
+
+    def emit(self, record: Record) -> None:
+        """Append a record and fold it into the would-be state."""
+        self.records.append(record)
+        match record:
+            case MemberMetadataRecord():
+                self._members[record.member_id] = record
+            case MemberMetadataTombstone():
+                self._members[record.member_id] = None
+            case CurrentMemberAssignmentRecord():
+                self._current[record.member_id] = record
+            case CurrentMemberAssignmentTombstone():
+                self._current[record.member_id] = None
+            case TargetAssignmentMemberRecord():
+                self._targets[record.member_id] = record
+            case TargetAssignmentMemberTombstone():
+                self._targets[record.member_id] = None
+            case GroupEpochRecord():
+                self.group_epoch = record.epoch
+            case TargetAssignmentMetadataRecord():
+                self.assignment_epoch = record.assignment_epoch
+            case PartitionMetadataRecord():
+                self.partition_metadata = record.topics
+            case ClientAssignmentRequestRecord():
+                self.client_request = record
+            case ClientAssignmentRequestTombstone():
+                self.client_request = None
+            case PreparedAssignmentRecord():
+                self.prepared = record
+            case PreparedAssignmentTombstone():
+                self.prepared = None
+            case _:
+                pass
+
+    def schedule(self, key: TimerKey, deadline_ms: int) -> None:
+        self.timers.append(ScheduleTimer(key=key, deadline_ms=deadline_ms))
+        if key == self.assignment_timer:
+            self.assignment_timer_armed = True
+
+    def cancel(self, key: TimerKey, *, armed: bool | None = None) -> None:
+        """Cancel ``key`` if it is (or may be) armed."""
+        if armed is None:
+            armed = (
+                self.assignment_timer_armed if key == self.assignment_timer else self.ctx.timers.is_armed(key)
+            )
+        if armed:
+            self.timers.append(CancelTimer(key=key))
+        if key == self.assignment_timer:
+            self.assignment_timer_armed = False
+
+    def put_member(self, record: MemberMetadataRecord) -> None:
+        existing = self.member(record.member_id)
+        if existing is not record and existing != record:
+            self.emit(record)
+
+    def put_current(self, record: CurrentMemberAssignmentRecord) -> None:
+        existing = self.current(record.member_id)
+        if existing is not record and existing != record:
+            self.emit(record)
+
+    def remove_member(self, member_id: str) -> None:
+        """Tombstones for the member's current assignment, target and metadata; its timers go."""
+        gid = self.group_id
+        if self.current(member_id) is not None:
+            self.emit(CurrentMemberAssignmentTombstone(group_id=gid, member_id=member_id))
+        if self.target(member_id) is not None:
+            self.emit(TargetAssignmentMemberTombstone(group_id=gid, member_id=member_id))
+        self.emit(MemberMetadataTombstone(group_id=gid, member_id=member_id))
+        self.removed.add(member_id)
+        self.cancel(self.session_timer(member_id))
+        self.cancel(self.revocation_timer(member_id))
+
+    # -- epochs and assignment ----------------------------------------------------------------------
+
+    def refresh_partition_metadata(self) -> bool:
+        """Record the subscribed topics' metadata if the image differs from the recorded one."""
+        image = self.ctx.image.by_name
+        topics = tuple(image[n] for n in sorted(self.subscribed_topic_names()) if n in image)
+        if topics == self.partition_metadata:
+            return False
+        self.emit(PartitionMetadataRecord(group_id=self.group_id, topics=topics))
+        return True
+
+    def bump(self) -> None:
+        """A new assignment is needed: the group epoch goes up (once per write)."""
+        if self.bumped:
+            return
+        self.bumped = True
+        self.refresh_partition_metadata()
+        self.emit(GroupEpochRecord(group_id=self.group_id, epoch=self.group_epoch + 1))
+
+    def assign(self) -> None:
+        """After a bump: compute the target with the server-side assignor, or make sure a member
+        is asked to compute it with the client-side one."""
+        if self.group_epoch <= self.assignment_epoch:
+            return
+        members = self.all_members()
+        client_assignor = select_client_assignor(members.values())
+        if client_assignor is not None:
+            request = self.client_request
+            if request is None or request.member_id not in self.present_members():
+                self.ask_member(previous=None if request is None else request.member_id)
+            return
+        self.drop_client_request()
+        name = preferred_server_assignor(members.values(), self.ctx.config.server_assignors)
+        topics = {t.name: t for t in self.partition_metadata}
+        new = (
+            run_server_assignor(
+                self.ctx.assignors[name],
+                members={
+                    m: (frozenset(r.subscribed_topic_names), r.rack_id, r.instance_id)
+                    for m, r in members.items()
+                },
+                targets={m: t.partitions for m in members if (t := self.target(m)) is not None},
+                topics=topics,
+                epoch=self.group_epoch,
+            )
+            if members
+            else {}
+        )
+        old = {m: t for m in members if (t := self.target(m)) is not None}
+        fresh = {
+            m: TargetAssignmentMemberRecord(group_id=self.group_id, member_id=m, partitions=p)
+            for m, p in new.items()
+        }
+        for record in target_records(self.group_id, old, fresh, epoch=self.group_epoch, assignor_name=name):
+            self.emit(record)
+
+    def ask_member(self, *, previous: str | None, skip_previous: bool = False) -> None:
+        """Ask a (new) member to compute the client-side assignment for the current epoch."""
+        chosen = choose_member(self.present_members(), previous=previous, skip_previous=skip_previous)
+        self.drop_client_request()
+        if chosen is not None:
+            self.emit(
+                ClientAssignmentRequestRecord(
+                    group_id=self.group_id, member_id=chosen, group_epoch=self.group_epoch
+                )
+            )
+
+    def drop_client_request(self) -> None:
+        if self.client_request is not None:
+            self.emit(ClientAssignmentRequestTombstone(group_id=self.group_id))
+        if self.prepared is not None:
+            self.emit(PreparedAssignmentTombstone(group_id=self.group_id))
+        self.cancel(self.assignment_timer)
+
+    def rename_client_request(self, old: str, new: str) -> None:
+        """A static member's replacement inherits its request to compute the assignment."""
+        request = self.client_request
+        if request is not None and request.member_id == old:
+            self.drop_client_request()
+            self.emit(replace(request, member_id=new))
+
+    def result(self, response: R, *, image: MetadataImage | None = None) -> Result[R]:
+        return Result(records=tuple(self.records), response=response, timers=tuple(self.timers), image=image)
