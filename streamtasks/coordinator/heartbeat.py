@@ -138,6 +138,8 @@ def heartbeat(
     u.put_member(member)
     if old_member is None or _needs_new_assignment(old_member, member):
         u.bump()
+    if u.bumped or (u.group_epoch > u.assignment_epoch and u.client_request is None):
+        # (the second case: nobody present was left to ask for a client-side assignment)
         u.assign()
 
     owned = (

@@ -60,6 +60,8 @@ class Member:
     epoch: int = 0
     owned: TopicPartitionSet = field(default_factory=TopicPartitionSet)
     should_compute: bool = False
+    #: What the member sent when it joined: sent again while its epoch is 0.
+    joined_with: dict[str, Any] = field(default_factory=dict)
 
 
 class Harness:
@@ -96,22 +98,22 @@ class Harness:
     ) -> ConsumerGroupHeartbeatResponse:
         member = self.members.setdefault(member_id, Member(member_id))
         member.epoch, member.owned = 0, TopicPartitionSet()
+        member.joined_with = {
+            "instance_id": instance_id,
+            "rack_id": rack_id,
+            "rebalance_timeout_ms": rebalance_timeout_ms,
+            "subscribed_topic_names": topics,
+            "server_assignor": server_assignor,
+            "client_assignors": client_assignors,
+        }
         request = ConsumerGroupHeartbeatRequest(
-            group_id=GROUP,
-            member_id=member_id,
-            member_epoch=0,
-            instance_id=instance_id,
-            rack_id=rack_id,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            subscribed_topic_names=topics,
-            server_assignor=server_assignor,
-            topic_partitions=(),
-            client_assignors=client_assignors,
+            group_id=GROUP, member_id=member_id, member_epoch=0, topic_partitions=(), **member.joined_with
         )
         return self.send(member, request)
 
     def heartbeat(self, member_id: str, **changes: Any) -> ConsumerGroupHeartbeatResponse:
-        """A heartbeat with the member's epoch and owned partitions, plus ``changes``."""
+        """A heartbeat with the member's epoch and owned partitions, plus ``changes``; at epoch 0
+        (still waiting for a first assignment) it repeats what it joined with, as a join must."""
         member = self.members[member_id]
         fields: dict[str, Any] = {
             "group_id": GROUP,
@@ -119,6 +121,8 @@ class Harness:
             "member_epoch": member.epoch,
             "topic_partitions": wire(member.owned),
         }
+        if member.epoch == 0 and changes.get("member_epoch", 0) == 0:
+            fields.update(member.joined_with)
         fields.update(changes)
         return self.send(member, ConsumerGroupHeartbeatRequest(**fields))
 
