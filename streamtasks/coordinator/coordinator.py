@@ -114,6 +114,11 @@ class GroupCoordinator:
         return self._image
 
     @property
+    def assignors(self) -> Mapping[str, PartitionAssignor]:
+        """The server-side assignor objects by name."""
+        return self._assignors
+
+    @property
     def groups(self) -> Mapping[str, ConsumerGroup]:
         return MappingProxyType(self._groups)
 

@@ -194,7 +194,7 @@ class Harness:
     def replayed(self) -> GroupCoordinator:
         """A fresh coordinator loaded from the log."""
         fresh = GroupCoordinator(
-            self.coordinator.config, assignors=dict(self.coordinator._assignors), image=self.coordinator.image
+            self.coordinator.config, assignors=self.coordinator.assignors, image=self.coordinator.image
         )
         for record in self.log:
             fresh.replay(record)

@@ -21,7 +21,7 @@ TOPICS = ("foo", "bar")
 
 def fresh_from(h: Harness, records: list[Record]) -> GroupCoordinator:
     c = h.coordinator
-    fresh = GroupCoordinator(c.config, assignors=dict(c._assignors), image=c.image)
+    fresh = GroupCoordinator(c.config, assignors=c.assignors, image=c.image)
     for record in records:
         fresh.replay(record)
     return fresh
@@ -130,7 +130,7 @@ def run(h: Harness, op: str, arg: Any, sizes: dict[str, int]) -> None:
             h.install(arg, prepared.group_epoch, {arg: tps(foo=[0])})
     elif op == "fail_over":
         c = h.coordinator
-        fresh = GroupCoordinator(c.config, assignors=dict(c._assignors), image=c.image)
+        fresh = GroupCoordinator(c.config, assignors=c.assignors, image=c.image)
         resumed = fresh.load(h.log, h.now)
         assert fresh.snapshot() == c.snapshot()
         h.coordinator = fresh
