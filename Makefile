@@ -22,8 +22,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The whole suite on the default broker (Apache Kafka where Java 17+ and Maven are on PATH,
+# else Tansu, with the reason printed), then the live smoke subset on Tansu.
 unit: $(STAMP)
 	$(BIN)/pytest
+	STREAMTASKS_BROKER=tansu $(BIN)/pytest -m smoke
 
 test: lint typecheck unit
 

@@ -35,9 +35,9 @@ from streamtasks.embedded import Cluster, cluster_from_env  # noqa: E402
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[Cluster]:
-    """A Kafka-compatible cluster: the broker ``STREAMTASKS_BROKER`` names (``tansu`` by default,
-    ``kafka`` or ``auto`` for Apache Kafka) started for this test session, or the cluster named
-    by ``STREAMTASKS_BOOTSTRAP``."""
+    """A Kafka-compatible cluster: the broker ``STREAMTASKS_BROKER`` names (``auto`` by default:
+    Apache Kafka where Java 17+ and Maven are on PATH, else Tansu; or ``kafka`` / ``tansu``)
+    started for this test session, or the cluster named by ``STREAMTASKS_BOOTSTRAP``."""
     cluster = cluster_from_env()
     try:
         yield cluster

@@ -41,7 +41,7 @@ BROKER_ENV = "STREAMTASKS_BROKER"
 BROKER_KINDS = ("auto", "kafka", "tansu")
 #: The choice when neither ``--broker`` nor ``$STREAMTASKS_BROKER`` says (Tansu until the live
 #: suite passes on Apache Kafka; issue 11).
-DEFAULT_BROKER = "tansu"
+DEFAULT_BROKER = "auto"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +78,7 @@ def choose_broker(kind: str | None = None) -> BrokerChoice:
         elif os.environ.get(BROKER_ENV):
             reason = f"{BROKER_ENV}=tansu"
         else:
-            reason = f"the default; {BROKER_ENV}=kafka or auto for Apache Kafka"
+            reason = "the default"
         return BrokerChoice(kind="tansu", reason=reason)
     missing = kafka_requirements_missing()
     version = ""

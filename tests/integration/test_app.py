@@ -32,6 +32,7 @@ def _load_example() -> ModuleType:
     return module
 
 
+@pytest.mark.smoke
 def test_wordcount_example_counts_every_word_exactly(kafka: EmbeddedBroker | ExternalCluster) -> None:
     example = _load_example()
     status = asyncio.run(example.main(kafka.bootstrap_servers, repeat=20, timeout_s=90.0))

@@ -18,7 +18,7 @@ import pytest
 from streamtasks.drills.crash_audit import run_crash_audit
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.smoke]
 
 
 def _seeds() -> list[int]:

@@ -26,7 +26,7 @@ from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from streamtasks.runtime.admin import create_topics_async
 from tests.integration.harness import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.smoke]
 
 
 async def _race(bootstrap: str, tmp: Path) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from streamtasks.runtime.driver import monotonic_ms
 from tests.integration.harness import FAST_GROUP, Audit, SteadyProducer, wait_until
 from topology import TopicPartition
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.smoke]
 
 
 async def records_flow_while_rebalancing(

@@ -11,7 +11,7 @@ from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from tests.integration.harness import Audit, SteadyProducer, StreamtasksWorker, stable, wait_until
 from topology import TopicPartition
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.smoke]
 
 
 async def rolling_bounce(kafka: EmbeddedBroker | ExternalCluster, assignor: str) -> Audit:

@@ -17,7 +17,7 @@ from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from tests.integration.harness import FAST_GROUP, wait_until
 from topology import TopicPartition
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.smoke]
 
 
 async def _produce(producer: AIOKafkaProducer, topic: str, partition: int, values: list[str]) -> set[int]:

@@ -14,7 +14,7 @@ from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.connection import ConnectionLost, GroupCoordinatorClient, parse_bootstrap
 from topology import TopicPartition
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.smoke]
 
 
 def join(group: str, member_id: str, instance: str | None = None) -> cg.JoinGroupRequest:
