@@ -36,11 +36,18 @@ def no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(BOOTSTRAP_ENV, raising=False)
 
 
-def test_the_default_is_tansu_for_now(monkeypatch: pytest.MonkeyPatch) -> None:
+@needs_java
+def test_the_default_is_auto_which_is_apache_kafka_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BROKER_ENV, raising=False)
+    assert choose_broker().kind == "kafka"
+
+
+@pytest.mark.usefixtures("no_java")
+def test_the_default_without_java_is_tansu_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(BROKER_ENV, raising=False)
     choice = choose_broker()
     assert choice.kind == "tansu"
-    assert "STREAMTASKS_BROKER=kafka" in choice.describe()
+    assert "install Java 17+ and Maven" in choice.describe()
 
 
 def test_the_environment_and_the_argument_choose(monkeypatch: pytest.MonkeyPatch) -> None:
