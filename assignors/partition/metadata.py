@@ -24,10 +24,16 @@ def unknown_topics(group: GroupSubscription) -> dict[str, tuple[MemberId, ...]]:
     """Subscribed topics that have no partition count, each with its subscribers (sorted)."""
     counts = group.partitions_per_topic
     found: dict[str, list[MemberId]] = {}
+    # Members decoded from equal bytes share one topics object: look at each object once.
+    unknown_in: dict[int, list[str]] = {}
     for member in sorted(group.members):
-        for topic in topic_names(member, group.members[member].topics):
-            if topic not in counts:
-                found.setdefault(topic, []).append(member)
+        topics = group.members[member].topics
+        unknown = unknown_in.get(id(topics))
+        if unknown is None:
+            unknown = [topic for topic in topic_names(member, topics) if topic not in counts]
+            unknown_in[id(topics)] = unknown
+        for topic in unknown:
+            found.setdefault(topic, []).append(member)
     return {topic: tuple(found[topic]) for topic in sorted(found)}
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar, Protocol, runtime_checkable
@@ -16,6 +16,7 @@ __all__ = [
     "GroupSubscription",
     "MemberId",
     "PartitionAssignor",
+    "PartitionNumbers",
     "RebalanceProtocol",
     "Subscription",
 ]
@@ -61,6 +62,21 @@ class GroupSubscription:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionNumbers:
+    """A :class:`GroupAssignment` as the partition numbers an assignor computed it on.
+
+    Topic ``t``'s partition ``p`` (``0 <= p < counts[t]``) is number ``starts[t] + p``, and
+    ascending numbers are ascending partitions. ``members[i]`` holds, sorted, the numbers of the
+    ``i``-th member of ``GroupAssignment.members``; no number appears twice. The assignor
+    vouches that they are the assignment's partitions: :func:`assignors.cooperative.assign`
+    then works on them instead of reading and checking every partition again."""
+
+    starts: Mapping[str, int]
+    counts: Mapping[str, int]
+    members: Sequence[Sequence[int]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GroupAssignment:
     """Partitions per member. ``followup_needed``: a cooperative round withheld partitions
     that move between owners, so the group must rebalance once more to hand them over.
@@ -73,6 +89,8 @@ class GroupAssignment:
     members: Mapping[MemberId, tuple[TopicPartition, ...]]
     followup_needed: bool = False
     user_data: Mapping[MemberId, bytes] = field(default_factory=dict)
+    #: The same assignment as partition numbers, when :meth:`from_sorted` was given them.
+    numbers: PartitionNumbers | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -89,14 +107,17 @@ class GroupAssignment:
         *,
         followup_needed: bool = False,
         user_data: Mapping[MemberId, bytes] | None = None,
+        numbers: PartitionNumbers | None = None,
     ) -> GroupAssignment:
         """Build from ``members`` that are *already* in member-id order with every tuple sorted,
         skipping the sort (which dominates for 100k partitions). The caller guarantees the
-        order; assignors that compute on sorted partition numbers use this."""
+        order; assignors that compute on sorted partition numbers use this, and hand the
+        numbers over too (:class:`PartitionNumbers`)."""
         self = object.__new__(cls)
         object.__setattr__(self, "members", MappingProxyType(dict(members)))
         object.__setattr__(self, "followup_needed", followup_needed)
         object.__setattr__(self, "user_data", MappingProxyType(dict(sorted((user_data or {}).items()))))
+        object.__setattr__(self, "numbers", numbers)
         return self
 
 

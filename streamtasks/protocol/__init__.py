@@ -33,6 +33,7 @@ from streamtasks.protocol.consumer import (
     encode_subscription,
     subscription_from,
 )
+from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.faust_compat import (
     FAUST_ASSIGNOR_VERSION,
@@ -108,6 +109,7 @@ __all__ = [
     "UNKNOWN_METADATA_VERSION",
     "UNKNOWN_OFFSET_SUM",
     "UPGRADE_FROM_TABLE",
+    "AssignmentEncoder",
     "AssignmentInfo",
     "AssignorErrorCode",
     "CommittedOffset",
@@ -130,6 +132,7 @@ __all__ = [
     "ProbingDecision",
     "ProtocolMetadata",
     "StickyUserData",
+    "SubscriptionDecoder",
     "SubscriptionInfo",
     "SyncGroupAssignment",
     "SyncGroupRequest",

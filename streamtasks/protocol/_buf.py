@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
 
 from streamtasks.errors import DecodeError, LocalProtocolError
 
@@ -104,6 +105,13 @@ class Reader:
         (value,) = _I32.unpack_from(self._data, self._pos)
         self._pos += 4
         return int(value)
+
+    def int32s(self, count: int) -> tuple[int, ...]:
+        """``count`` int32 values in one read (the caller has checked ``count >= 0``)."""
+        self._need(4 * count)
+        values = struct.unpack_from(f">{count}i", self._data, self._pos)
+        self._pos += 4 * count
+        return values
 
     def int64(self) -> int:
         self._need(8)
@@ -252,6 +260,13 @@ class Writer:
     def int32(self, value: int, field: str = "int32") -> None:
         self._range(value, INT32_MIN, INT32_MAX, field)
         self._buf += _I32.pack(value)
+
+    def int32s(self, values: Sequence[int], field: str = "int32") -> None:
+        """Every value as an int32, in one write; the error names the first that does not fit."""
+        if values and (min(values) < INT32_MIN or max(values) > INT32_MAX):
+            for value in values:
+                self._range(value, INT32_MIN, INT32_MAX, field)
+        self._buf += struct.pack(f">{len(values)}i", *values)
 
     def int64(self, value: int, field: str = "int64") -> None:
         self._range(value, INT64_MIN, INT64_MAX, field)

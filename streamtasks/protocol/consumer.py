@@ -25,11 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 
 from assignors.partition.types import Subscription
 from streamtasks.errors import DecodeError, LocalProtocolError
 from streamtasks.protocol._buf import INT16_MAX, INT32_MAX, INT32_MIN, Reader, Writer
 from topology.ids import TopicPartition
+from topology.partitions import topic_partitions
 
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
@@ -47,6 +50,9 @@ __all__ = [
 CONSUMER_PROTOCOL_TYPE = "consumer"
 #: The highest version Apache Kafka defines for both messages.
 HIGHEST_CONSUMER_PROTOCOL_VERSION = 3
+
+_get_topic = attrgetter("topic")
+_get_partition = attrgetter("partition")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +96,10 @@ def _check_version(version: int) -> None:
         raise LocalProtocolError(f"consumer protocol version {version} is not in [0, {INT16_MAX}]")
 
 
-def _check_partitions(partitions: Iterable[TopicPartition], field: str) -> None:
+def _check_partitions(partitions: tuple[TopicPartition, ...], field: str) -> None:
+    numbers = list(map(_get_partition, partitions))
+    if numbers and min(numbers) >= INT32_MIN and max(numbers) <= INT32_MAX:
+        return
     for tp in partitions:
         if not INT32_MIN <= tp.partition <= INT32_MAX:
             raise LocalProtocolError(f"{field}: partition {tp} does not fit in an int32")
@@ -112,11 +121,15 @@ def _group_sorted(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[
     return groups
 
 
-def _group_by_first_appearance(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
-    """Java's assignment grouping: one group per topic, in order of the topic's first partition."""
+def _group_by_first_appearance(partitions: tuple[TopicPartition, ...]) -> list[tuple[str, list[int]]]:
+    """Java's assignment grouping: one group per topic, in order of the topic's first partition.
+    (Runs of one topic are moved as a whole: an assignment is usually sorted, one run a topic.)"""
     by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    for topic, run in groupby(partitions, _get_topic):
+        if topic in by_topic:
+            by_topic[topic].extend(map(_get_partition, run))
+        else:
+            by_topic[topic] = list(map(_get_partition, run))
     return list(by_topic.items())
 
 
@@ -125,8 +138,7 @@ def _write_groups(w: Writer, groups: list[tuple[str, list[int]]], field: str) ->
     for topic, parts in groups:
         w.kafka_nullable_string(topic, f"{field}.topic")
         w.kafka_array_length(len(parts), f"{field}.partitions")
-        for p in parts:
-            w.int32(p, f"{field}.partition")
+        w.int32s(parts, f"{field}.partition")
 
 
 def _read_groups(r: Reader, field: str) -> tuple[TopicPartition, ...]:
@@ -134,8 +146,8 @@ def _read_groups(r: Reader, field: str) -> tuple[TopicPartition, ...]:
     # A group is at least a 2-byte topic length and a 4-byte partition count.
     for _ in range(r.kafka_array_length(field, 6)):
         topic = r.kafka_string(f"{field}.topic")
-        for _ in range(r.kafka_array_length(f"{field}.partitions", 4)):
-            out.append(TopicPartition(topic, r.int32()))
+        count = r.kafka_array_length(f"{field}.partitions", 4)
+        out += topic_partitions(topic, r.int32s(count))
     return tuple(out)
 
 

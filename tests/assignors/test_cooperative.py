@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from typing import ClassVar
 
 import pytest
 from hypothesis import given
@@ -13,10 +12,10 @@ from assignors import cooperative
 from assignors.cooperative import Adjustment, OwnedClaim, adjust, owned_from, valid_claims
 from assignors.partition.range import RangeAssignor
 from assignors.partition.sticky import CooperativeStickyAssignor, StickyAssignor
-from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol
+from assignors.partition.types import GroupAssignment, RebalanceProtocol
 from assignors.partition.uniform import UniformAssignor
 from streamtasks.errors import AssignorError, AssignorInputError
-from tests.assignors.partition.groups import check_complete, group, next_round
+from tests.assignors.partition.groups import Returns, check_complete, group, next_round
 from topology.ids import TopicPartition
 
 COOPERATIVE = RebalanceProtocol.COOPERATIVE
@@ -284,20 +283,6 @@ def test_a_joining_member_gets_its_share_in_two_rounds(assignor: CooperativeStic
     assert set(second.members["a"]) <= set(third.members["a"])  # nobody lost anything in round two
 
 
-class _Broken:
-    name: ClassVar[str] = "broken"
-    version: ClassVar[int] = 0
-
-    def __init__(self, result: object) -> None:
-        self.result = result
-
-    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]:
-        return (EAGER, COOPERATIVE)
-
-    def assign(self, group: GroupSubscription) -> GroupAssignment:
-        return self.result  # type: ignore[return-value]
-
-
 @pytest.mark.parametrize(
     ("result", "message"),
     [
@@ -313,7 +298,7 @@ def test_a_broken_assignor_result_is_reported(result: object, message: str) -> N
     g = group({"a": ["t"], "b": ["t"]}, {"t": 1})
     for protocol in (EAGER, COOPERATIVE):
         with pytest.raises(AssignorError, match=message):
-            cooperative.assign(_Broken(result), g, protocol)
+            cooperative.assign(Returns(result), g, protocol)
 
 
 def test_adjustment_is_immutable() -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from hypothesis import strategies as st
 
-from assignors.partition.types import GroupAssignment, GroupSubscription, Subscription
+from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol, Subscription
 from topology.ids import TopicPartition
 
 __all__ = [
+    "Returns",
     "all_partitions",
     "check_complete",
     "counts",
@@ -45,6 +47,23 @@ def group(
         },
         partitions_per_topic=dict(partitions),
     )
+
+
+class Returns:
+    """A partition assignor that returns ``result`` whatever the group, EAGER and COOPERATIVE
+    (``result`` may be anything: also how a bad result is reported is tested with it)."""
+
+    name: ClassVar[str] = "returns"
+    version: ClassVar[int] = 0
+
+    def __init__(self, result: object) -> None:
+        self.result = result
+
+    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]:
+        return (RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE)
+
+    def assign(self, group: GroupSubscription) -> GroupAssignment:
+        return self.result  # type: ignore[return-value]
 
 
 def next_round(
