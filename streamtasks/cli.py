@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--broker",
         choices=("auto", "kafka", "tansu"),
         help="embedded broker: Apache Kafka (needs Java 17+ and Maven), Tansu, or auto (Kafka where "
-        "java and mvn are on PATH); default: $STREAMTASKS_BROKER, else tansu",
+        "java and mvn are on PATH); default: $STREAMTASKS_BROKER, else auto",
     )
     demo.add_argument("--protocol", choices=("cooperative", "eager"), default="cooperative")
     demo.add_argument(

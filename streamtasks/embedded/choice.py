@@ -39,8 +39,7 @@ __all__ = [
 #: Environment variable choosing the embedded broker: ``auto``, ``kafka`` or ``tansu``.
 BROKER_ENV = "STREAMTASKS_BROKER"
 BROKER_KINDS = ("auto", "kafka", "tansu")
-#: The choice when neither ``--broker`` nor ``$STREAMTASKS_BROKER`` says (Tansu until the live
-#: suite passes on Apache Kafka; issue 11).
+#: The choice when neither ``--broker`` nor ``$STREAMTASKS_BROKER`` says.
 DEFAULT_BROKER = "auto"
 
 
