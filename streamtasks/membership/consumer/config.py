@@ -1,0 +1,100 @@
+"""Configuration of a KIP-848 consumer group member."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from assignors.partition.types import PartitionAssignor
+from streamtasks.errors import ConfigError
+from streamtasks.membership.consumer.events import AssignorMetadata
+
+__all__ = ["ConsumerMemberConfig", "default_metadata"]
+
+
+def default_metadata(assignor: PartitionAssignor) -> AssignorMetadata:
+    """Versions 0..``assignor.version``, written at ``assignor.version``, no bytes."""
+    return AssignorMetadata(
+        minimum_version=0, maximum_version=assignor.version, metadata_version=assignor.version
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerMemberConfig:
+    """Everything a :class:`ConsumerMember` needs to know up front.
+
+    ``member_id``: KIP-848 v1 has the member generate its id (a UUID string); the driver makes
+    one and keeps it across rejoins (the sans-IO member has no randomness).
+
+    Assignment: ``server_assignor`` names a coordinator-side assignor (``None``: the
+    coordinator's default); ``client_assignors`` (in preference order, exclusive with
+    ``server_assignor``) are run by this member when the coordinator asks it to compute the
+    group's assignment (seed KIP-848). ``assignor_metadata`` is what it advertises for each
+    (default :func:`default_metadata`); ``AssignorMetadataChanged`` replaces it later.
+
+    ``session_timeout_ms``: the coordinator's session timeout as the member assumes it. With
+    no heartbeat answered for that long the coordinator has removed it: its partitions are
+    lost and it rejoins (the classic member's rule, kept here so that a member cut off from
+    the coordinator gives up partitions that are being handed to others).
+    """
+
+    group_id: str
+    member_id: str
+    topics: tuple[str, ...]
+    group_instance_id: str | None = None
+    rack: str | None = None
+    server_assignor: str | None = None
+    client_assignors: tuple[PartitionAssignor, ...] = ()
+    assignor_metadata: Mapping[str, AssignorMetadata] = field(default_factory=dict)
+    rebalance_timeout_ms: int = 300_000
+    session_timeout_ms: int = 45_000
+    #: Until the coordinator's first answer says otherwise.
+    heartbeat_interval_ms: int = 5_000
+    retry_backoff_ms: int = 100
+    request_timeout_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "topics", tuple(sorted(set(self.topics))))
+        object.__setattr__(self, "client_assignors", tuple(self.client_assignors))
+        if not self.group_id:
+            raise ConfigError("group_id must not be empty")
+        if not self.member_id:
+            raise ConfigError("member_id must not be empty (KIP-848 v1: the member generates it)")
+        names = [a.name for a in self.client_assignors]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"client assignor names must be unique, got {names}")
+        if self.server_assignor is not None and self.client_assignors:
+            raise ConfigError("server_assignor and client_assignors can't be used together")
+        unknown = sorted(set(self.assignor_metadata) - set(names))
+        if unknown:
+            raise ConfigError(f"assignor_metadata for assignors not configured: {unknown}")
+        metadata = {
+            a.name: self.assignor_metadata.get(a.name, default_metadata(a)) for a in self.client_assignors
+        }
+        for name, m in metadata.items():
+            if not (
+                -1 <= m.minimum_version <= m.metadata_version <= m.maximum_version and m.maximum_version >= 0
+            ):
+                raise ConfigError(f"assignor {name!r}: invalid metadata versions {m}")
+        object.__setattr__(self, "assignor_metadata", MappingProxyType(metadata))
+        for name, value in (
+            ("rebalance_timeout_ms", self.rebalance_timeout_ms),
+            ("session_timeout_ms", self.session_timeout_ms),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("request_timeout_ms", self.request_timeout_ms),
+        ):
+            if value <= 0:
+                raise ConfigError(f"{name} must be > 0, got {value}")
+        if self.retry_backoff_ms < 0:
+            raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
+        if self.group_instance_id is not None and not self.group_instance_id:
+            raise ConfigError("group_instance_id must be None or a non-empty string")
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
+
+    @property
+    def client_side(self) -> bool:
+        return bool(self.client_assignors)

@@ -1,0 +1,40 @@
+"""The states of a KIP-848 consumer group member (Apache Kafka's client ``MemberState``)."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["MemberState"]
+
+
+class MemberState(enum.Enum):
+    """Where a :class:`~streamtasks.membership.consumer.ConsumerMember` is in the group.
+
+    The names and meanings are those of Apache Kafka's ``consumer.internals.MemberState``; the
+    legal moves between them are :data:`~streamtasks.membership.consumer.transitions.TRANSITIONS`.
+    """
+
+    #: Not in the group: not subscribed yet, or left. ``Subscribe`` starts a join.
+    UNSUBSCRIBED = "unsubscribed"
+    #: Heartbeating at epoch 0 (a full join) until the coordinator gives an epoch and a first
+    #: assignment; a client-side group keeps a member here until a target exists.
+    JOINING = "joining"
+    #: Applying an assignment: committing and revoking what it no longer gets, then taking
+    #: what it gets. Heartbeats go on meanwhile.
+    RECONCILING = "reconciling"
+    #: Reconciled; the heartbeat that tells the coordinator what it owns now is due or in flight.
+    ACKNOWLEDGING = "acknowledging"
+    #: Owns what the coordinator gave it and heartbeats.
+    STABLE = "stable"
+    #: Fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, or no heartbeat answer for a session
+    #: timeout): everything it owned is lost; it rejoins at epoch 0 with the same member id.
+    FENCED = "fenced"
+    #: ``Leave``: committing and revoking what it owns before the leave heartbeat.
+    PREPARE_LEAVING = "prepare_leaving"
+    #: The leave heartbeat (epoch -1, or -2 for a static member) is in flight.
+    LEAVING = "leaving"
+    #: A fatal error (UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, INVALID_REQUEST...). Terminal.
+    FATAL = "fatal"
+    #: The application stopped polling for longer than allowed: partitions lost, left the
+    #: group; rejoins when the application polls again (``ApplicationPolled``).
+    STALE = "stale"

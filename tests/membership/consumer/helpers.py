@@ -1,0 +1,208 @@
+"""Drive real :class:`ConsumerMember` objects against the real KIP-848 coordinator, without a
+network: every request is answered at once (or held back, or dropped, when a test says so)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from assignors.partition.uniform import UniformAssignor
+from streamtasks.coordinator import CoordinatorConfig, GroupCoordinator, MetadataImage, Record, TopicMetadata
+from streamtasks.membership.classic import (
+    AssignmentChanged,
+    CommitOffsets,
+    CoordinatorDiscovered,
+    ErrorReported,
+    FindCoordinator,
+    InvokeListener,
+    ListenerKind,
+)
+from streamtasks.membership.consumer import (
+    Action,
+    ConsumerMember,
+    ConsumerMemberConfig,
+    Event,
+    MetadataUpdated,
+    ResponseReceived,
+    SendRequest,
+)
+from streamtasks.protocol.assignment_rpc import (
+    ConsumerGroupInstallAssignmentRequest,
+    ConsumerGroupPrepareAssignmentRequest,
+)
+from streamtasks.protocol.classic_group import OffsetCommitResponse
+from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+from streamtasks.protocol.errors import KafkaErrorCode
+from topology.ids import TopicPartition
+
+GROUP = "g"
+
+
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_OID, name)
+
+
+def tp(spec: str) -> TopicPartition:
+    topic, _, partition = spec.rpartition("-")
+    return TopicPartition(topic, int(partition))
+
+
+def tps(*specs: str) -> frozenset[TopicPartition]:
+    return frozenset(tp(s) for s in specs)
+
+
+@dataclass
+class Node:
+    """One member and everything its driver saw."""
+
+    member: ConsumerMember
+    actions: list[Action] = field(default_factory=list)
+    listener: list[tuple[ListenerKind, tuple[TopicPartition, ...]]] = field(default_factory=list)
+    errors: list[ErrorReported] = field(default_factory=list)
+    sent: list[Any] = field(default_factory=list)
+    #: Requests held back: (request id, request) — answered with ``release``.
+    held: list[tuple[int, Any]] = field(default_factory=list)
+    hold: bool = False
+    commits: list[CommitOffsets] = field(default_factory=list)
+
+
+class Cluster:
+    def __init__(
+        self,
+        topics: Mapping[str, int] | None = None,
+        *,
+        config: CoordinatorConfig | None = None,
+        assignors: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.topics = dict(topics or {"foo": 4})
+        self.coordinator = GroupCoordinator(
+            config
+            or CoordinatorConfig(
+                session_timeout_ms=10_000, heartbeat_interval_ms=1_000, server_assignors=("uniform",)
+            ),
+            assignors=assignors or {"uniform": UniformAssignor()},
+            image=self.image(),
+        )
+        self.log: list[Record] = []
+        self.now = 0
+        self.nodes: dict[str, Node] = {}
+        self.commit_error: KafkaErrorCode = KafkaErrorCode.NONE
+
+    def image(self) -> MetadataImage:
+        return MetadataImage(
+            tuple(
+                TopicMetadata(topic_id=topic_id(n), name=n, num_partitions=p) for n, p in self.topics.items()
+            )
+        )
+
+    def metadata_event(self) -> MetadataUpdated:
+        return MetadataUpdated(
+            partitions_per_topic=dict(self.topics), topic_ids={n: topic_id(n) for n in self.topics}
+        )
+
+    def add(self, name: str, **config: Any) -> Node:
+        config.setdefault("topics", tuple(self.topics))
+        config.setdefault("session_timeout_ms", 10_000)
+        config.setdefault("rebalance_timeout_ms", 15_000)
+        config.setdefault("heartbeat_interval_ms", 1_000)
+        config.setdefault("request_timeout_ms", 5_000)
+        member = ConsumerMember(ConsumerMemberConfig(group_id=GROUP, member_id=name, **config), self.now)
+        node = self.nodes[name] = Node(member)
+        self.handle(name, self.metadata_event())
+        return node
+
+    # -- driving ---------------------------------------------------------------------------
+
+    def handle(self, name: str, event: Event) -> list[Action]:
+        node = self.nodes[name]
+        actions = node.member.handle(event, self.now)
+        self.execute(name, actions)
+        return actions
+
+    def poll(self, name: str) -> list[Action]:
+        node = self.nodes[name]
+        actions = node.member.poll(self.now)
+        self.execute(name, actions)
+        return actions
+
+    def execute(self, name: str, actions: Iterable[Action]) -> None:
+        node = self.nodes[name]
+        for action in actions:
+            node.actions.append(action)
+            if isinstance(action, FindCoordinator):
+                self.handle(name, CoordinatorDiscovered(request_id=action.request_id))
+            elif isinstance(action, SendRequest):
+                node.sent.append(action.request)
+                if node.hold:
+                    node.held.append((action.request_id, action.request))
+                else:
+                    self.answer(name, action.request_id, action.request)
+            elif isinstance(action, CommitOffsets):
+                node.commits.append(action)
+                response = OffsetCommitResponse(
+                    errors=tuple((p, self.commit_error) for p in action.partitions)
+                )
+                if node.hold:
+                    node.held.append((action.request_id, response))
+                else:
+                    self.handle(name, ResponseReceived(request_id=action.request_id, response=response))
+            elif isinstance(action, InvokeListener):
+                node.listener.append((action.kind, action.partitions))
+            elif isinstance(action, ErrorReported):
+                node.errors.append(action)
+            else:
+                assert isinstance(action, AssignmentChanged)
+
+    def answer(self, name: str, request_id: int, request: Any) -> None:
+        response = self.write(request)
+        self.handle(name, ResponseReceived(request_id=request_id, response=response))
+
+    def write(self, request: Any) -> Any:
+        c = self.coordinator
+        if isinstance(request, OffsetCommitResponse):
+            return request
+        if isinstance(request, ConsumerGroupHeartbeatRequest):
+            result: Any = c.heartbeat(request, self.now)
+        elif isinstance(request, ConsumerGroupPrepareAssignmentRequest):
+            result = c.prepare_assignment(request, self.now)
+        else:
+            assert isinstance(request, ConsumerGroupInstallAssignmentRequest)
+            result = c.install_assignment(request, self.now)
+        self.log += result.records
+        return c.apply(result)
+
+    def release(self, name: str) -> None:
+        node = self.nodes[name]
+        held, node.held = node.held, []
+        node.hold = False
+        for rid, request in held:
+            self.answer(name, rid, request)
+
+    def tick(self, ms: int = 0) -> None:
+        """Advance the clock, run the coordinator's timers, poll every member."""
+        self.now += ms
+        for result in self.coordinator.poll(self.now):
+            self.log += result.records
+        for name in list(self.nodes):
+            self.poll(name)
+
+    def run(self, ms: int, step: int = 100) -> None:
+        for _ in range(ms // step):
+            self.tick(step)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def owned(self, name: str) -> frozenset[TopicPartition]:
+        return self.nodes[name].member.owned_partitions
+
+    def group(self) -> Any:
+        return self.coordinator.group(GROUP)
+
+    def assert_exclusive(self) -> None:
+        seen: dict[TopicPartition, str] = {}
+        for name, node in self.nodes.items():
+            for p in node.member.owned_partitions:
+                assert p not in seen, f"{p} owned by {seen[p]} and {name}"
+                seen[p] = name
