@@ -5,6 +5,7 @@ Examples::
     python -m streamtasks.sim --protocol cooperative --seeds 200 --faults all
     python -m streamtasks.sim --protocol both --seeds 1000 --same-assignor --json
     python -m streamtasks.sim --protocol eager --seeds 1 --seed-base 4242   # replay one seed
+    python -m streamtasks.sim --protocol consumer-client --seeds 1000 --json  # KIP-848, client-side
 
 Progress goes to stderr; the table (or ``--json``) to stdout. The exit status is 1 when any
 scenario violated an invariant (each failure is printed with its seed, the minimal scenario
@@ -29,7 +30,13 @@ __all__ = ["main"]
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m streamtasks.sim", description=__doc__.split("\n\n")[0])
-    p.add_argument("--protocol", choices=("eager", "cooperative", "both"), default="both")
+    p.add_argument(
+        "--protocol",
+        choices=("eager", "cooperative", "both", "consumer", "consumer-client"),
+        default="both",
+        help="classic (eager, cooperative, both) or KIP-848: consumer (server-side uniform), "
+        "consumer-client (client-side, streams assignor with standbys)",
+    )
     p.add_argument("--seeds", type=int, default=100, help="number of scenarios (one per seed)")
     p.add_argument("--seed-base", type=int, default=0, help="first seed")
     p.add_argument(
@@ -66,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1:
         print("error: --seeds must be >= 1", file=sys.stderr)
         return 2
+    if args.protocol in ("consumer", "consumer-client"):
+        return _kip848(args, faults)
     protocols = (
         [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE]
         if args.protocol == "both"
@@ -112,6 +121,37 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print("trace (last events):")
                     print("\n".join(tail))
     return 1 if any(s.violations for s in summaries) else 0
+
+
+def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
+    """``--protocol consumer|consumer-client``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
+    from streamtasks.sim.kip848 import run_consumer_batch
+
+    def progress(s: object, total: int = args.seeds) -> None:
+        done = getattr(s, "scenarios", 0)
+        print(
+            f"[{args.protocol}] {done}/{total} scenarios, {getattr(s, 'events', 0):,} events, "
+            f"{getattr(s, 'violations', 0)} violations",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    summary = run_consumer_batch(
+        args.protocol,
+        range(args.seed_base, args.seed_base + args.seeds),
+        faults=faults,
+        shrink_failures=not args.no_shrink,
+        progress=progress,
+        progress_every=max(args.progress_every, 1),
+    )
+    if args.json:
+        print(json.dumps({"runs": [summary.as_dict()], "violations": summary.violations}, indent=2))
+    else:
+        print(summary.table())
+        for failure in summary.failures:
+            lines = failure.report().split("\n")
+            print("\n" + "\n".join(lines[: 4 + failure.minimal_steps + args.trace_lines]))
+    return 1 if summary.violations else 0
 
 
 if __name__ == "__main__":
