@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/state.py [--records 100000] [--keys 20000] [--partitions 6]
         [--repeat 1] [--rows 1,2,3,4] [--bootstrap-servers HOST:PORT]
 
-Uses ``--bootstrap-servers``, else ``$STREAMTASKS_BOOTSTRAP``, else an embedded Tansu broker.
+Uses ``--bootstrap-servers``, else ``$STREAMTASKS_BOOTSTRAP``, else the embedded broker
+``$STREAMTASKS_BROKER`` picks (Apache Kafka where Java and Maven are installed, else Tansu).
 Each step prints a progress line on stderr; the table goes to stdout. The app is the drills'
 count + latest-value app (:mod:`streamtasks.drills.stateful_app`): two changelogged stores, so
 two changelog writes per input record. Rows:
@@ -65,7 +66,14 @@ with project_imports():
     from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
     from streamtasks.drills.stateful_app import count_and_latest, keyed_topology, make_app, record_for
     from streamtasks.drills.stateful_demo import WorkerProcess as _Worker
-    from streamtasks.embedded import EmbeddedBroker, ExternalCluster, cluster_from_env
+    from streamtasks.embedded import (
+        Cluster,
+        EmbeddedBroker,
+        ExternalCluster,
+        KafkaBroker,
+        cluster_from_env,
+        kafka_version,
+    )
     from streamtasks.protocol.userdata import AssignmentInfo
     from streamtasks.runtime.admin import TopicSpec, create_topics_async
     from streamtasks.state import KeyValueStore, StateDirectory
@@ -557,10 +565,16 @@ async def main() -> int:
     logging.basicConfig(level=logging.ERROR, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.chdir(ROOT)
     load_start = os.getloadavg()[0]
-    cluster: EmbeddedBroker | ExternalCluster = (
+    cluster: Cluster = (
         ExternalCluster(args.bootstrap_servers) if args.bootstrap_servers else cluster_from_env()
     )
-    broker = "embedded Tansu" if isinstance(cluster, EmbeddedBroker) else "external"
+    broker = (
+        "embedded Tansu"
+        if isinstance(cluster, EmbeddedBroker)
+        else f"embedded Apache Kafka {kafka_version()}"
+        if isinstance(cluster, KafkaBroker)
+        else "external"
+    )
     step(f"broker: {broker} at {cluster.bootstrap_servers}")
     try:
         with tempfile.TemporaryDirectory(prefix="streamtasks-bench-state-") as tmp:
