@@ -108,13 +108,22 @@ class StreamsPartitionAssignor:
 
     def assign(self, group: GroupSubscription) -> GroupAssignment:
         problems: list[str] = []
-        result = self._assign(group, problems)
+        result = self._assign(group, problems, withhold=True)
+        self.last_problems = tuple(problems)
+        return result
+
+    def assign_target(self, group: GroupSubscription) -> GroupAssignment:
+        """KIP-848 (client-side): the target itself, nothing withheld. The coordinator hands
+        partitions over (revoke before assign), so the KIP-429 withholding step is skipped;
+        ``owned_partitions`` still make the answer sticky."""
+        problems: list[str] = []
+        result = self._assign(group, problems, withhold=False)
         self.last_problems = tuple(problems)
         return result
 
     # ------------------------------------------------------------------ the steps
 
-    def _assign(self, group: GroupSubscription, problems: list[str]) -> GroupAssignment:
+    def _assign(self, group: GroupSubscription, problems: list[str], *, withhold: bool) -> GroupAssignment:
         members = sorted(group.members)
         if not members:
             return GroupAssignment(members={})
@@ -139,7 +148,7 @@ class StreamsPartitionAssignor:
         assignment = self._run_task_assignor(tasks, view, self._now_ms(), problems)
         by_id = {t.id: t for t in tasks}
         planned = spread_over_members(view, assignment)
-        final, withheld = withhold_moving(planned, view, by_id, members)
+        final, withheld = withhold_moving(planned, view, by_id, members) if withhold else (planned, False)
         return out.assignment(final, by_id, view, assignment.followup_rebalance_ms, withheld)
 
     def _check_peers(

@@ -9,6 +9,7 @@ actions in order (the classic member's vocabulary and listener rule). See ``docs
 from streamtasks.membership.consumer.actions import Action, Request, SendRequest
 from streamtasks.membership.consumer.client_assignment import (
     AssignmentProblem,
+    TargetAssignor,
     compute_assignment,
     group_subscription,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "Response",
     "ResponseReceived",
     "SendRequest",
+    "TargetAssignor",
     "compute_assignment",
     "default_metadata",
     "group_subscription",

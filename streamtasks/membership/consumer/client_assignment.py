@@ -7,14 +7,16 @@ data) and the assignor's plain ``assign`` runs on it: under KIP-848 the assignor
 target, and the coordinator does the hand-over (revoke before assign), so there is no
 ``cooperative.adjust`` step. An assignor that withholds moving partitions itself (KIP-429
 style, like the streams assignor) would leave them unassigned, which the coordinator refuses:
-its result is thrown away and it runs once more without owned partitions (it keeps its
-stickiness through its own metadata, e.g. the streams members' task offset sums).
+so an assignor that can compute the target directly says so by having ``assign_target``
+(:class:`TargetAssignor`; the streams assignor does), which is then called instead. Any other
+assignor whose result leaves partitions out is run once more without owned partitions.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
 
 from assignors.partition.types import GroupAssignment, GroupSubscription, PartitionAssignor, Subscription
 from streamtasks.errors import StreamTasksError
@@ -22,7 +24,15 @@ from streamtasks.protocol.assignment_rpc import ConsumerGroupPrepareAssignmentRe
 from streamtasks.protocol.consumer_group import TopicIdPartitions
 from topology.ids import TopicPartition
 
-__all__ = ["AssignmentProblem", "compute_assignment", "group_subscription"]
+__all__ = ["AssignmentProblem", "TargetAssignor", "compute_assignment", "group_subscription"]
+
+
+@runtime_checkable
+class TargetAssignor(Protocol):
+    """A partition assignor that can also compute a KIP-848 target: the whole assignment,
+    nothing withheld for a KIP-429 hand-over (the coordinator does the hand-over)."""
+
+    def assign_target(self, group: GroupSubscription) -> GroupAssignment: ...
 
 
 class AssignmentProblem(StreamTasksError):
@@ -93,6 +103,8 @@ def _gaps(result: GroupAssignment, group: GroupSubscription) -> list[str]:
 
 def _run(assignor: PartitionAssignor, group: GroupSubscription) -> GroupAssignment:
     try:
+        if isinstance(assignor, TargetAssignor):
+            return assignor.assign_target(group)
         return assignor.assign(group)
     except Exception as exc:  # a plug-in's failure is reported, never raised into the driver
         raise AssignmentProblem(f"assignor {assignor.name!r} failed: {type(exc).__name__}: {exc}") from exc

@@ -269,7 +269,7 @@ class ConsumerMember(MemberSteps):
             self._gate = Gate(
                 purpose=Purpose.LEAVE,
                 partitions=self._owned,
-                deadline_ms=now_ms + self._config.rebalance_timeout_ms,
+                deadline_ms=now_ms + self._config.rebalance_timeout_ms // 2,
                 retry_at_ms=now_ms,
             )
             self._maybe_commit(now_ms)

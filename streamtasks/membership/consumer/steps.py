@@ -155,7 +155,7 @@ class MemberSteps(MemberCore):
             self._gate = Gate(
                 purpose=Purpose.RECONCILE,
                 partitions=revoked,
-                deadline_ms=now_ms + self._config.rebalance_timeout_ms,
+                deadline_ms=now_ms + self._config.rebalance_timeout_ms // 2,
                 retry_at_ms=now_ms,
             )
             self._maybe_commit(now_ms)

@@ -65,6 +65,8 @@ class Node:
     #: Requests held back: (request id, request) — answered with ``release``.
     held: list[tuple[int, Any]] = field(default_factory=list)
     hold: bool = False
+    #: Hold back only the offset commits.
+    hold_commits: bool = False
     commits: list[CommitOffsets] = field(default_factory=list)
 
 
@@ -144,7 +146,7 @@ class Cluster:
                 response = OffsetCommitResponse(
                     errors=tuple((p, self.commit_error) for p in action.partitions)
                 )
-                if node.hold:
+                if node.hold or node.hold_commits:
                     node.held.append((action.request_id, response))
                 else:
                     self.handle(name, ResponseReceived(request_id=action.request_id, response=response))
@@ -176,7 +178,7 @@ class Cluster:
     def release(self, name: str) -> None:
         node = self.nodes[name]
         held, node.held = node.held, []
-        node.hold = False
+        node.hold = node.hold_commits = False
         for rid, request in held:
             self.answer(name, rid, request)
 
