@@ -111,3 +111,18 @@ def test_two_members_split_the_topic_without_overlap() -> None:
     assert c.owned("a") | c.owned("b") == tps("foo-0", "foo-1", "foo-2", "foo-3")
     assert len(c.owned("a")) == len(c.owned("b")) == 2
     assert {n.member.state for n in c.nodes.values()} == {MemberState.STABLE}
+
+
+def test_partitions_of_unknown_topic_ids_are_taken_once_metadata_names_them() -> None:
+    from streamtasks.membership.consumer import MetadataUpdated
+
+    c = Cluster()
+    a = c.add("a")
+    c.handle("a", MetadataUpdated(partitions_per_topic={}, topic_ids={}))
+    c.run(2_000)
+    assert c.owned("a") == frozenset()
+    assert any("not in the metadata" in e.reason for e in a.errors)
+    c.handle("a", c.metadata_event())
+    c.run(1_000)
+    assert c.owned("a") == tps("foo-0", "foo-1", "foo-2", "foo-3")
+    assert a.member.state is MemberState.STABLE
