@@ -170,7 +170,9 @@ def _task_request(state: ApplicationState) -> tuple[dict[str, Any], list[TaskId]
                 "active": sorted(index[t] for t in c.previous_active),
                 "standby": sorted(index[t] for t in c.previous_standby),
                 "lags": sorted(
-                    [index[t], lag] for t, lag in c.task_lags.items() if t in index and state.tasks[t].is_stateful
+                    [index[t], lag]
+                    for t, lag in c.task_lags.items()
+                    if t in index and state.tasks[t].is_stateful
                 ),
             }
         )
@@ -201,7 +203,9 @@ def _group_request(group: GroupSubscription) -> dict[str, Any]:
             {
                 "id": member,
                 "topics": sorted(set(s.topics)),
-                "owned": [[tp.topic, tp.partition] for tp in dict.fromkeys(s.owned_partitions) if tp in existing],
+                "owned": [
+                    [tp.topic, tp.partition] for tp in dict.fromkeys(s.owned_partitions) if tp in existing
+                ],
                 "generation": s.generation,
             }
             for member, s in sorted(group.members.items())
@@ -295,13 +299,15 @@ def describe_state(state: ApplicationState) -> str:
     lines = [
         f"configs: num_standby_replicas={c.num_standby_replicas} acceptable_recovery_lag="
         f"{c.acceptable_recovery_lag} max_warmup_replicas={c.max_warmup_replicas}",
-        "tasks: " + " ".join(f"{t}{'' if s.is_stateful else '(stateless)'}" for t, s in sorted(state.tasks.items())),
+        "tasks: "
+        + " ".join(f"{t}{'' if s.is_stateful else '(stateless)'}" for t, s in sorted(state.tasks.items())),
     ]
     for pid in sorted(state.clients, key=lambda u: u.int):
         cl = state.clients[pid]
         lags = {str(t): lag for t, lag in sorted(cl.task_lags.items())}
         lines.append(
-            f"  process {pid.int} capacity={cl.capacity} previous_active={sorted(map(str, cl.previous_active))}"
+            f"  process {pid.int} capacity={cl.capacity}"
+            f" previous_active={sorted(map(str, cl.previous_active))}"
             f" previous_standby={sorted(map(str, cl.previous_standby))} lags={lags}"
         )
     return "\n".join(lines)
@@ -309,8 +315,8 @@ def describe_state(state: ApplicationState) -> str:
 
 def describe_assignment(assignment: TaskAssignment) -> str:
     return "\n".join(
-        f"  process {p.process_id.int} active={sorted(map(str, p.active))} standby={sorted(map(str, p.standby))}"
-        f" warmup={sorted(map(str, p.warmup))}"
+        f"  process {p.process_id.int} active={sorted(map(str, p.active))}"
+        f" standby={sorted(map(str, p.standby))} warmup={sorted(map(str, p.warmup))}"
         for p in assignment.processes
     )
 
@@ -343,7 +349,11 @@ def _spread(loads: Sequence[Fraction]) -> Fraction:
 
 
 def task_quality(
-    state: ApplicationState, assignment: TaskAssignment, *, warmups: int | None = None, followup: bool | None = None
+    state: ApplicationState,
+    assignment: TaskAssignment,
+    *,
+    warmups: int | None = None,
+    followup: bool | None = None,
 ) -> TaskQuality:
     """Measure ``assignment`` of ``state``; ``warmups`` and ``followup`` default to what the
     assignment itself says (Kafka's answers pass their own)."""

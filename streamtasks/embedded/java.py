@@ -82,8 +82,7 @@ def compiled_program(
     missing = jdk_missing()
     if missing is not None:
         raise JavaUnavailable(f"{missing}: {JDK_INSTALL_HINT}")
-    java, javac = shutil.which("java"), shutil.which("javac")
-    assert java is not None and javac is not None
+    java, javac = shutil.which("java") or "java", shutil.which("javac") or "javac"
     main = main_class or source.stem
     jdk = f"{os.path.realpath(javac)}:{java_version(java)}"
     key = b"\0".join((source.read_bytes(), os.pathsep.join(classpath).encode(), jdk.encode()))
