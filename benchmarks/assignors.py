@@ -9,7 +9,10 @@ benchmarks/bench_partition.py (partition assignors vs kafka-python 3), measured 
 the same inputs. ``seconds`` is the best of several runs; ``ratio`` is peer time / streamtasks
 time for the same case. A second table, from benchmarks/bench_leader.py, times a classic-group
 leader's whole step (decode, ``uniform``, check, adjust, encode) at 10,000 members x 100,000
-partitions, fresh, with one member added and with one removed.
+partitions, fresh, with one member added and with one removed. A third, from
+benchmarks/bench_oracle.py, sets streamtasks' high_availability and cooperative_sticky beside
+Kafka's own HighAvailabilityTaskAssignor and CooperativeStickyAssignor (run in a JVM; skipped
+with a note where Java is missing).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import bench_leader
+import bench_oracle
 import bench_partition
 import bench_task
 from _table import format_table
@@ -75,7 +79,7 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="smaller shapes; skip slow peers")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--suite", choices=("all", "task", "partition", "leader"), default="all")
+    parser.add_argument("--suite", choices=("all", "task", "partition", "leader", "oracle"), default="all")
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
     if args.suite in ("all", "task"):
@@ -88,15 +92,20 @@ def main() -> int:
     if args.suite in ("all", "leader"):
         print("measuring the leader step ...", file=sys.stderr)
         leader = bench_leader.rows(quick=args.quick)
+    oracle: list[dict[str, object]] = []
+    if args.suite in ("all", "oracle"):
+        print("measuring Kafka's own assignors beside ours ...", file=sys.stderr)
+        oracle = bench_oracle.rows(quick=args.quick)
     _annotate(rows)
     if args.json:
-        print(json.dumps(rows + leader, indent=2, default=str))
+        print(json.dumps(rows + leader + oracle, indent=2, default=str))
     else:
-        print(
-            "\n\n".join(
-                table for table in (rows and render(rows), leader and bench_leader.render(leader)) if table
-            )
+        tables = (
+            rows and render(rows),
+            leader and bench_leader.render(leader),
+            oracle and bench_oracle.render(oracle),
         )
+        print("\n\n".join(table for table in tables if table))
     failed = [r for r in rows + leader if r.get("meets_goal") is False]
     return 1 if failed else 0
 
