@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import hashlib
 import itertools
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -28,6 +23,7 @@ from aiokafka import AIOKafkaProducer
 from streamtasks.drills import OwnershipLedger, RecordAudit
 from streamtasks.embedded import kafka_classpath
 from streamtasks.embedded._process import die_with_parent, log_tail
+from streamtasks.embedded.java import JavaProgram, JavaUnavailable, compiled_program
 from streamtasks.embedded.kafka_broker import kafka_requirements_missing
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.consumer import Consumer
@@ -202,35 +198,22 @@ _JAVA_PEER_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class JavaPeer:
-    """A compiled ``PeerConsumer``: the directory of its class and the jars it runs with."""
+    """A compiled ``PeerConsumer`` (:func:`streamtasks.embedded.java.compiled_program`)."""
 
-    java: str
-    classes: Path
-    classpath: tuple[str, ...]
+    program: JavaProgram
 
     def command(self, log4j2: Path) -> list[str]:
-        cp = os.pathsep.join((str(self.classes), *self.classpath))
-        return [
-            self.java,
-            *JAVA_PEER_JVM_OPTIONS,
-            f"-Dlog4j2.configurationFile={log4j2}",
-            "-cp",
-            cp,
-            "PeerConsumer",
-        ]
+        return self.program.command(*JAVA_PEER_JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j2}")
 
 
 def java_peer() -> JavaPeer:
-    """Compile ``java/peer/src/PeerConsumer.java`` once per source and classpath (cached under
-    ``$XDG_CACHE_HOME/streamtasks/java-peer/<hash>/``) and say how to run it.
+    """Compile ``java/peer/src/PeerConsumer.java`` once per source, classpath and JDK (cached
+    under ``$XDG_CACHE_HOME/streamtasks/java-peer/<hash>/``) and say how to run it.
 
     Raises :class:`JavaPeerMissing` saying what to install when java, javac or the Kafka jars
     are not there."""
-    java, javac = shutil.which("java"), shutil.which("javac")
-    if java is None or javac is None:
-        raise JavaPeerMissing(f"no {'java' if java is None else 'javac'} on PATH: {JAVA_PEER_INSTALL}")
     missing = kafka_requirements_missing(need_mvn=False)
     if missing is not None:
         raise JavaPeerMissing(f"{missing}: {JAVA_PEER_INSTALL}")
@@ -238,25 +221,10 @@ def java_peer() -> JavaPeer:
         classpath = tuple(kafka_classpath())  # the broker's jars include kafka-clients and slf4j
     except BrokerError as exc:
         raise JavaPeerMissing(f"the kafka-clients jar is not available: {exc}") from exc
-    source = JAVA_PEER_SOURCE.read_bytes()
-    digest = hashlib.sha256(source + os.pathsep.join(classpath).encode()).hexdigest()[:16]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamtasks" / "java-peer"
-    classes = base / digest
-    base.mkdir(parents=True, exist_ok=True)
-    with (base / "compile.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (classes / "PeerConsumer.class").is_file():
-            partial = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=base))
-            command = [
-                *(javac, "--release", "17", "-proc:none", "-Xlint:all", "-Werror", "-d", str(partial)),
-                *("-cp", os.pathsep.join(classpath), str(JAVA_PEER_SOURCE)),
-            ]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-            if done.returncode != 0:
-                shutil.rmtree(partial, ignore_errors=True)
-                raise RuntimeError(f"javac failed on {JAVA_PEER_SOURCE}:\n{done.stdout}{done.stderr}")
-            partial.rename(classes)
-    return JavaPeer(java=java, classes=classes, classpath=classpath)
+    try:
+        return JavaPeer(compiled_program(JAVA_PEER_SOURCE, classpath, cache="java-peer"))
+    except JavaUnavailable as exc:
+        raise JavaPeerMissing(str(exc)) from exc
 
 
 class JavaPeerMissing(Exception):
