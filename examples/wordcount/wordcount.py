@@ -1,7 +1,11 @@
 """Word count on streamtasks: two subtopologies, a repartition step and a counting store.
 
     python examples/wordcount/wordcount.py                  # embedded broker, 2 app instances
+    python examples/wordcount/wordcount.py --broker tansu   # auto (default) | kafka | tansu
     python examples/wordcount/wordcount.py --bootstrap-servers host:9092
+
+The embedded broker is Apache Kafka where Java 17+ and Maven are on PATH, otherwise Tansu
+(``--broker`` or ``$STREAMTASKS_BROKER`` choose; the choice is printed in one line).
 
 Subtopology 0 reads ``text-lines`` and splits each line into words, forwarding every word to
 the repartition topic ``wordcount-words-repartition`` keyed by the word, so one task sees all
@@ -24,7 +28,7 @@ import time
 from aiokafka import AIOKafkaProducer
 
 from streamtasks.app import App, ProcessorContext, Record
-from streamtasks.embedded import EmbeddedBroker
+from streamtasks.embedded import BROKER_KINDS, start_broker
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.state.serdes import INT64, STRING
 from topology import TopologyBuilder
@@ -122,12 +126,18 @@ async def main(bootstrap_servers: str, repeat: int, timeout_s: float) -> int:
 def cli() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", help="an existing cluster (default: embedded broker)")
+    parser.add_argument(
+        "--broker",
+        choices=BROKER_KINDS,
+        default=None,
+        help="embedded broker: Apache Kafka, Tansu, or auto (default: $STREAMTASKS_BROKER, else auto)",
+    )
     parser.add_argument("--repeat", type=int, default=50, help="how many times the text is produced")
     parser.add_argument("--timeout", type=float, default=90.0)
     args = parser.parse_args()
     if args.bootstrap_servers:
         return asyncio.run(main(args.bootstrap_servers, args.repeat, args.timeout))
-    with EmbeddedBroker() as broker:
+    with start_broker(args.broker) as broker:
         return asyncio.run(main(broker.bootstrap_servers, args.repeat, args.timeout))
 
 
