@@ -3,14 +3,19 @@ rebalance latency (a member joining a live group until it holds partitions), eag
 cooperative, on the same broker.
 
     .venv/bin/python benchmarks/runtime.py [--records 200000] [--sizes 3,10,30] [--quick]
+        [--broker auto|kafka|tansu]
 
-Uses the embedded broker unless STREAMTASKS_BOOTSTRAP names a cluster. Prints two tables.
+Uses the embedded broker (``--broker``, else ``$STREAMTASKS_BROKER``, else auto: Apache Kafka where
+Java 17+ and Maven are on PATH, otherwise Tansu) unless STREAMTASKS_BOOTSTRAP names a cluster.
+Prints which broker, then two tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import sys
 import time
 import uuid
@@ -22,7 +27,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from aiokafka.structs import TopicPartition as AioTP  # noqa: E402
 
-from streamtasks.embedded import cluster_from_env  # noqa: E402
+from streamtasks.embedded import BROKER_ENV, BROKER_KINDS, cluster_from_env  # noqa: E402
 from streamtasks.runtime.consumer import Consumer  # noqa: E402
 
 sys.path.insert(0, str(_HERE))
@@ -155,11 +160,19 @@ async def main() -> int:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--sizes", default="3,10,30")
     parser.add_argument("--rounds", type=int, default=5, help="throughput rounds (interleaved; best kept)")
-    parser.add_argument("--quick", action="store_true", help="50k records, sizes 3,10")
+    parser.add_argument("--quick", action="store_true", help="100k records, sizes 3,10")
+    parser.add_argument(
+        "--broker", choices=BROKER_KINDS, help=f"embedded broker (default: ${BROKER_ENV}, else auto)"
+    )
     args = parser.parse_args()
+    # aiokafka's retried warnings (e.g. a fresh topic's leader not yet in its metadata) are noise here
+    logging.basicConfig(level=logging.ERROR, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.broker:
+        os.environ[BROKER_ENV] = args.broker
     if args.quick:
         args.records, args.sizes = 100_000, "3,10"
-    cluster = cluster_from_env()
+    load_start = os.getloadavg()[0]
+    cluster = cluster_from_env()  # prints the broker it picked
     try:
         topic = f"bench-throughput-{uuid.uuid4().hex[:6]}"
         cluster.create_topics({topic: PARTITIONS})
@@ -206,6 +219,9 @@ async def main() -> int:
                 seconds = await join_latency(cluster.bootstrap_servers, size, assignor)
                 lat_rows.append((str(size), protocol, f"{seconds:.2f}"))
         print(format_table(("members", "protocol", "join → assigned (s)"), lat_rows))
+        print(
+            f"{os.cpu_count()} CPUs, load average {load_start:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+        )
     finally:
         cluster.stop()
     return 0
