@@ -44,6 +44,11 @@ class ConsumerConfig(BaseModel):
     group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
     client_id: str = Field(default="streamtasks", alias="client.id")
     client_rack: str | None = Field(default=None, alias="client.rack")
+    #: ``classic`` (JoinGroup/SyncGroup, KIP-429) or ``consumer`` (KIP-848's ConsumerGroupHeartbeat).
+    group_protocol: Literal["classic", "consumer"] = Field(default="classic", alias="group.protocol")
+    #: ``consumer`` protocol only: the coordinator-side assignor (Apache Kafka: ``uniform`` or
+    #: ``range``); ``None`` leaves the choice to the coordinator (its first configured assignor).
+    group_remote_assignor: str | None = Field(default=None, alias="group.remote.assignor", min_length=1)
     assignors: tuple[str, ...] = Field(
         default=("cooperative_sticky",), alias="partition.assignment.strategy", min_length=1
     )
@@ -74,6 +79,8 @@ class ConsumerConfig(BaseModel):
                 f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                 f"session.timeout.ms ({self.session_timeout_ms})"
             )
+        if self.group_remote_assignor is not None and self.group_protocol != "consumer":
+            raise ValueError("group.remote.assignor needs group.protocol=consumer")
         if len(set(self.assignors)) != len(self.assignors):
             raise ValueError(f"partition.assignment.strategy lists an assignor twice: {self.assignors}")
         return self

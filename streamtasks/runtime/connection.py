@@ -10,7 +10,13 @@ from typing import Any, TypeVar
 
 from streamtasks.errors import BrokerError, DecodeError
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.runtime.framing import FrameDecoder, decode_response, encode_request
+from streamtasks.runtime.framing import (
+    FrameDecoder,
+    decode_response,
+    encode_raw_request,
+    encode_request,
+    split_flexible_response,
+)
 from streamtasks.runtime.group_wire import (
     GroupRequest,
     KFindCoordinatorResponse,
@@ -20,12 +26,19 @@ from streamtasks.runtime.group_wire import (
     to_wire,
 )
 
-__all__ = ["AsyncConnection", "ConnectionLost", "GroupCoordinatorClient", "open_any", "parse_bootstrap"]
+__all__ = [
+    "COORDINATOR_GONE",
+    "AsyncConnection",
+    "ConnectionLost",
+    "GroupCoordinatorClient",
+    "open_any",
+    "parse_bootstrap",
+]
 
 R = TypeVar("R")
 
 #: Responses that mean "ask someone else": the coordinator moved or is not there yet.
-_COORDINATOR_GONE = frozenset(
+COORDINATOR_GONE = frozenset(
     {
         KafkaErrorCode.NOT_COORDINATOR,
         KafkaErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -56,7 +69,8 @@ class AsyncConnection:
         self._writer = writer
         self._client_id = client_id
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[Any], type[Any]]] = {}
+        #: correlation id -> (future, kio response class; None: the raw body of a flexible response)
+        self._pending: dict[int, tuple[asyncio.Future[Any], type[Any] | None]] = {}
         self._closed: BaseException | None = None
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
 
@@ -75,22 +89,41 @@ class AsyncConnection:
         return self._closed is not None
 
     async def call(self, request: Any, response_cls: type[R], *, timeout_s: float = 30.0) -> R:
+        correlation_id = next(self._ids)
+        frame = encode_request(request, correlation_id=correlation_id, client_id=self._client_id)
+        result: R = await self._exchange(
+            correlation_id, frame, response_cls, type(request).__name__, timeout_s
+        )
+        return result
+
+    async def call_raw(
+        self, api_key: int, api_version: int, body: bytes, *, timeout_s: float = 30.0
+    ) -> bytes:
+        """Send a request body encoded elsewhere (a flexible version: request header v2);
+        return the response body (after response header v1)."""
+        correlation_id = next(self._ids)
+        frame = encode_raw_request(
+            api_key, api_version, body, correlation_id=correlation_id, client_id=self._client_id
+        )
+        result: bytes = await self._exchange(correlation_id, frame, None, f"api {api_key}", timeout_s)
+        return result
+
+    async def _exchange(
+        self, correlation_id: int, frame: bytes, response_cls: type[Any] | None, what: str, timeout_s: float
+    ) -> Any:
         if self._closed is not None:
             raise ConnectionLost(f"connection is closed: {self._closed}")
-        correlation_id = next(self._ids)
-        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (future, response_cls)
         try:
-            self._writer.write(
-                encode_request(request, correlation_id=correlation_id, client_id=self._client_id)
-            )
+            self._writer.write(frame)
             await self._writer.drain()
             # Not wait_for: on Python 3.11 it can return the result and drop a cancellation that
             # arrives as the response lands (bpo-42130), leaving the caller running.
             async with asyncio.timeout(timeout_s):
                 return await future
         except (OSError, TimeoutError) as exc:
-            raise ConnectionLost(f"{type(request).__name__} failed: {exc or 'timed out'}") from exc
+            raise ConnectionLost(f"{what} failed: {exc or 'timed out'}") from exc
         finally:
             self._pending.pop(correlation_id, None)
 
@@ -119,7 +152,11 @@ class AsyncConnection:
         if future.done():
             return
         try:
-            _, response = decode_response(frame, response_cls)
+            response = (
+                split_flexible_response(frame)[1]
+                if response_cls is None
+                else decode_response(frame, response_cls)[1]
+            )
         except DecodeError as exc:
             future.set_exception(exc)
         else:
@@ -204,16 +241,33 @@ class GroupCoordinatorClient:
 
     async def send(self, request: GroupRequest, *, timeout_s: float = 30.0) -> Any:
         """Send a decoded request; return the decoded response. Raises ConnectionLost on IO failure."""
+        return await self.send_entity(to_wire(request), response_type(request), timeout_s=timeout_s)
+
+    async def send_entity(self, entity: Any, response_cls: type[Any], *, timeout_s: float = 30.0) -> Any:
+        """Send a kio request entity; return the decoded response (:func:`from_wire`)."""
         conn = await self._find()
         try:
-            wire = await conn.call(to_wire(request), response_type(request), timeout_s=timeout_s)
+            wire = await conn.call(entity, response_cls, timeout_s=timeout_s)
         except ConnectionLost:
             await self.reset()
             raise
         response = from_wire(wire)
-        if getattr(response, "error", None) in _COORDINATOR_GONE:
+        if getattr(response, "error", None) in COORDINATOR_GONE:
             await self.reset()
         return response
+
+    async def send_raw(
+        self, api_key: int, api_version: int, body: bytes, *, timeout_s: float = 30.0
+    ) -> bytes:
+        """Send a request body encoded elsewhere to the coordinator; return the response body.
+        Raises ConnectionLost on IO failure (and forgets the coordinator). The caller decodes
+        the answer and calls :meth:`reset` when it says the coordinator moved."""
+        conn = await self._find()
+        try:
+            return await conn.call_raw(api_key, api_version, body, timeout_s=timeout_s)
+        except ConnectionLost:
+            await self.reset()
+            raise
 
     async def reset(self) -> None:
         conn, self._coordinator = self._coordinator, None

@@ -1,10 +1,12 @@
 """``streamtasks.Consumer``: an asyncio consumer with cooperative rebalancing and pluggable
 partition assignors.
 
-Group membership runs on streamtasks' own classic-protocol member (KIP-429 cooperative or
-eager, static membership, KIP-568 ``enforce_rebalance``); records are fetched by an aiokafka
-consumer with manual assignment. Offsets are committed with the member id and generation, so a
-fenced member's commit is rejected::
+Group membership runs on streamtasks' own members: the classic protocol by default (KIP-429
+cooperative or eager, static membership, KIP-568 ``enforce_rebalance``), or KIP-848's consumer
+group protocol with ``group_protocol="consumer"`` (ConsumerGroupHeartbeat; the coordinator's
+assignor, ``group_remote_assignor``). Records are fetched by an aiokafka consumer with manual
+assignment, the same way under both. Offsets are committed with the member id and generation
+(classic) or member epoch (KIP-848), so a fenced member's commit is rejected::
 
     async with Consumer(["orders"], bootstrap_servers="127.0.0.1:9092", group_id="billing") as c:
         async for record in c:
@@ -18,12 +20,14 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from kio.schema.metadata.v12.response import MetadataResponse
+from kio.static.constants import uuid_zero
 
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
@@ -37,6 +41,7 @@ from streamtasks.membership.classic import (
     MemberConfig,
     UserDataProvider,
 )
+from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
 from streamtasks.protocol.classic_group import (
     CommittedOffset,
     OffsetCommitRequest,
@@ -47,7 +52,14 @@ from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.admin import metadata_request
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
+from streamtasks.runtime.consumer_driver import (
+    ConsumerGroupDriver,
+    TopicMetadata,
+    new_member_id,
+    send_consumer_group_request,
+)
 from streamtasks.runtime.driver import MemberDriver
+from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
 __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
@@ -87,31 +99,25 @@ class Consumer:
         self.config: ConsumerConfig = make_config(dict(config or {}), **settings)
         self._topics = tuple(sorted(set(topic_list)))
         self._listener = listener
+        explicit_assignors = tuple(partition_assignors or ())
         if partition_assignors is None:
             partition_assignors = tuple(
                 assignor_registry.get_partition_assignor(n) for n in self.config.assignors
             )
         elif not partition_assignors:
             raise ConfigError("partition_assignors must name at least one assignor")
-        self._member_config = MemberConfig(
-            group_id=self.config.group_id,
-            topics=self._topics,
-            assignors=tuple(partition_assignors),
-            group_instance_id=self.config.group_instance_id,
-            session_timeout_ms=self.config.session_timeout_ms,
-            rebalance_timeout_ms=self.config.rebalance_timeout_ms,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-            retry_backoff_ms=self.config.retry_backoff_ms,
-            request_timeout_ms=self.config.request_timeout_ms,
-            rack=self.config.client_rack,
-            user_data_provider=user_data_provider,
-        )
-        self._member = ClassicMember(self._member_config)
+        self._member: ClassicMember | ConsumerMember
+        if self.config.group_protocol == "consumer":
+            if user_data_provider is not None:
+                raise ConfigError("user_data_provider is for the classic protocol (group_protocol='classic')")
+            self._member = ConsumerMember(self._consumer_member_config(explicit_assignors))
+        else:
+            self._member = ClassicMember(self._classic_member_config(partition_assignors, user_data_provider))
         self._fetcher: AIOKafkaConsumer | None = None
         self._client: GroupCoordinatorClient | None = None
         #: A connection to any bootstrap broker, for Metadata requests.
         self._metadata_conn: AsyncConnection | None = None
-        self._driver: MemberDriver | None = None
+        self._driver: MemberDriver | ConsumerGroupDriver | None = None
         self._driver_task: asyncio.Task[None] | None = None
         self._commit_task: asyncio.Task[None] | None = None
         self._owned: frozenset[TopicPartition] = frozenset()
@@ -129,6 +135,48 @@ class Consumer:
         self._fatal: ErrorReported | None = None
         self._closed = False
 
+    def _classic_member_config(
+        self, assignors: Sequence[PartitionAssignor], user_data_provider: UserDataProvider | None
+    ) -> MemberConfig:
+        cfg = self.config
+        return MemberConfig(
+            group_id=cfg.group_id,
+            topics=self._topics,
+            assignors=tuple(assignors),
+            group_instance_id=cfg.group_instance_id,
+            session_timeout_ms=cfg.session_timeout_ms,
+            rebalance_timeout_ms=cfg.rebalance_timeout_ms,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            request_timeout_ms=cfg.request_timeout_ms,
+            rack=cfg.client_rack,
+            user_data_provider=user_data_provider,
+        )
+
+    def _consumer_member_config(
+        self, client_assignors: tuple[PartitionAssignor, ...]
+    ) -> ConsumerMemberConfig:
+        """KIP-848: the coordinator's assignor (``group_remote_assignor``), or, with
+        ``partition_assignors`` given, client-side assignors (the seed KIP's, which only a
+        streamtasks coordinator runs). The session timeout is the coordinator's
+        (``group.consumer.session.timeout.ms``); ``session_timeout_ms`` is only how long this
+        member goes without a heartbeat answer before it gives its partitions up."""
+        cfg = self.config
+        return ConsumerMemberConfig(
+            group_id=cfg.group_id,
+            member_id=new_member_id(),
+            topics=self._topics,
+            group_instance_id=cfg.group_instance_id,
+            rack=cfg.client_rack,
+            server_assignor=cfg.group_remote_assignor,
+            client_assignors=client_assignors,
+            rebalance_timeout_ms=cfg.rebalance_timeout_ms,
+            session_timeout_ms=cfg.session_timeout_ms,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            request_timeout_ms=cfg.request_timeout_ms,
+        )
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -144,9 +192,14 @@ class Consumer:
         )
         await self._fetcher.start()
         self._client = GroupCoordinatorClient(cfg.bootstrap_servers, cfg.group_id, client_id=cfg.client_id)
-        self._driver = MemberDriver(
-            self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
-        )
+        if isinstance(self._member, ConsumerMember):
+            self._driver = ConsumerGroupDriver(
+                self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
+            )
+        else:
+            self._driver = MemberDriver(
+                self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
+            )
         await self._driver.refresh_metadata()
         self._driver_task = asyncio.get_running_loop().create_task(self._driver.run())
         if cfg.enable_auto_commit:
@@ -193,20 +246,35 @@ class Consumer:
 
     @property
     def generation(self) -> int:
+        """The classic generation, or the KIP-848 member epoch."""
+        if isinstance(self._member, ConsumerMember):
+            return self._member.member_epoch
         return self._member.generation
 
     def enforce_rebalance(self, reason: str = "") -> bool:
-        """KIP-568: rejoin on the next poll, keeping owned partitions. Returns whether it took
-        effect (False while a rebalance is already in flight)."""
+        """Ask for a new assignment, keeping owned partitions. Returns whether it took effect.
+
+        Classic (KIP-568): rejoin on the next poll (False while a rebalance is already in
+        flight). KIP-848: the client-side assignors' ``Reason`` changes with the next heartbeat;
+        under a coordinator-side assignor there is nothing to ask (Apache Kafka's consumer
+        makes it a no-op too) and it returns False."""
+        if isinstance(self._driver, ConsumerGroupDriver):
+            return self._driver.enforce_rebalance(reason)
+        if isinstance(self._member, ConsumerMember):
+            return False  # not started
         took = self._member.enforce_rebalance(reason)
         if took and self._driver is not None:
             self._driver.wake()
         return took
 
     def metrics(self) -> dict[str, float]:
-        from streamtasks.runtime.driver import monotonic_ms
-
-        out = dict(self._member.metrics(monotonic_ms()))
+        if isinstance(self._member, ConsumerMember):
+            out = {
+                "member-epoch": float(self._member.member_epoch),
+                "assigned-partitions": float(len(self._member.owned_partitions)),
+            }
+        else:
+            out = dict(self._member.metrics(monotonic_ms()))
         for name, n in self._fetch_stats.items():
             out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
         return out
@@ -362,7 +430,12 @@ class Consumer:
 
     async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Commit ``offsets`` (default: the position after the last record returned, for every
-        owned partition) with this member's id and generation."""
+        owned partition) with this member's id and generation (KIP-848: member epoch).
+
+        KIP-848: a commit answered STALE_MEMBER_EPOCH was sent with an epoch the coordinator
+        has moved past (the heartbeat that tells this member is on its way). It is sent again,
+        with the new epoch, for the partitions this member still owns once that epoch arrived
+        (within the commit's request timeout); otherwise it fails like any rejected commit."""
         if self._closed:
             raise StreamTasksError("consumer is closed")
         if self._client is None:
@@ -372,20 +445,49 @@ class Consumer:
             if offsets is not None
             else {tp: self._positions[tp] for tp in self._owned if tp in self._positions}
         )
-        if not chosen:
-            return
+        while chosen:
+            epoch = self.generation
+            response = await self._send_commit(chosen, epoch)
+            failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
+            stale = {tp for tp, err in failed if err is KafkaErrorCode.STALE_MEMBER_EPOCH}
+            if not failed:
+                return
+            if len(stale) < len(failed) or not await self._epoch_moved(epoch):
+                detail = ", ".join(f"{tp}: {err.name}" for tp, err in failed)
+                raise CommitFailedError(f"offset commit rejected ({detail})")
+            gone = sorted(tp for tp in stale if tp not in self._owned)
+            if gone:
+                raise CommitFailedError(
+                    f"offset commit rejected: {gone} no longer owned at epoch {self.generation}"
+                )
+            chosen = {tp: chosen[tp] for tp in stale}
+
+    async def _send_commit(self, offsets: Mapping[TopicPartition, int], epoch: int) -> OffsetCommitResponse:
+        assert self._client is not None
         request = OffsetCommitRequest(
             group_id=self.config.group_id,
-            generation_id=self._member.generation,
+            generation_id=epoch,
             member_id=self._member.member_id,
             group_instance_id=self.config.group_instance_id,
-            offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(chosen.items())),
+            offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(offsets.items())),
         )
-        response: OffsetCommitResponse = await self._client.send(request)
-        failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
-        if failed:
-            detail = ", ".join(f"{tp}: {err.name}" for tp, err in failed)
-            raise CommitFailedError(f"offset commit rejected ({detail})")
+        timeout_s = self.config.request_timeout_ms / 1000
+        if isinstance(self._member, ConsumerMember):
+            response: OffsetCommitResponse = await send_consumer_group_request(
+                self._client, request, timeout_s=timeout_s
+            )
+        else:
+            response = await self._client.send(request, timeout_s=timeout_s)
+        return response
+
+    async def _epoch_moved(self, sent: int) -> bool:
+        """Wait (up to the request timeout) until this KIP-848 member's epoch is no longer ``sent``."""
+        if not isinstance(self._member, ConsumerMember):
+            return False
+        deadline = monotonic_ms() + self.config.request_timeout_ms
+        while self._member.member_epoch == sent and monotonic_ms() < deadline and not self._closed:
+            await asyncio.sleep(0.02)
+        return self._member.member_epoch not in (sent, 0)
 
     async def _auto_commit(self) -> None:
         while True:
@@ -470,9 +572,14 @@ class Consumer:
             log.info("group error handled: %s", error.reason)
 
     async def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]:
-        """Partition counts of ``topics`` from a Metadata request of their own (aiokafka's
-        cluster view only follows the topics its fetcher is assigned). A topic the broker does
-        not know yet, or whose partitions are not all led, is left out: no news, not zero."""
+        """Partition counts of ``topics`` (:meth:`topic_metadata`)."""
+        return (await self.topic_metadata(topics)).partitions
+
+    async def topic_metadata(self, topics: tuple[str, ...]) -> TopicMetadata:
+        """Partition counts and topic ids of ``topics`` from a Metadata request of their own
+        (aiokafka's cluster view only follows the topics its fetcher is assigned). A topic the
+        broker does not know yet, or whose partitions are not all led, is left out: no news,
+        not zero."""
         if self._metadata_conn is None or self._metadata_conn.closed:
             self._metadata_conn = await open_any(self.config.bootstrap_servers, self.config.client_id)
         try:
@@ -482,7 +589,10 @@ class Consumer:
             self._metadata_conn = None
             raise
         counts: dict[str, int] = {}
+        ids: dict[str, uuid.UUID] = {}
         for topic in response.topics:
             if topic.error_code.value == 0 and topic.partitions and topic.name is not None:
                 counts[str(topic.name)] = len(topic.partitions)
-        return counts
+                if topic.topic_id is not None and topic.topic_id != uuid_zero:
+                    ids[str(topic.name)] = topic.topic_id
+        return TopicMetadata(partitions=counts, topic_ids=ids)

@@ -2,251 +2,58 @@
 
 It owns no protocol logic: it feeds responses, failures and timer ticks into a
 :class:`~streamtasks.membership.classic.ClassicMember`, executes the actions it returns in order,
-and sleeps until the member's next deadline or the next event. Requests run as tasks, so
+and sleeps until the member's next deadline or the next event (the loop shared with the KIP-848
+driver, :class:`~streamtasks.runtime.member_loop.MemberLoop`). Requests run as tasks, so
 heartbeats keep going while the application processes records.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from streamtasks.errors import BrokerError, DecodeError
 from streamtasks.membership.classic import (
-    Action,
-    AssignmentChanged,
     ClassicMember,
-    CommitOffsets,
-    CoordinatorDiscovered,
-    ErrorReported,
-    Event,
-    FindCoordinator,
-    InvokeListener,
-    Leave,
-    ListenerCompleted,
     MemberState,
     MetadataUpdated,
-    RequestFailed,
     ResponseReceived,
-    SendRequest,
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest
-from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.runtime.connection import GroupCoordinatorClient
-from topology.ids import TopicPartition
+from streamtasks.runtime.member_loop import DriverHost, MemberLoop, monotonic_ms
 
 __all__ = ["DriverHost", "MemberDriver", "monotonic_ms"]
+
+# ``DriverHost`` and ``monotonic_ms`` are re-exported: callers imported them from here.
 
 log = logging.getLogger("streamtasks.driver")
 
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+class MemberDriver(MemberLoop[ClassicMember]):
+    """Runs one classic member until it has left the group (or failed)."""
 
+    def finished(self) -> bool:
+        return self.member.state in (MemberState.CLOSED, MemberState.FAILED)
 
-class DriverHost(Protocol):
-    """What the driver needs from the consumer that embeds it."""
+    def left(self) -> bool:
+        return self.member.state is MemberState.CLOSED
 
-    def positions(self) -> Mapping[TopicPartition, int]: ...
+    def describe(self) -> tuple[object, str, int]:
+        return self.member.state, self.member.member_id, self.member.generation
 
-    async def assignment_changed(self, change: AssignmentChanged) -> None: ...
-
-    async def invoke_listener(self, call: InvokeListener) -> None: ...
-
-    async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None: ...
-
-    def error_reported(self, error: ErrorReported) -> None: ...
-
-    async def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]: ...
-
-
-class MemberDriver:
-    """Runs one member until it has left the group (or failed)."""
-
-    def __init__(
-        self,
-        member: ClassicMember,
-        client: GroupCoordinatorClient,
-        host: DriverHost,
-        *,
-        metadata_interval_ms: int = 300_000,
-        clock: Callable[[], int] = monotonic_ms,
-    ) -> None:
-        self.member = member
-        self._client = client
-        self._host = host
-        self._clock = clock
-        self._metadata_interval_ms = metadata_interval_ms
-        #: Subscribed topics the last metadata refresh did not know (refreshed sooner).
-        self._missing_topics: tuple[str, ...] = ()
-        self._events: asyncio.Queue[Event] = asyncio.Queue()
-        self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._listener_error: BaseException | None = None
-        self.done = asyncio.Event()
-
-    # -- inputs ----------------------------------------------------------------------------
-
-    def post(self, event: Event) -> None:
-        self._events.put_nowait(event)
-
-    def wake(self) -> None:
-        """Make the loop poll the member now (after a direct call such as enforce_rebalance)."""
-        self._wake.set()
-
-    def take_listener_error(self) -> BaseException | None:
-        """The first exception a rebalance callback raised since the last call, if any."""
-        error, self._listener_error = self._listener_error, None
-        return error
-
-    # -- the loop --------------------------------------------------------------------------
-
-    async def run(self) -> None:
-        metadata = asyncio.get_running_loop().create_task(self._metadata_loop())
-        try:
-            while True:
-                await self._step()
-                if self.member.state in (MemberState.CLOSED, MemberState.FAILED):
-                    break
-                await self._wait()
-        finally:
-            metadata.cancel()
-            if self._tasks and self.member.state is MemberState.CLOSED:
-                # The member has just sent LeaveGroup: let it reach the broker, or the group
-                # notices the departure only when the session times out.
-                grace_s = min(self.member.config.request_timeout_ms, 5_000) / 1000
-                await asyncio.wait(list(self._tasks), timeout=grace_s)
-            for task in list(self._tasks):
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await metadata
-            self.done.set()
-
-    async def _step(self) -> None:
-        before = self.member.state
-        while not self._events.empty():
-            event = self._events.get_nowait()
-            if isinstance(event, ResponseReceived):
-                log.debug("<- %s", event.response)
-            await self._execute(self.member.handle(event, self._clock()))
-        await self._execute(self.member.poll(self._clock()))
-        if self.member.state is not before:
-            log.info(
-                "member %s: %s -> %s (generation %d)",
-                self.member.member_id or "-",
-                before.value,
-                self.member.state.value,
-                self.member.generation,
-            )
-
-    async def _wait(self) -> None:
-        deadline = self.member.next_deadline_ms()
-        timeout = None if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
-        if not self._events.empty():
-            return
-        getter = asyncio.ensure_future(self._events.get())
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {getter, waker}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            waker.cancel()
-            if not getter.done():
-                getter.cancel()
-        self._wake.clear()
-        if getter in done and not getter.cancelled():
-            self._events.put_nowait(getter.result())
-
-    async def _execute(self, actions: list[Action]) -> None:
-        first_error: BaseException | None = None
-        for action in actions:
-            if isinstance(action, SendRequest):
-                log.debug("-> %s", type(action.request).__name__)
-                self._spawn(self._send(action.request_id, action.request))
-            elif isinstance(action, FindCoordinator):
-                self._spawn(self._find(action.request_id))
-            elif isinstance(action, CommitOffsets):
-                await self._host.before_commit(action.partitions)
-                self._spawn(self._send(action.request_id, action.to_request(self._host.positions())))
-            elif isinstance(action, AssignmentChanged):
-                await self._host.assignment_changed(action)
-            elif isinstance(action, InvokeListener):
-                failed = False
-                try:
-                    await self._host.invoke_listener(action)
-                except Exception as exc:  # KIP-429: run the rest, re-raise the first
-                    failed = True
-                    first_error = first_error or exc
-                    log.warning("rebalance callback %s raised: %r", action.kind.value, exc)
-                self.post(ListenerCompleted(invocation_id=action.invocation_id, failed=failed))
-            elif isinstance(action, ErrorReported):
-                self._host.error_reported(action)
-        if first_error is not None and self._listener_error is None:
-            self._listener_error = first_error
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, request_id: int, request: Any) -> None:
-        config = self.member.config
-        timeout_ms = config.request_timeout_ms
+    def request_timeout_ms(self, request: Any) -> int:
+        timeout_ms = self._request_timeout_ms
         if isinstance(request, JoinGroupRequest):
-            timeout_ms += config.rebalance_timeout_ms
-        try:
-            response = await self._client.send(request, timeout_s=timeout_ms / 1000)
-        except (BrokerError, DecodeError) as exc:
-            log.debug("request %s failed: %s", type(request).__name__, exc)
-            self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.NETWORK_EXCEPTION))
-        else:
-            self.post(ResponseReceived(request_id=request_id, response=response))
+            timeout_ms += self.member.config.rebalance_timeout_ms
+        return timeout_ms
 
-    async def _find(self, request_id: int) -> None:
-        try:
-            await self._client.ensure_coordinator()
-        except BrokerError as exc:
-            log.debug("coordinator lookup failed: %s", exc)
-            self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.COORDINATOR_NOT_AVAILABLE))
-        else:
-            self.post(CoordinatorDiscovered(request_id=request_id))
+    async def request(self, request: Any, timeout_ms: int) -> Any:
+        return await self._client.send(request, timeout_s=timeout_ms / 1000)
 
-    async def refresh_metadata(self) -> None:
-        """Post fresh partition counts to the member. A failed refresh is logged and retried
-        soon (as for a topic the metadata does not know yet)."""
-        try:
-            counts = await self._host.partition_counts(self.member.config.topics)
-        except BrokerError as exc:
-            log.warning("metadata refresh failed: %s", exc)
-            self._missing_topics = self.member.config.topics
-            return
-        self._missing_topics = tuple(t for t in self.member.config.topics if t not in counts)
-        self.post(MetadataUpdated(partitions_per_topic=counts))
+    def response_event(self, request_id: int, response: Any) -> ResponseReceived:
+        log.debug("<- %s", response)
+        return ResponseReceived(request_id=request_id, response=response)
 
-    async def _metadata_loop(self) -> None:
-        """Refresh partition counts every ``metadata_interval_ms``; while a subscribed topic is
-        missing from the metadata (just created, its metadata not yet everywhere), sooner, with
-        a backoff that doubles from ``retry_backoff_ms`` up to one second, as Kafka's consumer
-        does for topics it does not know yet. The leader rejoins once the count shows up."""
-        first_ms = max(50, self.member.config.retry_backoff_ms)
-        backoff_ms = first_ms
-        while True:
-            if self._missing_topics:
-                await asyncio.sleep(backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, max(1_000, first_ms))
-            else:
-                backoff_ms = first_ms
-                await asyncio.sleep(self._metadata_interval_ms / 1000)
-            await self.refresh_metadata()
-
-    async def leave(self, reason: str, timeout_s: float) -> None:
-        """Ask the member to leave (commit, revoke, LeaveGroup) and wait until it has."""
-        if self.member.state not in (MemberState.CLOSED, MemberState.FAILED):
-            self.post(Leave(reason=reason))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.done.wait(), timeout_s)
+    async def metadata_event(self) -> tuple[MetadataUpdated, tuple[str, ...]]:
+        topics = self.member.config.topics
+        counts = await self._host.partition_counts(topics)
+        return MetadataUpdated(partitions_per_topic=counts), tuple(t for t in topics if t not in counts)

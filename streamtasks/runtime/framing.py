@@ -15,8 +15,17 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError as KioDecodeError
 
 from streamtasks.errors import DecodeError
+from streamtasks.protocol._buf import Reader
+from streamtasks.protocol._flex import read_tagged_fields
 
-__all__ = ["MAX_FRAME_BYTES", "FrameDecoder", "decode_response", "encode_request"]
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "FrameDecoder",
+    "decode_response",
+    "encode_raw_request",
+    "encode_request",
+    "split_flexible_response",
+]
 
 #: Largest response frame accepted (Kafka's socket.request.max.bytes default is 100 MiB).
 MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -67,6 +76,24 @@ def decode_response(payload: bytes, response_type: type[R]) -> tuple[int, R]:
     except (KioDecodeError, ValueError, IndexError, TypeError, struct.error, UnicodeDecodeError) as exc:
         raise DecodeError(f"malformed {response_type.__name__}: {exc}") from exc
     return int(header.correlation_id), body
+
+
+def encode_raw_request(
+    api_key: int, api_version: int, body: bytes, *, correlation_id: int, client_id: str = "streamtasks"
+) -> bytes:
+    """The complete frame for a request body encoded elsewhere (streamtasks' own codecs, which
+    keep fields kio does not know): request header v2 (the flexible requests' header) + body."""
+    client = client_id.encode()
+    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(client)) + client + b"\0"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def split_flexible_response(payload: bytes) -> tuple[int, bytes]:
+    """A flexible response frame's payload (response header v1) as (correlation id, body)."""
+    r = Reader(payload, "response header v1")
+    correlation_id = r.int32()
+    read_tagged_fields(r, "response header", {})
+    return correlation_id, payload[r.position :]
 
 
 class FrameDecoder:

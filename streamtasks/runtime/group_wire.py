@@ -25,6 +25,8 @@ from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequestTopic,
 )
 from kio.schema.offset_commit.v8.response import OffsetCommitResponse as KOffsetCommitResponse
+from kio.schema.offset_commit.v9 import request as offset_commit_v9_request
+from kio.schema.offset_commit.v9.response import OffsetCommitResponse as KOffsetCommitResponseV9
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as KOffsetFetchRequest
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequestTopic
 from kio.schema.offset_fetch.v7.response import OffsetFetchResponse as KOffsetFetchResponse
@@ -38,7 +40,15 @@ from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
 
-__all__ = ["GroupRequest", "find_coordinator_request", "from_wire", "response_type", "to_wire"]
+__all__ = [
+    "GroupRequest",
+    "KOffsetCommitResponseV9",
+    "find_coordinator_request",
+    "from_wire",
+    "offset_commit_v9",
+    "response_type",
+    "to_wire",
+]
 
 GroupRequest = (
     cg.JoinGroupRequest
@@ -123,29 +133,8 @@ def to_wire(request: GroupRequest) -> Any:
             ),
         )
     if isinstance(request, cg.OffsetCommitRequest):
-        by_topic: dict[str, list[cg.CommittedOffset]] = defaultdict(list)
-        for o in request.offsets:
-            by_topic[o.partition.topic].append(o)
-        return KOffsetCommitRequest(
-            group_id=request.group_id,  # type: ignore[arg-type]
-            generation_id_or_member_epoch=i32(request.generation_id),
-            member_id=request.member_id,
-            group_instance_id=request.group_instance_id,
-            topics=tuple(
-                OffsetCommitRequestTopic(
-                    name=topic,  # type: ignore[arg-type]
-                    partitions=tuple(
-                        OffsetCommitRequestPartition(
-                            partition_index=i32(o.partition.partition),
-                            committed_offset=i64(o.offset),
-                            committed_leader_epoch=i32(-1),
-                            committed_metadata=o.metadata,
-                        )
-                        for o in sorted(offsets, key=lambda o: o.partition.partition)
-                    ),
-                )
-                for topic, offsets in sorted(by_topic.items())
-            ),
+        return _offset_commit(
+            request, KOffsetCommitRequest, OffsetCommitRequestTopic, OffsetCommitRequestPartition
         )
     if isinstance(request, cg.OffsetFetchRequest):
         parts: dict[str, list[int]] = defaultdict(list)
@@ -160,6 +149,45 @@ def to_wire(request: GroupRequest) -> Any:
             require_stable=request.require_stable,
         )
     raise LocalProtocolError(f"not a classic group request: {type(request).__name__}")
+
+
+def _offset_commit(
+    request: cg.OffsetCommitRequest, entity: Any, topic_entity: Any, partition_entity: Any
+) -> Any:
+    by_topic: dict[str, list[cg.CommittedOffset]] = defaultdict(list)
+    for o in request.offsets:
+        by_topic[o.partition.topic].append(o)
+    return entity(
+        group_id=request.group_id,
+        generation_id_or_member_epoch=i32(request.generation_id),
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        topics=tuple(
+            topic_entity(
+                name=topic,
+                partitions=tuple(
+                    partition_entity(
+                        partition_index=i32(o.partition.partition),
+                        committed_offset=i64(o.offset),
+                        committed_leader_epoch=i32(-1),
+                        committed_metadata=o.metadata,
+                    )
+                    for o in sorted(offsets, key=lambda o: o.partition.partition)
+                ),
+            )
+            for topic, offsets in sorted(by_topic.items())
+        ),
+    )
+
+
+def offset_commit_v9(request: cg.OffsetCommitRequest) -> Any:
+    """OffsetCommit v9: the first version a KIP-848 member may commit with (Apache Kafka answers
+    a v8 commit of such a member UNSUPPORTED_VERSION); ``generation_id`` carries the member epoch.
+    Answered by :data:`KOffsetCommitResponseV9`, which :func:`from_wire` decodes."""
+    m = offset_commit_v9_request
+    return _offset_commit(
+        request, m.OffsetCommitRequest, m.OffsetCommitRequestTopic, m.OffsetCommitRequestPartition
+    )
 
 
 def from_wire(response: Any) -> Any:
@@ -197,7 +225,7 @@ def from_wire(response: Any) -> Any:
                     error = _err(m.error_code)
                     break
         return cg.LeaveGroupResponse(error=error)
-    if isinstance(response, KOffsetCommitResponse):
+    if isinstance(response, KOffsetCommitResponse | KOffsetCommitResponseV9):
         return cg.OffsetCommitResponse(
             errors=tuple(
                 (TopicPartition(str(t.name), int(p.partition_index)), _err(p.error_code))

@@ -1,0 +1,146 @@
+"""The asyncio driver of a KIP-848 consumer group member (``group_protocol="consumer"``).
+
+It owns no protocol logic: it feeds responses, failures, metadata (topic ids included: KIP-848
+names partitions by topic id) and timer ticks into a
+:class:`~streamtasks.membership.consumer.ConsumerMember` and executes what it returns, through
+the loop the classic driver uses (:class:`~streamtasks.runtime.member_loop.MemberLoop`).
+
+On the wire: ConsumerGroupHeartbeat (API key 68, v1: the member generates its id) is encoded by
+streamtasks' own codec, so the seed KIP's tagged fields (client assignors,
+ShouldComputeAssignment) reach a coordinator that reads them and an Apache Kafka broker skips
+them; PrepareAssignment / InstallAssignment go on their private keys (only a streamtasks
+coordinator serves them, and only a member with client-side assignors sends them); the commit
+before a revocation is OffsetCommit v9, which carries the member epoch. The coordinator is
+whatever FindCoordinator (key type GROUP) on the bootstrap servers names.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+from streamtasks.errors import LocalProtocolError
+from streamtasks.membership.consumer import (
+    ConsumerMember,
+    MemberState,
+    MetadataUpdated,
+    ResponseReceived,
+)
+from streamtasks.protocol import assignment_rpc as rpc
+from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.consumer_group import (
+    CONSUMER_GROUP_HEARTBEAT_API_KEY,
+    ConsumerGroupHeartbeatRequest,
+)
+from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response, encode_heartbeat_request
+from streamtasks.runtime.connection import COORDINATOR_GONE, GroupCoordinatorClient
+from streamtasks.runtime.group_wire import KOffsetCommitResponseV9, offset_commit_v9
+from streamtasks.runtime.member_loop import DriverHost, MemberLoop
+
+__all__ = [
+    "HEARTBEAT_VERSION",
+    "ConsumerGroupDriver",
+    "ConsumerGroupHost",
+    "TopicMetadata",
+    "new_member_id",
+    "send_consumer_group_request",
+]
+
+log = logging.getLogger("streamtasks.driver")
+
+#: ConsumerGroupHeartbeat v1 (Apache Kafka 4.0+): the member id is the member's own.
+HEARTBEAT_VERSION = 1
+
+
+def new_member_id() -> str:
+    """A member id as Apache Kafka's consumer makes one (``Uuid.randomUuid().toString()``: 16
+    random bytes, URL-safe base64 without padding); kept across rejoins of one consumer."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class TopicMetadata(NamedTuple):
+    """Partition count and topic id of each topic the cluster named."""
+
+    partitions: Mapping[str, int]
+    topic_ids: Mapping[str, uuid.UUID]
+
+
+class ConsumerGroupHost(DriverHost, Protocol):
+    """The classic driver's host, plus topic ids."""
+
+    async def topic_metadata(self, topics: tuple[str, ...]) -> TopicMetadata: ...
+
+
+async def send_consumer_group_request(
+    client: GroupCoordinatorClient, request: Any, *, timeout_s: float
+) -> Any:
+    """Send one request a KIP-848 member emits (heartbeat, Prepare/InstallAssignment, the
+    epoch-carrying OffsetCommit) to the group coordinator; return the decoded response. A
+    response that says the coordinator moved makes the client look it up again."""
+    if isinstance(request, cg.OffsetCommitRequest):
+        return await client.send_entity(
+            offset_commit_v9(request), KOffsetCommitResponseV9, timeout_s=timeout_s
+        )
+    if isinstance(request, ConsumerGroupHeartbeatRequest):
+        body = encode_heartbeat_request(request, HEARTBEAT_VERSION)
+        raw = await client.send_raw(
+            CONSUMER_GROUP_HEARTBEAT_API_KEY, HEARTBEAT_VERSION, body, timeout_s=timeout_s
+        )
+        response: Any = decode_heartbeat_response(raw, HEARTBEAT_VERSION)
+    elif isinstance(request, rpc.ConsumerGroupPrepareAssignmentRequest):
+        raw = await client.send_raw(
+            rpc.PREPARE_ASSIGNMENT_API_KEY, 0, rpc.encode_prepare_request(request), timeout_s=timeout_s
+        )
+        response = rpc.decode_prepare_response(raw)
+    elif isinstance(request, rpc.ConsumerGroupInstallAssignmentRequest):
+        raw = await client.send_raw(
+            rpc.INSTALL_ASSIGNMENT_API_KEY, 0, rpc.encode_install_request(request), timeout_s=timeout_s
+        )
+        response = rpc.decode_install_response(raw)
+    else:
+        raise LocalProtocolError(f"not a KIP-848 member request: {type(request).__name__}")
+    if response.error in COORDINATOR_GONE:
+        await client.reset()
+    return response
+
+
+class ConsumerGroupDriver(MemberLoop[ConsumerMember]):
+    """Runs one KIP-848 member until it has left the group (or failed)."""
+
+    _host: ConsumerGroupHost
+
+    def finished(self) -> bool:
+        return self.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL)
+
+    def left(self) -> bool:
+        return self.member.state is MemberState.UNSUBSCRIBED
+
+    def describe(self) -> tuple[object, str, int]:
+        return self.member.state, self.member.member_id, self.member.member_epoch
+
+    async def request(self, request: Any, timeout_ms: int) -> Any:
+        return await send_consumer_group_request(self._client, request, timeout_s=timeout_ms / 1000)
+
+    def response_event(self, request_id: int, response: Any) -> ResponseReceived:
+        log.debug("<- %s", response)
+        return ResponseReceived(request_id=request_id, response=response)
+
+    async def metadata_event(self) -> tuple[MetadataUpdated, tuple[str, ...]]:
+        topics = self.member.config.topics
+        found = await self._host.topic_metadata(topics)
+        event = MetadataUpdated(partitions_per_topic=found.partitions, topic_ids=found.topic_ids)
+        return event, tuple(t for t in topics if t not in found.partitions or t not in found.topic_ids)
+
+    def enforce_rebalance(self, reason: str) -> bool:
+        """KIP-848: a new assignment through the client-side assignors' ``Reason``; ``False``
+        (nothing sent, as Apache Kafka's consumer) under a server-side assignor, or when the
+        member is not in a group."""
+        if self.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
+            return False
+        took = self.member.enforce_rebalance(reason, self._clock())
+        if took:
+            self.wake()
+        return took
