@@ -127,6 +127,11 @@ class AssignmentChanged:
     keeps the current assignment's user data, so it may name tasks whose partitions are no
     longer in ``owned``: the partitions are the source of truth. Partitions lost (fenced,
     reset, failed) leave no assignment: ``b""``.
+
+    ``lost``: the partitions of ``removed`` that were lost, not revoked (fenced, reset, failed,
+    or gone from the metadata; KIP-429 ``on_partitions_lost``): their state was not committed,
+    so whoever keeps state for them must not trust it (a task closes dirty). Always a subset of
+    ``removed``; empty when the partitions were revoked or nothing was removed.
     """
 
     generation: int
@@ -134,6 +139,7 @@ class AssignmentChanged:
     added: tuple[TopicPartition, ...] = ()
     removed: tuple[TopicPartition, ...] = ()
     user_data: bytes = b""
+    lost: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -194,7 +194,10 @@ class MemberCore:
             )
         )
 
-    def _set_owned(self, owned: frozenset[TopicPartition], epoch: int) -> None:
+    def _set_owned(
+        self, owned: frozenset[TopicPartition], epoch: int, *, lost: frozenset[TopicPartition] = frozenset()
+    ) -> None:
+        """``lost``: partitions given up without a revocation (``AssignmentChanged.lost``)."""
         added, removed = owned - self._owned, self._owned - owned
         self._owned = owned
         self._owned_epoch = epoch
@@ -205,6 +208,7 @@ class MemberCore:
                 added=sorted_tps(added),
                 removed=sorted_tps(removed),
                 user_data=self._user_data,
+                lost=sorted_tps(lost & removed),
             )
         )
 
@@ -214,7 +218,7 @@ class MemberCore:
         self._assignment_error = self._assignment_version = 0
         if self._owned:
             self._listener(ListenerKind.LOST, self._owned)
-            self._set_owned(frozenset(), 0)
+            self._set_owned(frozenset(), 0, lost=self._owned)
 
     def _forget_membership(self) -> None:
         """Back to epoch 0 with nothing in progress (the member id is kept)."""

@@ -327,7 +327,7 @@ class ConsumerMember(MemberSteps):
         gone = frozenset(tp for tp in self._owned if tp.partition >= self._counts.get(tp.topic, 0))
         if gone:  # owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone)
-            self._set_owned(self._owned - gone, self._owned_epoch)
+            self._set_owned(self._owned - gone, self._owned_epoch, lost=gone)
             if self._gate is not None:
                 self._gate.partitions -= gone
         last = self._last_target
