@@ -41,12 +41,15 @@ __all__ = [
     "FaustClientMetadata",
     "FaustSubscription",
     "decode_faust_assignment",
+    "decode_faust_assignment_user_data",
     "decode_faust_client_metadata",
     "decode_faust_subscription",
     "encode_faust_assignment",
     "encode_faust_client_metadata",
+    "encode_faust_member_assignment",
     "encode_faust_subscription",
     "faust_client_metadata",
+    "faust_kafka_assignment",
 ]
 
 FAUST_PROTOCOL_NAME = "faust"
@@ -241,6 +244,43 @@ def encode_faust_assignment(a: FaustAssignment) -> bytes:
     return w.getvalue()
 
 
+def faust_kafka_assignment(
+    meta: FaustClientMetadata, changelog_topics: frozenset[str]
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The partitions a faust member must be given for ``meta`` (faust's
+    ``ClientAssignment.kafka_protocol_assignment``): every topic of its actives, each followed
+    by its standbys when the topic is a changelog, and changelog topics only in the standbys;
+    topics sorted, empty topics kept. A faust member checks its assignment against exactly this
+    list (order included), so a leader must send it as it is."""
+    out: dict[str, list[int]] = {t: list(ps) for t, ps in meta.actives.items()}
+    for topic, parts in meta.standbys.items():
+        if topic in changelog_topics:
+            out.setdefault(topic, []).extend(parts)
+    return tuple((t, tuple(out[t])) for t in sorted(out))
+
+
+def encode_faust_member_assignment(
+    meta: FaustClientMetadata,
+    changelog_topics: frozenset[str],
+    version: int = FAUST_ASSIGNOR_VERSION,
+) -> bytes:
+    """A faust leader's SyncGroup assignment for one member: :func:`faust_kafka_assignment`
+    in aiokafka's ``ConsumerProtocolMemberAssignment`` layout, and ``meta`` compressed."""
+    if not 0 <= version <= INT16_MAX:
+        raise LocalProtocolError(f"faust assignment version {version} is not an int16 >= 0")
+    groups = faust_kafka_assignment(meta, changelog_topics)
+    w = Writer()
+    w.int16(version, "version")
+    w.kafka_array_length(len(groups), "assignment")
+    for topic, parts in groups:
+        w.kafka_nullable_string(topic, "topic")
+        w.kafka_array_length(len(parts), "partitions")
+        for p in parts:
+            w.int32(p, "partition")
+    w.kafka_nullable_bytes(zlib.compress(encode_faust_client_metadata(meta)), "user_data")
+    return w.getvalue()
+
+
 def _inflate(data: bytes) -> bytes:
     inflater = zlib.decompressobj()
     try:
@@ -252,6 +292,11 @@ def _inflate(data: bytes) -> bytes:
     if not inflater.eof:
         raise DecodeError("faust assignment user_data is a truncated zlib stream")
     return out
+
+
+def decode_faust_assignment_user_data(data: bytes) -> FaustClientMetadata:
+    """The ClientMetadata in a faust assignment's user data (zlib-compressed JSON)."""
+    return decode_faust_client_metadata(_inflate(data))
 
 
 def decode_faust_assignment(data: bytes) -> FaustAssignment:

@@ -46,6 +46,7 @@ from assignors.cooperative import owned_from, valid_claims
 from assignors.partition.metadata import prune_unknown_topics
 from assignors.partition.types import GroupSubscription, MemberId, PartitionAssignor, Subscription
 from streamtasks.errors import AssignorError, DecodeError
+from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
 from streamtasks.membership.classic.subscription import STICKY_ASSIGNOR_NAME
 from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
 from streamtasks.protocol.consumer import HIGHEST_CONSUMER_PROTOCOL_VERSION
@@ -176,7 +177,10 @@ def lead(
     generation_marker: bool = True,
 ) -> LeaderResult:
     """Compute and encode the group's assignment (module docstring), with the cyclic garbage
-    collector paused (:func:`_collector_paused`)."""
+    collector paused (:func:`_collector_paused`). An assignor that owns its wire format
+    (:class:`~streamtasks.membership.classic.foreign.ForeignProtocolAssignor`) leads itself."""
+    if isinstance(assignor, ForeignProtocolAssignor):
+        return assignor.lead_foreign(tuple(members), partitions_per_topic)
     with _collector_paused():
         return _lead(
             members,

@@ -7,13 +7,15 @@ everything before joining), the generation those partitions were owned under (KI
 
 User data: ``MemberConfig.user_data_provider`` when set; otherwise the built-in ``sticky``
 assignor gets KIP-341 sticky userdata (the previous assignment and, with the marker, its
-generation; v0 without it) and every other assignor gets none.
+generation; v0 without it) and every other assignor gets none. An assignor that owns its wire
+format (:mod:`streamtasks.membership.classic.foreign`) writes its whole metadata itself.
 """
 
 from __future__ import annotations
 
 from assignors.partition.types import PartitionAssignor
 from streamtasks.membership.classic.config import MemberConfig
+from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
 from streamtasks.protocol.classic_group import ProtocolMetadata
 from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
 from streamtasks.protocol.sticky import StickyUserData, encode_sticky_userdata
@@ -56,6 +58,11 @@ def join_protocols(
     generation = owned_generation if config.generation_marker else -1
     out: list[ProtocolMetadata] = []
     for assignor in config.assignors:
+        if isinstance(assignor, ForeignProtocolAssignor):
+            out.append(
+                ProtocolMetadata(name=assignor.name, metadata=assignor.join_metadata(topics, previous))
+            )
+            continue
         sub = ConsumerProtocolSubscription(
             topics=topics,
             user_data=user_data_for(config, assignor, topics, previous, previous_generation),
