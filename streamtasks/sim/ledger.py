@@ -4,7 +4,9 @@ Every simulated application updates this ledger from the listener calls its memb
 (``on_partitions_assigned`` adds, ``on_partitions_revoked`` / ``on_partitions_lost`` remove)
 and when its process dies. The invariants read it; it also keeps the figures the summary
 reports: partitions revoked, assigned, lost and moved between processes, and the
-partition-milliseconds during which an existing partition had no owner at all.
+partition-milliseconds during which an existing partition had no owner at all, the longest
+single such stretch, and a restore model: what a new owner replays from the changelog (one
+changelog record per source record consumed) and how many hand-overs found local state.
 """
 
 from __future__ import annotations
@@ -70,6 +72,17 @@ class OwnershipLedger:
         self.moved = 0
         #: Partitions a process revoked and then got back (revoked without moving).
         self.returned = 0
+        #: The longest single stretch (ms) one partition had no owner, once measuring.
+        self.longest_orphan_ms = 0
+        #: Changelog records owners replayed on acquiring a partition: the whole prefix up to
+        #: the start offset for a process that never owned it, the gap since it last released
+        #: it otherwise (its local state).
+        self.restore_records = 0
+        #: Moves (the owning process changed) to a process that had local state for the
+        #: partition: it owned the partition before, so it restores only the gap.
+        self.warm_handovers = 0
+        #: (partition, process name) → the offset its local state reached when it released.
+        self._state_offset: dict[tuple[TopicPartition, str], int] = {}
 
     # -- topology -------------------------------------------------------------------------
 
@@ -120,6 +133,11 @@ class OwnershipLedger:
             previous = self.last_owner_name.get(tp)
             if previous is not None and previous != name:
                 self.moved += 1
+            start = start_offsets.get(tp, 0)
+            local = self._state_offset.get((tp, name))
+            self.restore_records += start if local is None else max(start - local, 0)
+            if local is not None and previous is not None and previous != name:
+                self.warm_handovers += 1
             release = self.last_release.get(tp)
             if release is not None and release.kind is ReleaseKind.REVOKED and release.name == name:
                 self.returned += 1
@@ -153,6 +171,8 @@ class OwnershipLedger:
                 time_ms=now_ms,
                 committed=(committed or {}).get(tp),
             )
+            done = (committed or {}).get(tp)
+            self._state_offset[(tp, holding.name)] = done if done is not None else holding.start_offset
             if kind is ReleaseKind.REVOKED:
                 self.revoked += 1
             elif kind is ReleaseKind.LOST:
@@ -189,7 +209,16 @@ class OwnershipLedger:
             return 0
         return self.orphan_ms + sum(now_ms - since for since in self._orphan_since.values())
 
+    def longest_orphan_stretch_ms(self, now_ms: int) -> int:
+        """The longest single stretch one partition had no owner (open ones end at ``now_ms``),
+        since measuring started."""
+        if not self.measuring:
+            return 0
+        open_now = max((now_ms - since for since in self._orphan_since.values()), default=0)
+        return max(self.longest_orphan_ms, open_now)
+
     def _close_orphan(self, tp: TopicPartition, now_ms: int) -> None:
         since = self._orphan_since.pop(tp, None)
         if since is not None and self.measuring:
             self.orphan_ms += now_ms - since
+            self.longest_orphan_ms = max(self.longest_orphan_ms, now_ms - since)
