@@ -1,0 +1,1 @@
+"""Scenario sweeps on Spark (see docs/spark.md)."""
