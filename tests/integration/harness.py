@@ -1,7 +1,11 @@
 """Workers for live group tests: streamtasks consumers and peers no one here wrote
 (confluent-kafka, kafka-python, aiokafka, the Java ``KafkaConsumer``), all reporting their
 rebalance callbacks to one :class:`~streamtasks.drills.OwnershipLedger` and their records to
-one :class:`~streamtasks.drills.RecordAudit`."""
+one :class:`~streamtasks.drills.RecordAudit`.
+
+Records are named by their value (the producer's id) unless a worker is given
+``record_ids="offset"``: then by ``"<partition>:<offset>"`` (:func:`streamtasks.drills.ledger.offset_id`),
+and the producer names what the broker acknowledged the same way, so the audit is per offset."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills import OwnershipLedger, RecordAudit
+from streamtasks.drills.ledger import offset_id
 from streamtasks.embedded import kafka_classpath
 from streamtasks.embedded._process import die_with_parent, log_tail
 from streamtasks.embedded.java import JavaProgram, JavaUnavailable, compiled_program
@@ -86,10 +91,13 @@ class Audit:
 class StreamtasksWorker:
     """A streamtasks Consumer that records its callbacks and commits after every batch."""
 
-    def __init__(self, name: str, audit: Audit, topic: str, **settings: Any) -> None:
+    def __init__(
+        self, name: str, audit: Audit, topic: str, *, record_ids: str = "value", **settings: Any
+    ) -> None:
         self.name = name
         self.audit = audit
         self.topic = topic
+        self.record_ids = record_ids
         self.settings = {
             **FAST_GROUP,
             "auto_offset_reset": "earliest",
@@ -118,7 +126,12 @@ class StreamtasksWorker:
         assert self.consumer is not None
         while not self._stopping:
             batch = await self.consumer.getmany(timeout_ms=200)
-            ids = [r.value.decode() for records in batch.values() for r in records]
+            by_offset = self.record_ids == "offset"
+            ids = [
+                offset_id(r.partition, r.offset) if by_offset else r.value.decode()
+                for records in batch.values()
+                for r in records
+            ]
             if ids:
                 self.audit.consumed(ids)
                 with contextlib.suppress(Exception):
@@ -254,11 +267,13 @@ class JavaWorker:
         topic: str,
         log_dir: Path,
         properties: Mapping[str, str] | None = None,
+        record_ids: str = "value",
     ) -> None:
         self.name = name
         self.audit = audit
         self.peer = peer
         self.topic = topic
+        self.record_ids = record_ids
         self.properties = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -310,6 +325,8 @@ class JavaWorker:
             self.audit.assigned(self.name, _tps(event["partitions"]))
         elif kind in ("revoked", "lost"):
             self.audit.revoked(self.name, _tps(event["partitions"]))
+        elif kind == "records" and self.record_ids == "offset":
+            self.audit.consumed(offset_id(int(p), int(o)) for p, o in event["offsets"])
         elif kind == "records":
             self.audit.consumed(event["ids"])
         elif kind == "closed":
@@ -351,19 +368,37 @@ def _tps(pairs: Iterable[list[Any]]) -> list[TopicPartition]:
 
 
 def confluent_worker(
-    name: str, audit: Audit, bootstrap: str, group: str, topic: str, *, group_instance_id: str | None = None
+    name: str,
+    audit: Audit,
+    bootstrap: str,
+    group: str,
+    topic: str,
+    *,
+    group_instance_id: str | None = None,
+    group_protocol: str = "classic",
+    record_ids: str = "value",
 ) -> ThreadWorker:
+    """librdkafka: ``cooperative-sticky`` on the classic protocol, or KIP-848 with
+    ``group_protocol="consumer"`` (the broker's assignor; librdkafka refuses the classic-only
+    settings there)."""
     from confluent_kafka import Consumer as CKConsumer
 
     def make(worker: ThreadWorker) -> Any:
         static = {"group.instance.id": group_instance_id} if group_instance_id else {}
+        protocol: dict[str, Any] = (
+            {"group.protocol": "consumer"}
+            if group_protocol == "consumer"
+            else {
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+            }
+        )
         c = CKConsumer(
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": group,
-                "partition.assignment.strategy": "cooperative-sticky",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
+                **protocol,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": 200,
@@ -384,7 +419,7 @@ def confluent_worker(
         msg = c.poll(0.1)
         if msg is None or msg.error():
             return []
-        return [msg.value().decode()]
+        return [offset_id(msg.partition(), msg.offset()) if record_ids == "offset" else msg.value().decode()]
 
     return ThreadWorker(name, audit, make, poll)
 
@@ -431,7 +466,16 @@ def kafka_python_worker(
 class SteadyProducer:
     """Produces ``rate`` records per second with unique ids until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str, audit: Audit, partitions: int, rate: int = 50) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        audit: Audit,
+        partitions: int,
+        rate: int = 50,
+        *,
+        record_ids: str = "value",
+    ) -> None:
         self.bootstrap, self.topic, self.audit, self.partitions, self.rate = (
             bootstrap,
             topic,
@@ -439,6 +483,8 @@ class SteadyProducer:
             partitions,
             rate,
         )
+        #: "offset": a record counts as produced once the broker acknowledged its offset.
+        self.record_ids = record_ids
         self._task: asyncio.Task[None] | None = None
         self._ids = itertools.count()
 
@@ -452,10 +498,19 @@ class SteadyProducer:
             for _ in range(max(1, self.rate // 10)):
                 n = next(self._ids)
                 rid = f"{self.topic}:{n}"
-                await self._producer.send(self.topic, rid.encode(), partition=n % self.partitions)
+                sent = await self._producer.send(self.topic, rid.encode(), partition=n % self.partitions)
+                if self.record_ids == "offset":
+                    sent.add_done_callback(self._acknowledged)
+                    continue
                 with self.audit.lock:
                     self.audit.records.produced(rid)
             await asyncio.sleep(0.1)
+
+    def _acknowledged(self, sent: asyncio.Future[Any]) -> None:
+        if not sent.cancelled() and sent.exception() is None:
+            meta = sent.result()
+            with self.audit.lock:
+                self.audit.records.produced(offset_id(meta.partition, meta.offset))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -485,3 +540,69 @@ def stable(audit: Audit, partitions: set[TopicPartition], members: set[str]) -> 
         )
 
     return check
+
+
+async def start_worker(worker: Any) -> None:
+    """Start any worker: a thread or JVM peer on the calling thread (the loop's: the JVM dies
+    with the thread that started it), a streamtasks worker on the loop."""
+    if isinstance(worker, ThreadWorker | JavaWorker):
+        worker.start()
+    else:
+        await worker.start()
+
+
+async def stop_worker(worker: Any) -> None:
+    """Stop any worker (commit, revoke, leave); a peer that failed raises here."""
+    if isinstance(worker, ThreadWorker | JavaWorker):
+        await asyncio.to_thread(worker.stop)
+        assert worker.error is None, worker.error
+    else:
+        await worker.stop()
+
+
+async def rolling_bounce_group(
+    make: Callable[[str], Any],
+    order: Iterable[str],
+    audit: Audit,
+    partitions: set[TopicPartition],
+    producer: SteadyProducer,
+    *,
+    static: bool,
+    log_dir: Path,
+    wait_s: float,
+) -> None:
+    """Start the members of ``order`` one by one, then bounce each in turn while ``producer``
+    writes; stop the producer and wait until every record it produced was consumed.
+
+    Dynamic members: the group settles without the stopped member before it comes back.
+    Static ones: the replacement starts at once, under the same instance id. The callbacks'
+    timeline goes to ``log_dir/timeline.txt``."""
+    names = tuple(order)
+    await producer.start()
+    producing = True
+    workers: dict[str, Any] = {}
+    try:
+        for name in names:
+            workers[name] = make(name)
+            await start_worker(workers[name])
+            await wait_until(stable(audit, partitions, set(workers)), wait_s, f"{name} to get partitions")
+        for name in names:
+            await stop_worker(workers.pop(name))
+            audit.gone(name)
+            if not static:  # a static member's partitions wait for its replacement
+                await wait_until(stable(audit, partitions, set(workers)), wait_s, f"the group without {name}")
+            workers[name] = make(name)
+            await start_worker(workers[name])
+            await wait_until(stable(audit, partitions, set(workers)), wait_s, f"{name} back")
+        await producer.stop()
+        producing = False
+        await wait_until(lambda: not audit.records.lost(), wait_s, "every record consumed")
+        for name in list(workers):
+            await stop_worker(workers.pop(name))
+    finally:
+        for w in workers.values():
+            with contextlib.suppress(Exception):
+                await stop_worker(w)
+        if producing:
+            await producer.stop()
+        (log_dir / "timeline.txt").write_text(audit.timeline())

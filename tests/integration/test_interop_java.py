@@ -17,7 +17,6 @@ consumed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,12 +31,10 @@ from tests.integration.harness import (
     JavaWorker,
     SteadyProducer,
     StreamtasksWorker,
-    ThreadWorker,
     confluent_worker,
     java_peer,
     kafka_python_worker,
-    stable,
-    wait_until,
+    rolling_bounce_group,
 )
 from topology import TopicPartition
 
@@ -66,21 +63,6 @@ def peer(kafka: Cluster) -> JavaPeer:
     if isinstance(kafka, EmbeddedBroker):
         pytest.skip(TANSU_SKIP)
     return compiled
-
-
-async def _start(worker: Any) -> None:
-    if isinstance(worker, ThreadWorker | JavaWorker):
-        worker.start()  # on the loop's thread: the JVM dies with the thread that started it
-    else:
-        await worker.start()
-
-
-async def _stop(worker: Any) -> None:
-    if isinstance(worker, ThreadWorker | JavaWorker):
-        await asyncio.to_thread(worker.stop)
-        assert worker.error is None, worker.error
-    else:
-        await worker.stop()
 
 
 async def java_group(
@@ -123,34 +105,9 @@ async def java_group(
         return confluent_worker(name, audit, bootstrap, group, topic, group_instance_id=instance)
 
     producer = SteadyProducer(bootstrap, topic, audit, partitions=PARTITIONS)
-    await producer.start()
-    producing = True
-    workers: dict[str, Any] = {}
-    try:
-        for name in order:  # the first to join leads the first generation
-            workers[name] = make(name)
-            await _start(workers[name])
-            await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} to get partitions")
-        for name in order:  # rolling bounce
-            await _stop(workers.pop(name))
-            audit.gone(name)
-            if not static:  # a static member's partitions wait for its replacement
-                await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"the group without {name}")
-            workers[name] = make(name)
-            await _start(workers[name])
-            await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} back")
-        await producer.stop()
-        producing = False
-        await wait_until(lambda: not audit.records.lost(), WAIT_S, "every record consumed")
-        for name in list(workers):
-            await _stop(workers.pop(name))
-    finally:
-        for w in workers.values():
-            with contextlib.suppress(Exception):
-                await _stop(w)
-        if producing:
-            await producer.stop()
-        (log_dir / "timeline.txt").write_text(audit.timeline())
+    await rolling_bounce_group(
+        make, order, audit, partitions, producer, static=static, log_dir=log_dir, wait_s=WAIT_S
+    )
     return audit
 
 

@@ -25,10 +25,13 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *
  * The properties (bootstrap.servers, group.id, client.id, group.instance.id, ...) override the
  * defaults below: the classic protocol with CooperativeStickyAssignor, 6 s sessions, manual
- * commits. It polls until stdin says {"cmd":"stop"} or is closed, commits synchronously after
+ * commits. With group.protocol=consumer (KIP-848) the classic-only defaults (assignor, session
+ * timeout, heartbeat interval: the broker owns them, and KafkaConsumer refuses them) are left
+ * out. It polls until stdin says {"cmd":"stop"} or is closed, commits synchronously after
  * every non-empty poll, and writes one JSON object a line to stdout:
  * {"event":"assigned"|"revoked"|"lost","partitions":[[topic,p],...]} from its rebalance
- * listener, {"event":"records","ids":[...]} with each record's value, {"event":"commit_failed",
+ * listener, {"event":"records","ids":[...],"offsets":[[partition,offset],...]} with each
+ * record's value and position, {"event":"commit_failed",
  * "error":...}, and {"event":"closed"} once close() (which revokes and leaves) has returned.
  */
 public final class PeerConsumer {
@@ -48,6 +51,20 @@ public final class PeerConsumer {
         for (int i = 1; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
             props.put(kv[0], kv[1]);
+        }
+        if ("consumer".equalsIgnoreCase(props.getProperty(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic"))) {
+            for (String classicOnly : List.of(
+                    ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                    ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG,
+                    ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG)) {
+                boolean given = false;
+                for (int i = 1; i < args.length; i++) {
+                    given |= args[i].startsWith(classicOnly + "=");
+                }
+                if (!given) {
+                    props.remove(classicOnly);
+                }
+            }
         }
 
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props);
@@ -90,10 +107,13 @@ public final class PeerConsumer {
                         continue;
                     }
                     List<String> ids = new ArrayList<>();
+                    List<String> offsets = new ArrayList<>();
                     for (ConsumerRecord<String, String> record : records) {
                         ids.add(quote(record.value()));
+                        offsets.add("[" + record.partition() + "," + record.offset() + "]");
                     }
-                    print("{\"event\":\"records\",\"ids\":[" + String.join(",", ids) + "]}");
+                    print("{\"event\":\"records\",\"ids\":[" + String.join(",", ids)
+                        + "],\"offsets\":[" + String.join(",", offsets) + "]}");
                     commit(consumer);
                 } catch (WakeupException e) {
                     // stdin asked to stop: the loop condition says so

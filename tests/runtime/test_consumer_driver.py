@@ -1,0 +1,195 @@
+"""The KIP-848 path of the runtime without a broker: frames, the epoch-carrying commit, the
+config switch, and how a Consumer builds its member. Live behaviour:
+tests/integration/test_consumer_kip848.py."""
+
+from __future__ import annotations
+
+import base64
+import io
+import uuid
+
+import pytest
+from kio.schema.consumer_group_heartbeat.v1.response import ConsumerGroupHeartbeatResponse as KResponse
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest as KCommitV9
+from kio.serial import entity_writer
+
+from assignors.partition.range import RangeAssignor
+from streamtasks.errors import ConfigError
+from streamtasks.membership.classic import ClassicMember
+from streamtasks.membership.consumer import ConsumerMember
+from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.consumer_group import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    HeartbeatAssignment,
+    TopicIdPartitions,
+)
+from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response, encode_heartbeat_request
+from streamtasks.protocol.consumer_group_kio import heartbeat_request_to_kio, heartbeat_response_to_kio
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.config import make_config
+from streamtasks.runtime.consumer import Consumer
+from streamtasks.runtime.consumer_driver import HEARTBEAT_VERSION, new_member_id
+from streamtasks.runtime.framing import encode_raw_request, encode_request, split_flexible_response
+from streamtasks.runtime.group_wire import from_wire, offset_commit_v9
+from topology.ids import TopicPartition
+
+TOPIC_ID = uuid.UUID("6c1f2a2e-8d2b-4f57-9d3c-4f0e2b1a9c77")
+
+
+def test_a_raw_heartbeat_frame_is_the_frame_kio_writes() -> None:
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="g",
+        member_id=new_member_id(),
+        member_epoch=0,
+        instance_id="i-1",
+        rebalance_timeout_ms=10_000,
+        subscribed_topic_names=("orders",),
+        server_assignor="range",
+        topic_partitions=(),
+    )
+    raw = encode_raw_request(
+        68,
+        HEARTBEAT_VERSION,
+        encode_heartbeat_request(request, HEARTBEAT_VERSION),
+        correlation_id=9,
+        client_id="c",
+    )
+    kio = encode_request(
+        heartbeat_request_to_kio(request, HEARTBEAT_VERSION), correlation_id=9, client_id="c"
+    )
+    assert raw == kio
+
+
+def test_a_flexible_response_frame_splits_into_correlation_id_and_body() -> None:
+    response = ConsumerGroupHeartbeatResponse(
+        error=KafkaErrorCode.NONE,
+        member_epoch=7,
+        heartbeat_interval_ms=500,
+        assignment=HeartbeatAssignment(
+            topic_partitions=(TopicIdPartitions(topic_id=TOPIC_ID, partitions=(0, 2)),)
+        ),
+    )
+    entity = heartbeat_response_to_kio(response, HEARTBEAT_VERSION)
+    body = io.BytesIO()
+    entity_writer(KResponse)(body, entity)
+    # response header v1: the correlation id, then an empty tagged-field section
+    correlation_id, rest = split_flexible_response(b"\x00\x00\x00\x2a\x00" + body.getvalue())
+    assert correlation_id == 42
+    assert decode_heartbeat_response(rest, HEARTBEAT_VERSION) == response
+
+
+def test_the_commit_of_a_kip848_member_is_offset_commit_v9_with_the_member_epoch() -> None:
+    request = cg.OffsetCommitRequest(
+        group_id="g",
+        generation_id=12,
+        member_id="m",
+        group_instance_id=None,
+        offsets=(cg.CommittedOffset(partition=TopicPartition("t", 1), offset=40),),
+    )
+    entity = offset_commit_v9(request)
+    assert isinstance(entity, KCommitV9)
+    assert entity.__version__ == 9
+    assert (int(entity.generation_id_or_member_epoch), entity.member_id) == (12, "m")
+    assert [
+        (str(t.name), [(int(p.partition_index), int(p.committed_offset)) for p in t.partitions])
+        for t in entity.topics
+    ] == [("t", [(1, 40)])]
+
+
+def test_an_offset_commit_v9_response_decodes_like_v8() -> None:
+    from kio.schema.errors import ErrorCode
+    from kio.schema.offset_commit.v9 import response as m
+    from kio.static.primitive import i32
+
+    wire = m.OffsetCommitResponse(
+        throttle_time=i32(0),  # type: ignore[arg-type]
+        topics=(
+            m.OffsetCommitResponseTopic(
+                name="t",  # type: ignore[arg-type]
+                partitions=(
+                    m.OffsetCommitResponsePartition(partition_index=i32(1), error_code=ErrorCode(113)),
+                ),
+            ),
+        ),
+    )
+    assert from_wire(wire) == cg.OffsetCommitResponse(
+        errors=((TopicPartition("t", 1), KafkaErrorCode.STALE_MEMBER_EPOCH),)
+    )
+
+
+def test_member_ids_look_like_kafkas() -> None:
+    ids = {new_member_id() for _ in range(100)}
+    assert len(ids) == 100
+    for member_id in ids:
+        assert len(member_id) == 22
+        assert len(base64.urlsafe_b64decode(member_id + "==")) == 16
+
+
+def test_group_protocol_and_remote_assignor_take_kafka_names() -> None:
+    config = make_config(
+        {
+            "bootstrap.servers": "h:1",
+            "group.id": "g",
+            "group.protocol": "consumer",
+            "group.remote.assignor": "range",
+        }
+    )
+    assert (config.group_protocol, config.group_remote_assignor) == ("consumer", "range")
+    assert make_config(bootstrap_servers="h:1", group_id="g").group_protocol == "classic"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"group_remote_assignor": "uniform"}, "group.remote.assignor needs group.protocol=consumer"),
+        ({"group_protocol": "streams"}, "group_protocol"),
+    ],
+)
+def test_bad_protocol_settings_are_config_errors(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_config(bootstrap_servers="h:1", group_id="g", **settings)
+
+
+def test_a_consumer_protocol_consumer_runs_the_kip848_member() -> None:
+    consumer = Consumer(
+        ["b", "a"],
+        bootstrap_servers="h:1",
+        group_id="g",
+        group_protocol="consumer",
+        group_remote_assignor="uniform",
+        group_instance_id="i",
+    )
+    member = consumer._member
+    assert isinstance(member, ConsumerMember)
+    assert member.config.server_assignor == "uniform"
+    assert member.config.client_assignors == ()
+    assert member.config.topics == ("a", "b")
+    assert member.config.group_instance_id == "i"
+    assert len(consumer.member_id) == 22
+    assert consumer.generation == 0
+    assert consumer.enforce_rebalance() is False  # not started
+    assert isinstance(Consumer("a", bootstrap_servers="h:1", group_id="g")._member, ClassicMember)
+
+
+def test_explicit_assignors_under_the_consumer_protocol_are_client_side() -> None:
+    consumer = Consumer(
+        "a",
+        bootstrap_servers="h:1",
+        group_id="g",
+        group_protocol="consumer",
+        partition_assignors=[RangeAssignor()],
+    )
+    assert isinstance(consumer._member, ConsumerMember)
+    assert [a.name for a in consumer._member.config.client_assignors] == ["range"]
+
+
+def test_user_data_providers_are_for_the_classic_protocol() -> None:
+    with pytest.raises(ConfigError, match="classic protocol"):
+        Consumer(
+            "a",
+            bootstrap_servers="h:1",
+            group_id="g",
+            group_protocol="consumer",
+            user_data_provider=lambda *_: b"",  # type: ignore[arg-type]
+        )
