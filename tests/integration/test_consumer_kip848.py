@@ -34,7 +34,7 @@ TANSU_SKIP = (
 #: The broker's group.consumer.session.timeout.ms in the embedded Apache Kafka (kafka_broker.py).
 BROKER_SESSION_S = 10
 WAIT_S = 60
-KIP848 = {
+KIP848: dict[str, Any] = {
     "group_protocol": "consumer",
     "auto_offset_reset": "earliest",
     "enable_auto_commit": False,
@@ -133,7 +133,11 @@ async def resume_from_commits(kafka: Cluster) -> tuple[dict[TopicPartition, int]
     assert first.consumer is not None
     consumed = dict(first.consumer.positions())
     await first.stop()
-    settings = {**KIP848, "bootstrap_servers": kafka.bootstrap_servers, "group_id": f"g-{topic}"}
+    settings: dict[str, Any] = {
+        **KIP848,
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "group_id": f"g-{topic}",
+    }
     async with Consumer([topic], **settings) as second:
         await wait_until(lambda: second.assignment() == partitions, WAIT_S, "the second member's assignment")
         await wait_until(lambda: set(second.positions()) == partitions, WAIT_S, "its committed offsets")
@@ -220,7 +224,11 @@ def test_enforce_rebalance_under_a_server_assignor_asks_for_nothing(kip848: Clus
 async def wire_commits(kafka: Cluster) -> dict[str, KafkaErrorCode]:
     """OffsetCommit v9 from a live member with its epoch, a later epoch, and an unknown member id."""
     topic, partitions = _topic(kafka, "kip848-fence", 2)
-    settings = {**KIP848, "bootstrap_servers": kafka.bootstrap_servers, "group_id": f"g-{topic}"}
+    settings: dict[str, Any] = {
+        **KIP848,
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "group_id": f"g-{topic}",
+    }
     client = GroupCoordinatorClient(kafka.bootstrap_servers, f"g-{topic}")
     out: dict[str, KafkaErrorCode] = {}
     try:

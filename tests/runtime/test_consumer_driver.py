@@ -191,5 +191,5 @@ def test_user_data_providers_are_for_the_classic_protocol() -> None:
             bootstrap_servers="h:1",
             group_id="g",
             group_protocol="consumer",
-            user_data_provider=lambda *_: b"",  # type: ignore[arg-type]
+            user_data_provider=lambda *_: b"",
         )
