@@ -1,29 +1,32 @@
 """The classic group member: a sans-IO state machine (KIP-429, KIP-341, KIP-568, KIP-814).
 
 No IO and no clock: the driver passes ``now_ms`` to every call, executes the returned actions in
-order and feeds back what happened as events. States and transitions are in
-:mod:`~streamtasks.membership.classic.transitions`, error reactions in
-:mod:`~streamtasks.membership.classic.reactions`, the leader's step in
-:mod:`~streamtasks.membership.classic.leader`; ``docs/membership.md`` tells the whole story.
+order and feeds back what happened as events. :class:`ClassicMember` is the one owner of the
+member's state (frozen records, :mod:`.records`) and the only code that assigns it; the
+per-phase logic is pure (:mod:`.phases`), legal transitions are in :mod:`.transitions`, error
+reactions in :mod:`.reactions`, the leader's step in :mod:`.leader`; ``docs/membership.md`` tells
+the whole story.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import LocalProtocolError
+from streamtasks.membership.classic import phases as P
 from streamtasks.membership.classic.actions import (
     Action,
+    AssignmentChanged,
+    ErrorReported,
     FindCoordinator,
+    InvokeListener,
     ListenerKind,
+    Request,
+    SendRequest,
 )
 from streamtasks.membership.classic.config import MemberConfig
-from streamtasks.membership.classic.core import (
-    HAS_GENERATION,
-    REBALANCING,
-    Purpose,
-)
 from streamtasks.membership.classic.events import (
     CoordinatorDiscovered,
     CoordinatorLost,
@@ -36,17 +39,35 @@ from streamtasks.membership.classic.events import (
     ResponseReceived,
     Subscribe,
 )
-from streamtasks.membership.classic.reactions import Api
+from streamtasks.membership.classic.metrics import RebalanceMetrics
+from streamtasks.membership.classic.reactions import Api, Reaction, reaction
+from streamtasks.membership.classic.records import (
+    Gate,
+    InFlight,
+    LeaderView,
+    Link,
+    Membership,
+    Ownership,
+    Purpose,
+    Rejoin,
+    Requests,
+    Round,
+    Subscribed,
+)
+from streamtasks.membership.classic.states import HAS_GENERATION, REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
-from streamtasks.membership.classic.steps import RebalanceSteps
-from streamtasks.membership.classic.transitions import check_event
+from streamtasks.membership.classic.transitions import check_event, check_transition
 from streamtasks.protocol.classic_group import (
+    UNKNOWN_GENERATION,
+    UNKNOWN_MEMBER_ID,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
     OffsetCommitResponse,
+    SyncGroupAssignment,
     SyncGroupResponse,
 )
+from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
 
 __all__ = ["ClassicMember"]
@@ -58,9 +79,16 @@ _EXPECTS: dict[Api, type] = {
     Api.LEAVE_GROUP: LeaveGroupResponse,
     Api.OFFSET_COMMIT: OffsetCommitResponse,
 }
+_MAX_OPEN_INVOCATIONS = 256
+_FIND: frozenset[Api | None] = frozenset({None})
+_LEAVE: frozenset[Api | None] = frozenset({Api.LEAVE_GROUP})
+_APIS: frozenset[Api | None] = frozenset(Api)
+_NOTHING: frozenset[Api | None] = frozenset()
+_FENCED = "fenced: partitions lost"
+_ESCALATE = (Reaction.FATAL, Reaction.RESET_MEMBER, Reaction.RESET_GENERATION, Reaction.COORDINATOR)
 
 
-class ClassicMember(RebalanceSteps):
+class ClassicMember:
     """One member of a classic (JoinGroup/SyncGroup) consumer group.
 
     ``handle(event, now_ms)`` and ``poll(now_ms)`` return the actions to execute, in order;
@@ -68,6 +96,37 @@ class ClassicMember(RebalanceSteps):
     the current state raises :class:`~streamtasks.errors.LocalProtocolError`; anything wrong on
     the broker's or another member's side is reported as ``ErrorReported`` and never raises.
     """
+
+    __slots__ = (
+        "_config",
+        "_leader",
+        "_link",
+        "_membership",
+        "_metrics",
+        "_out",
+        "_ownership",
+        "_protocol",
+        "_rejoin",
+        "_requests",
+        "_round",
+        "_state",
+        "_sub",
+    )  # fmt: skip
+
+    def __init__(self, config: MemberConfig, now_ms: int = 0) -> None:
+        self._config = config
+        self._protocol = config.protocol
+        self._state = S.UNJOINED if config.topics else S.CLOSED
+        self._sub = Subscribed(topics=config.topics)
+        self._membership = Membership()
+        self._ownership = Ownership()
+        self._rejoin = Rejoin()
+        self._round = Round()
+        self._leader = LeaderView()
+        self._link = Link.starting(now_ms)
+        self._requests = Requests()
+        self._metrics = RebalanceMetrics(created_ms=now_ms)  # its own owner: counters only
+        self._out: list[Action] = []
 
     # ------------------------------------------------------------------ read-only view
 
@@ -82,17 +141,17 @@ class ClassicMember(RebalanceSteps):
     @property
     def member_id(self) -> str:
         """The id the coordinator gave this member; ``""`` before the first JoinGroup."""
-        return self._member_id
+        return self._membership.member_id
 
     @property
     def generation(self) -> int:
         """The generation of the last JoinGroup that succeeded; -1 when none / reset."""
-        return self._generation
+        return self._membership.generation
 
     @property
     def owned_generation(self) -> int:
         """The generation ``owned_partitions`` were assigned in (-1: none)."""
-        return self._owned_generation
+        return self._ownership.owned_generation
 
     @property
     def protocol(self) -> RebalanceProtocol | None:
@@ -102,42 +161,42 @@ class ClassicMember(RebalanceSteps):
     @property
     def protocol_name(self) -> str | None:
         """The assignor the coordinator selected at the last JoinGroup."""
-        return self._protocol_name
+        return self._membership.protocol_name
 
     @property
     def owned_partitions(self) -> frozenset[TopicPartition]:
-        return self._owned
+        return self._ownership.owned
 
     @property
     def assignment_user_data(self) -> bytes:
         """User data of the SyncGroup assignment applied now (``b""``: none); the value the
         last ``AssignmentChanged`` carried."""
-        return self._user_data
+        return self._ownership.user_data
 
     @property
     def is_leader(self) -> bool:
-        return self._is_leader
+        return self._membership.is_leader
 
     @property
     def leader_id(self) -> str:
-        return self._leader_id
+        return self._membership.leader_id
 
     @property
     def group_topics(self) -> tuple[str, ...]:
         """Leader only: every topic the group subscribes to (monitored for metadata changes)."""
-        return self._group_topics
+        return self._leader.group_topics
 
     @property
     def subscription(self) -> tuple[str, ...]:
-        return self._topics
+        return self._sub.topics
 
     @property
     def rejoin_needed(self) -> bool:
-        return self._rejoin_needed
+        return self._rejoin.needed
 
     @property
     def coordinator_known(self) -> bool:
-        return self._coordinator_known
+        return self._link.coordinator_known
 
     def metrics(self, now_ms: int) -> Mapping[str, float]:
         """KIP-429's rebalance metrics by name (see :mod:`.metrics`)."""
@@ -175,22 +234,22 @@ class ClassicMember(RebalanceSteps):
         self._out = []
         if self._state in (S.CLOSED, S.FAILED):
             return self._flush()
-        expired = [rid for rid, f in self._inflight.items() if f.deadline_ms <= now_ms]
-        if expired:
+        if any(f.deadline_ms <= now_ms for f in self._requests.inflight.values()):
             self._coordinator_lost(now_ms, "request timed out")
-        gate = self._gate
+        gate = self._round.gate
         if gate is not None and now_ms >= gate.deadline_ms:
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
-        if not self._coordinator_known:
-            if not self._find_in_flight() and now_ms >= self._find_retry_ms:
+        link = self._link
+        if not link.coordinator_known:
+            if not self._requests.finds_in_flight() and now_ms >= link.find_retry_ms:
                 rid = self._issue(None, now_ms + self._config.request_timeout_ms)
                 self._out.append(FindCoordinator(request_id=rid, group_id=self._config.group_id))
             return self._flush()
         if (
             self._state in HAS_GENERATION
-            and self._generation >= 0
-            and now_ms - self._hb_last_ok_ms > self._config.session_timeout_ms
+            and self._membership.generation >= 0
+            and now_ms - link.hb_last_ok_ms > self._config.session_timeout_ms
         ):
             self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
             return self._flush()
@@ -203,26 +262,15 @@ class ClassicMember(RebalanceSteps):
     def next_deadline_ms(self) -> int | None:
         """When ``poll`` next has something to do (possibly already past: poll now);
         ``None`` when only an event can move the member."""
-        if self._state in (S.CLOSED, S.FAILED):
-            return None
-        times = [f.deadline_ms for f in self._inflight.values()]
-        if self._gate is not None:
-            times.append(self._gate.deadline_ms)
-        if not self._coordinator_known:
-            if not self._find_in_flight():
-                times.append(self._find_retry_ms)
-            return min(times)
-        if self._wants_join():
-            times.append(self._join_retry_ms)
-        if self._followup_due_ms is not None and self._state is S.STABLE:
-            times.append(self._followup_due_ms)
-        if self._gate is not None and self._gate.commit_id is None:
-            times.append(self._gate.retry_at_ms)
-        if self._state in HAS_GENERATION and self._generation >= 0:
-            if not self._heartbeat_in_flight():
-                times.append(self._hb_next_ms)
-            times.append(self._hb_last_ok_ms + self._config.session_timeout_ms + 1)
-        return min(times) if times else None
+        return P.next_deadline(
+            self._state,
+            self._config,
+            generation=self._membership.generation,
+            link=self._link,
+            requests=self._requests,
+            round_=self._round,
+            rejoin=self._rejoin,
+        )
 
     def enforce_rebalance(self, reason: str = "") -> bool:
         """KIP-568: ask to rejoin on the next poll, keeping owned partitions.
@@ -239,33 +287,187 @@ class ClassicMember(RebalanceSteps):
             self._request_rejoin(reason or "rebalance enforced by the application")
         return True
 
-    # ------------------------------------------------------------------ coordinator
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _flush(self) -> list[Action]:
+        out, self._out = self._out, []
+        return out
+
+    def _goto(self, state: S, trigger: str) -> None:
+        check_transition(self._state, state, trigger)
+        self._state = state
+
+    def _issue(self, api: Api | None, deadline_ms: int) -> int:
+        r = self._requests
+        rid = r.next_id + 1
+        pending = InFlight(api=api, deadline_ms=deadline_ms, generation=self._membership.generation)
+        self._requests = replace(r, next_id=rid, inflight={**r.inflight, rid: pending})
+        return rid
+
+    def _send(self, api: Api, request: Request, now_ms: int) -> int:
+        rid = self._issue(api, now_ms + P.request_timeout(self._config, api))
+        self._out.append(SendRequest(request_id=rid, request=request))
+        return rid
+
+    def _settle(self, request_id: int) -> InFlight | None:
+        """The request in flight with this id, which the member no longer waits for."""
+        r = self._requests
+        found = r.inflight.get(request_id)
+        if found is not None:
+            self._requests = replace(r, inflight={k: v for k, v in r.inflight.items() if k != request_id})
+        return found
+
+    def _set_gate(self, gate: Gate | None) -> None:
+        self._round = replace(self._round, gate=gate)
+
+    def _drop_inflight(self, keep_find: bool = True) -> None:
+        self._requests = self._requests.keeping(_FIND if keep_find else _NOTHING)
+        if self._round.gate is not None:
+            self._set_gate(replace(self._round.gate, commit_id=None))
+
+    def _report(self, reason: str, code: KafkaErrorCode | None, *, fatal: bool = False) -> None:
+        self._metrics.error_reported()
+        self._out.append(ErrorReported(reason=reason, code=code, fatal=fatal))
+
+    def _listener(self, kind: ListenerKind, partitions: frozenset[TopicPartition], now_ms: int) -> None:
+        r = self._requests
+        n = r.next_invocation + 1
+        invocations = {**r.invocations, n: (kind, now_ms)}
+        if len(invocations) > _MAX_OPEN_INVOCATIONS:  # the driver need not report them all
+            del invocations[min(invocations)]
+        self._requests = replace(r, next_invocation=n, invocations=invocations)
+        self._out.append(
+            InvokeListener(
+                invocation_id=n,
+                kind=kind,
+                partitions=P.sorted_tps(partitions),
+                generation=self._membership.generation,
+            )
+        )
+
+    def _set_owned(self, owned: frozenset[TopicPartition], generation: int) -> None:
+        o = self._ownership
+        added, removed = owned - o.owned, o.owned - owned
+        self._ownership = replace(o, owned=owned, owned_generation=generation)
+        self._out.append(
+            AssignmentChanged(
+                generation=generation,
+                owned=P.sorted_tps(owned),
+                added=P.sorted_tps(added),
+                removed=P.sorted_tps(removed),
+                user_data=o.user_data,
+            )
+        )
+
+    def _request_rejoin(self, reason: str) -> None:
+        if not self._rejoin.needed:
+            self._rejoin = Rejoin(needed=True, reason=reason)
+
+    def _lose_all(self, now_ms: int) -> None:
+        """KIP-429 1d: the member fell out of the group; every owned partition is lost."""
+        self._ownership = replace(self._ownership, user_data=b"")  # no assignment any more
+        if self._ownership.owned:
+            self._listener(ListenerKind.LOST, self._ownership.owned, now_ms)
+            self._set_owned(frozenset(), UNKNOWN_GENERATION)
+
+    def _reset(self, now_ms: int, *, member_id: bool, trigger: str) -> None:
+        """Reset generation (and member id): partitions lost, rejoin from scratch."""
+        self._lose_all(now_ms)
+        m = self._membership
+        self._membership = replace(
+            m,
+            generation=UNKNOWN_GENERATION,
+            member_id=UNKNOWN_MEMBER_ID if member_id else m.member_id,
+            is_leader=False,
+        )
+        self._requests = self._requests.keeping(_FIND)
+        self._round = Round()
+        if self._state is S.LEAVING:
+            # ILLEGAL_GENERATION keeps the member id: the coordinator still counts this member,
+            # so tell it we are gone instead of leaving it to the session timeout.
+            self._send_leave("the application left", now_ms)
+            self._close(trigger)
+        else:
+            self._goto(S.UNJOINED, trigger)
+
+    def _fail(self, now_ms: int, reason: str, code: KafkaErrorCode | None) -> None:
+        self._lose_all(now_ms)
+        self._report(reason, code, fatal=True)
+        self._round = Round()  # FAILED: nothing of the round is read again; Leave closes
+        self._requests = self._requests.keeping(_NOTHING)
+        self._metrics.rebalance_abandoned()
+        self._membership = replace(self._membership, is_leader=False)
+        self._goto(S.FAILED, "fatal error")
+
+    def _close(self, trigger: str) -> None:
+        self._round = Round()
+        self._requests = self._requests.keeping(_LEAVE)
+        self._membership = replace(
+            self._membership, member_id=UNKNOWN_MEMBER_ID, generation=UNKNOWN_GENERATION, is_leader=False
+        )
+        self._rejoin = replace(self._rejoin, needed=False)
+        self._metrics.rebalance_abandoned()
+        self._goto(S.CLOSED, trigger)
+
+    def _coordinator_lost(self, now_ms: int, reason: str) -> None:
+        """Kafka's ``markCoordinatorUnknown``: every request in flight fails; membership and
+        owned partitions are kept; a SyncGroup in flight means the rebalance must restart."""
+        retry = now_ms + self._config.retry_backoff_ms
+        self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, join_retry_ms=retry)
+        self._requests = self._requests.keeping(_NOTHING)
+        gate = self._round.gate
+        if gate is not None:
+            self._set_gate(replace(gate, commit_id=None, retry_at_ms=now_ms))
+        if self._state in (S.JOINING, S.SYNCING):
+            self._round = replace(self._round, join_sent=False)
+            self._metrics.rebalance_failed(now_ms)
+            if self._state is S.SYNCING:
+                self._goto(S.JOINING, "SyncGroup failed: rejoin")
+        if reason:
+            self._report(f"coordinator unknown: {reason}", None)
+
+    def _send_leave(self, reason: str, now_ms: int) -> None:
+        request = P.leave_request(self._config, self._membership, self._link, reason)
+        if request is not None:
+            self._send(Api.LEAVE_GROUP, request, now_ms)
+
+    def _metadata_changed(self) -> bool:
+        changed, self._leader = P.metadata_changed(self._leader, self._sub.metadata)
+        return changed
+
+    def _check_issued(self, request_id: int) -> None:
+        if not 0 < request_id <= self._requests.next_id:
+            raise LocalProtocolError(f"no request {request_id} was ever issued by this member")
+
+    def _backoff_join(self, now_ms: int) -> None:
+        self._link = replace(self._link, join_retry_ms=now_ms + self._config.retry_backoff_ms)
+
+    def _heard(self, now_ms: int) -> None:
+        self._link = replace(self._link, hb_last_ok_ms=now_ms)
+
+    # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
         if event.request_id is not None:
-            found = self._inflight.get(event.request_id)
+            found = self._requests.inflight.get(event.request_id)
             if found is None or found.api is not None:
                 self._check_issued(event.request_id)
                 return
-        self._inflight = {r: f for r, f in self._inflight.items() if f.api is not None}
-        if self._coordinator_known or self._state in (S.CLOSED, S.FAILED):
+        self._requests = self._requests.keeping(_APIS)
+        if self._link.coordinator_known or self._state in (S.CLOSED, S.FAILED):
             return
-        self._coordinator_known = True
-        self._hb_last_ok_ms = now_ms
-        self._hb_next_ms = now_ms
-
-    # ------------------------------------------------------------------ application events
+        self._link = replace(self._link, coordinator_known=True, hb_last_ok_ms=now_ms, hb_next_ms=now_ms)
 
     def _on_subscribe(self, event: Subscribe) -> None:
         if not event.topics:
             raise LocalProtocolError("Subscribe needs at least one topic; use Leave to unsubscribe")
         if self._state is S.CLOSED:
-            self._topics = event.topics
+            self._sub = replace(self._sub, topics=event.topics)
             self._goto(S.UNJOINED, "subscribe")
             return
-        if event.topics == self._topics:
+        if event.topics == self._sub.topics:
             return
-        self._topics = event.topics
+        self._sub = replace(self._sub, topics=event.topics)
         if self._state is not S.UNJOINED:
             self._request_rejoin("subscription changed")
 
@@ -273,12 +475,12 @@ class ClassicMember(RebalanceSteps):
         if self._state is S.FAILED:
             self._close("leave")
             return
-        self._drop_inflight()
-        self._gate = None
-        self._join_sent = False
-        if self._owned and self._generation >= 0 and self._member_id:
+        self._requests = self._requests.keeping(_FIND)
+        self._round = replace(self._round, gate=None, join_sent=False)
+        owned = self._ownership.owned
+        if owned and self._membership.generation >= 0 and self._membership.member_id:
             self._goto(S.LEAVING, "leave: commit before revoking")
-            self._start_gate(Purpose.LEAVE, self._owned, now_ms)
+            self._start_gate(Purpose.LEAVE, owned, now_ms)
             return
         self._lose_all(now_ms)
         self._send_leave(event.reason or "the application left", now_ms)
@@ -286,25 +488,31 @@ class ClassicMember(RebalanceSteps):
 
     def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
         counts = event.partitions_per_topic
-        self._metadata = counts
+        self._sub = replace(self._sub, metadata=counts)
         if self._state in (S.CLOSED, S.FAILED):
             return
-        gone = frozenset(tp for tp in self._owned if tp.partition >= counts.get(tp.topic, 0))
+        owned = self._ownership.owned
+        gone = frozenset(tp for tp in owned if tp.partition >= counts.get(tp.topic, 0))
         if gone:  # KIP-429 1b: owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone, now_ms)
-            self._set_owned(self._owned - gone, self._owned_generation)
-            if self._gate is not None:
-                self._gate.partitions -= gone
-                self._gate.assignment -= gone
-        if self._is_leader and self._state is S.STABLE and self._metadata_changed():
+            self._set_owned(owned - gone, self._ownership.owned_generation)
+            gate = self._round.gate
+            if gate is not None:
+                self._set_gate(
+                    replace(gate, partitions=gate.partitions - gone, assignment=gate.assignment - gone)
+                )
+        if self._membership.is_leader and self._state is S.STABLE and self._metadata_changed():
             self._request_rejoin("leader saw a partition count change")
 
     def _on_listener_completed(self, event: ListenerCompleted, now_ms: int) -> None:
-        if not 0 < event.invocation_id <= self._next_invocation:
+        r = self._requests
+        if not 0 < event.invocation_id <= r.next_invocation:
             raise LocalProtocolError(f"ListenerCompleted for unknown invocation {event.invocation_id}")
-        found = self._invocations.pop(event.invocation_id, None)
+        found = r.invocations.get(event.invocation_id)
         if found is None:  # reported twice, or too old to remember
             return
+        invocations = {k: v for k, v in r.invocations.items() if k != event.invocation_id}
+        self._requests = replace(r, invocations=invocations)
         kind, started = found
         self._metrics.listener_completed(kind, now_ms - started)
         if event.failed:
@@ -314,7 +522,7 @@ class ClassicMember(RebalanceSteps):
 
     def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
         self._check_issued(event.request_id)
-        pending = self._inflight.get(event.request_id)
+        pending = self._requests.inflight.get(event.request_id)
         if pending is None:  # duplicate, or abandoned after a timeout / reset
             self._metrics.stale_response()
             return
@@ -324,7 +532,7 @@ class ClassicMember(RebalanceSteps):
                 f"request {event.request_id} was {pending.api.value if pending.api else 'FindCoordinator'}, "
                 f"got {type(event.response).__name__}"
             )
-        del self._inflight[event.request_id]
+        self._settle(event.request_id)
         resp = event.response
         if isinstance(resp, JoinGroupResponse):
             self._on_join(resp, now_ms)
@@ -338,13 +546,298 @@ class ClassicMember(RebalanceSteps):
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
         self._check_issued(event.request_id)
-        pending = self._inflight.pop(event.request_id, None)
+        pending = self._settle(event.request_id)
         if pending is None:
             self._metrics.stale_response()
             return
         if pending.api is None:
-            self._find_retry_ms = now_ms + self._config.retry_backoff_ms
+            self._link = replace(self._link, find_retry_ms=now_ms + self._config.retry_backoff_ms)
             return
         if pending.api is Api.LEAVE_GROUP:
             return
         self._coordinator_lost(now_ms, f"{pending.api.value} failed: {event.error.name}")
+
+    def _on_reset_or_other(self, api: Api, act: Reaction, code: KafkaErrorCode, now_ms: int) -> None:
+        """JoinGroup / SyncGroup answered an error other than REJOIN, or OffsetCommit one of
+        ``_ESCALATE``: reset (1d), fail, forget the coordinator, or rejoin after the backoff."""
+        if act in (Reaction.RESET_MEMBER, Reaction.RESET_GENERATION):  # 1d
+            self._reset(now_ms, member_id=act is Reaction.RESET_MEMBER, trigger=_FENCED)
+            self._maybe_join(now_ms)
+        elif act is Reaction.FATAL:
+            self._fail(now_ms, f"{api.value} failed with {code.name}", code)
+        elif act is Reaction.COORDINATOR:
+            self._coordinator_lost(now_ms, f"{api.value} answered {code.name}")
+        else:
+            if act is Reaction.REPORT:
+                self._report(f"{api.value} failed with {code.name}; rejoining", code)
+            self._backoff_join(now_ms)
+            if self._state is S.SYNCING:
+                self._goto(S.JOINING, "SyncGroup failed: rejoin")
+
+    # ------------------------------------------------------------------ joining
+
+    def _maybe_join(self, now_ms: int) -> None:
+        link = self._link
+        if not P.wants_join(self._state, self._round, self._rejoin):
+            return
+        if not link.coordinator_known or now_ms < link.join_retry_ms:
+            return
+        if self._state in (S.UNJOINED, S.STABLE) and self._round.needs_join_prepare:
+            self._metrics.rebalance_started(now_ms)
+            self._membership = replace(self._membership, is_leader=False)
+            self._leader = replace(self._leader, group_topics=())
+            if self._membership.generation < 0:
+                self._lose_all(now_ms)
+            revoking = P.join_revocation(self._protocol, self._ownership.owned, self._sub.topics)
+            if revoking:  # KIP-429 1a, and EAGER's revoke-everything
+                self._goto(S.PREPARING, "rejoin: commit before revoking")
+                self._start_gate(Purpose.JOIN, revoking, now_ms)
+                return
+            self._round = replace(self._round, needs_join_prepare=False)
+        self._send_join(now_ms)
+
+    def _send_join(self, now_ms: int) -> None:
+        if self._state is not S.JOINING:
+            trigger = "join" if self._state is S.UNJOINED else "rejoin"
+            self._goto(S.JOINING, f"{trigger}: nothing to revoke, JoinGroup sent")
+        if not self._link.coordinator_known or now_ms < self._link.join_retry_ms:
+            return
+        self._metrics.rebalance_started(now_ms)
+        request = P.join_request(
+            self._config, self._sub.topics, self._membership, self._ownership, self._rejoin.reason
+        )
+        self._send(Api.JOIN_GROUP, request, now_ms)
+        # this rebalance is the follow-up
+        self._round = replace(self._round, join_sent=True, followup_due_ms=None)
+        self._rejoin = Rejoin()
+
+    def _on_join(self, resp: JoinGroupResponse, now_ms: int) -> None:
+        self._round = replace(self._round, join_sent=False)
+        act = reaction(Api.JOIN_GROUP, resp.error)
+        if act is Reaction.PROCEED:
+            self._joined(resp, now_ms)
+            return
+        if act is Reaction.MEMBER_ID_REQUIRED:  # 1e
+            self._membership = replace(self._membership, member_id=resp.member_id)
+            self._send_join(now_ms)
+            return
+        self._metrics.rebalance_failed(now_ms)
+        if act is Reaction.REJOIN:
+            self._send_join(now_ms)
+        else:
+            self._on_reset_or_other(Api.JOIN_GROUP, act, resp.error, now_ms)
+
+    def _joined(self, resp: JoinGroupResponse, now_ms: int) -> None:
+        problem = P.join_problem(self._config, self._membership, resp)
+        if problem is not None:
+            self._metrics.rebalance_failed(now_ms)
+            self._report(problem + "; rejoining", None)
+            self._backoff_join(now_ms)
+            return
+        missed = P.missed_generations(self._config, self._membership, self._ownership.owned, resp)
+        if missed is not None:
+            self._report(missed, None)
+            self._lose_all(now_ms)
+        self._membership = P.joined(self._membership, resp)
+        self._link = replace(
+            self._link, hb_last_ok_ms=now_ms, hb_next_ms=now_ms + self._config.heartbeat_interval_ms
+        )
+        assignments: tuple[SyncGroupAssignment, ...] = ()
+        if self._membership.is_leader:
+            step = P.leader_step(self._config, self._membership.protocol_name, self._sub.metadata, resp)
+            self._leader = step.view
+            for leader_problem in step.problems:
+                self._report(f"leader: {leader_problem}", None)
+            assignments = step.assignments
+        request = P.sync_request(self._config, self._membership, assignments)
+        self._goto(S.SYNCING, "JoinGroup ok: SyncGroup sent")
+        self._send(Api.SYNC_GROUP, request, now_ms)
+
+    # ------------------------------------------------------------------ syncing
+
+    def _on_sync(self, resp: SyncGroupResponse, now_ms: int) -> None:
+        act = reaction(Api.SYNC_GROUP, resp.error)
+        if act is Reaction.PROCEED:
+            self._synced(resp, now_ms)
+            return
+        self._metrics.rebalance_failed(now_ms)
+        if act is Reaction.REJOIN:  # 1c: keep generation and partitions
+            self._goto(S.JOINING, "SyncGroup failed: rejoin")
+            self._send_join(now_ms)
+        else:
+            self._on_reset_or_other(Api.SYNC_GROUP, act, resp.error, now_ms)
+
+    def _synced(self, resp: SyncGroupResponse, now_ms: int) -> None:
+        read = P.read_assignment(resp, self._membership.protocol_name, self._sub.topics)
+        if isinstance(read, str):
+            self._metrics.rebalance_failed(now_ms)
+            self._report(read + "; rejoining", None)
+            self._backoff_join(now_ms)
+            self._goto(S.JOINING, "SyncGroup failed: rejoin")
+            return
+        assigned, user_data = read
+        self._heard(now_ms)
+        revoked = self._ownership.owned - assigned
+        if revoked:  # KIP-429 3c: commit, revoke, then rejoin
+            self._goto(S.REVOKING, "SyncGroup ok: commit before revoking")
+            self._start_gate(Purpose.SYNC, revoked, now_ms, assignment=assigned, user_data=user_data)
+            return
+        self._goto(S.STABLE, "SyncGroup ok: assignment applied")
+        self._apply(assigned, frozenset(), now_ms, user_data)
+
+    def _apply(
+        self,
+        assigned: frozenset[TopicPartition],
+        revoked: frozenset[TopicPartition],
+        now_ms: int,
+        user_data: bytes,
+    ) -> None:
+        """KIP-429 listener order: revoked (if any) → assignment → assigned (always).
+        ``user_data``: the assignment's user data, carried by the AssignmentChanged."""
+        added = assigned - self._ownership.owned
+        if revoked:
+            self._listener(ListenerKind.REVOKED, revoked, now_ms)
+        generation = self._membership.generation
+        self._ownership = replace(self._ownership, user_data=user_data)
+        self._set_owned(assigned, generation)
+        self._ownership = replace(
+            self._ownership, previous=P.sorted_tps(assigned), previous_generation=generation
+        )
+        self._listener(ListenerKind.ASSIGNED, added, now_ms)
+        self._metrics.rebalance_completed(now_ms)
+        if revoked:
+            self._request_rejoin("partitions revoked: follow-up rebalance")
+        leader = self._membership.is_leader
+        due = self._round.followup_due_ms
+        if leader and self._leader.followup_needed and not self._round.followup_forced:
+            # KIP-429: the member that revokes the withheld partitions starts the follow-up;
+            # if none has started one heartbeat interval from now (that member was replaced
+            # without a rebalance, or had nothing left to revoke), the leader does. Never twice
+            # in a row: if its own follow-up withheld again, the claimant is a member that does
+            # not rejoin (a dead static member); its session timeout decides, not a storm.
+            due = now_ms + self._config.heartbeat_interval_ms
+        self._round = replace(
+            self._round, needs_join_prepare=True, followup_due_ms=due, followup_forced=False
+        )
+        if leader and self._metadata_changed():
+            self._request_rejoin("leader saw a partition count change")
+        if revoked:
+            self._maybe_join(now_ms)
+
+    # ------------------------------------------------------------------ commit before revoking
+
+    def _start_gate(
+        self,
+        purpose: Purpose,
+        partitions: frozenset[TopicPartition],
+        now_ms: int,
+        assignment: frozenset[TopicPartition] = frozenset(),
+        user_data: bytes = b"",
+    ) -> None:
+        deadline = now_ms + self._config.rebalance_timeout_ms
+        self._set_gate(
+            Gate(
+                purpose=purpose,
+                partitions=partitions,
+                deadline_ms=deadline,
+                retry_at_ms=now_ms,
+                assignment=assignment,
+                user_data=user_data,
+            )
+        )
+        self._maybe_commit(now_ms)
+
+    def _maybe_followup(self, now_ms: int) -> None:
+        due = self._round.followup_due_ms
+        if due is None or now_ms < due or self._state is not S.STABLE:
+            return
+        self._round = replace(self._round, followup_due_ms=None, followup_forced=True)
+        self._request_rejoin("leader withheld partitions and no follow-up rebalance started")
+
+    def _maybe_commit(self, now_ms: int) -> None:
+        gate = self._round.gate
+        if gate is None or gate.commit_id is not None or not self._link.coordinator_known:
+            return
+        if now_ms < gate.retry_at_ms:
+            return
+        if not gate.partitions:
+            self._finish_gate(now_ms)
+            return
+        rid = self._issue(Api.OFFSET_COMMIT, now_ms + self._config.request_timeout_ms)
+        self._set_gate(replace(gate, commit_id=rid))
+        self._out.append(P.commit_action(rid, self._config, self._membership, gate.partitions))
+
+    def _on_commit(self, resp: OffsetCommitResponse, now_ms: int) -> None:
+        gate = self._round.gate
+        if gate is None:
+            return
+        gate = replace(gate, commit_id=None)
+        self._set_gate(gate)
+        codes = sorted({code for _, code in resp.errors if code is not KafkaErrorCode.NONE})
+        if not codes:
+            self._finish_gate(now_ms)
+            return
+        act, code = P.commit_verdict(codes)
+        if act is Reaction.RETRY:
+            self._set_gate(replace(gate, retry_at_ms=now_ms + self._config.retry_backoff_ms))
+        elif act in _ESCALATE:
+            self._on_reset_or_other(Api.OFFSET_COMMIT, act, code, now_ms)
+        else:
+            self._report(f"offset commit failed with {[c.name for c in codes]}; revoking anyway", code)
+            self._finish_gate(now_ms)
+
+    def _finish_gate(self, now_ms: int) -> None:
+        gate = self._round.gate
+        assert gate is not None
+        self._set_gate(None)
+        if gate.commit_id is not None:
+            self._settle(gate.commit_id)
+        owned = self._ownership.owned
+        if gate.purpose is Purpose.SYNC:
+            self._goto(S.STABLE, "commit done: revoked, assignment applied")
+            self._apply(gate.assignment, gate.partitions & owned, now_ms, gate.user_data)
+            return
+        revoked = gate.partitions & owned
+        if revoked:
+            self._listener(ListenerKind.REVOKED, revoked, now_ms)
+            self._set_owned(owned - revoked, self._ownership.owned_generation)
+        if gate.purpose is Purpose.LEAVE:
+            self._send_leave("the application left", now_ms)
+            self._close("commit done: revoked, left")
+            return
+        self._round = replace(self._round, needs_join_prepare=False)
+        self._goto(S.JOINING, "commit done: revoked, JoinGroup sent")
+        self._send_join(now_ms)
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def _maybe_heartbeat(self, now_ms: int) -> None:
+        m = self._membership
+        if self._state not in HAS_GENERATION or m.generation < 0 or not m.member_id:
+            return
+        if self._requests.heartbeat_in_flight() or now_ms < self._link.hb_next_ms:
+            return
+        self._send(Api.HEARTBEAT, P.heartbeat_request(self._config, m), now_ms)
+        self._link = replace(self._link, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)
+
+    def _on_heartbeat(self, resp: HeartbeatResponse, sent_generation: int, now_ms: int) -> None:
+        act = reaction(Api.HEARTBEAT, resp.error)
+        if act is Reaction.PROCEED:
+            self._heard(now_ms)
+            return
+        current = sent_generation == self._membership.generation and self._state in HAS_GENERATION
+        if act is Reaction.FATAL:
+            self._fail(now_ms, f"Heartbeat failed with {resp.error.name}", resp.error)
+        elif act is Reaction.REJOIN:  # 1c
+            self._heard(now_ms)
+            if self._state is S.STABLE:
+                self._request_rejoin("the group is rebalancing")
+        elif act in (Reaction.RESET_MEMBER, Reaction.RESET_GENERATION):  # 1d
+            if current:
+                self._reset(now_ms, member_id=act is Reaction.RESET_MEMBER, trigger=_FENCED)
+        elif act is Reaction.COORDINATOR:
+            self._coordinator_lost(now_ms, f"Heartbeat answered {resp.error.name}")
+        else:
+            self._link = replace(self._link, hb_next_ms=now_ms + self._config.retry_backoff_ms)
+            if act is Reaction.REPORT:
+                self._report(f"Heartbeat failed with {resp.error.name}", resp.error)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["MemberState"]
+__all__ = ["HAS_GENERATION", "REBALANCING", "MemberState"]
 
 
 class MemberState(enum.Enum):
@@ -34,3 +34,15 @@ class MemberState(enum.Enum):
     CLOSED = "closed"
     #: A fatal error (FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, ...). Terminal.
     FAILED = "failed"
+
+
+#: States in which the member has (or is getting) a generation and heartbeats.
+HAS_GENERATION = (
+    MemberState.SYNCING,
+    MemberState.STABLE,
+    MemberState.PREPARING,
+    MemberState.REVOKING,
+    MemberState.LEAVING,
+)
+#: States of a rebalance under way.
+REBALANCING = (MemberState.PREPARING, MemberState.JOINING, MemberState.SYNCING, MemberState.REVOKING)

@@ -13,11 +13,11 @@ from types import MappingProxyType
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.classic.events import EnforceRebalance, Leave, Subscribe
+from streamtasks.membership.classic.states import REBALANCING as _REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
 
 __all__ = ["TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 
-_REBALANCING = (S.PREPARING, S.JOINING, S.SYNCING, S.REVOKING)
 _LIVE = (S.UNJOINED, S.STABLE, *_REBALANCING)
 
 #: (from, trigger, to). Triggers are short labels, also used in error messages and the docs.

@@ -1,0 +1,179 @@
+"""The classic member's state as frozen records.
+
+:class:`~streamtasks.membership.classic.machine.ClassicMember` holds one of each and is the only
+code that assigns them (h11's rule: everything that changes the state machine lives in one
+place). Each record groups the fields that change together, so a reset is one assignment of a
+fresh record; :mod:`~streamtasks.membership.classic.phases` computes over them without changing
+anything.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from streamtasks.membership.classic.actions import ListenerKind
+from streamtasks.membership.classic.reactions import Api
+from streamtasks.protocol.classic_group import UNKNOWN_GENERATION, UNKNOWN_MEMBER_ID
+from topology.ids import TopicPartition
+
+__all__ = [
+    "Gate",
+    "InFlight",
+    "LeaderView",
+    "Link",
+    "Membership",
+    "Ownership",
+    "Purpose",
+    "Rejoin",
+    "Requests",
+    "Round",
+    "Subscribed",
+]
+
+_EMPTY: Mapping[str, int | None] = MappingProxyType({})
+
+
+class Purpose(enum.Enum):
+    """Why offsets are being committed before a revocation."""
+
+    JOIN = "join prepare"
+    SYNC = "revocation after SyncGroup"
+    LEAVE = "leave"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InFlight:
+    """A request the member waits for an answer to."""
+
+    api: Api | None  # None: FindCoordinator
+    deadline_ms: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gate:
+    """Offsets of ``partitions`` are committed before they are revoked."""
+
+    purpose: Purpose
+    partitions: frozenset[TopicPartition]
+    deadline_ms: int
+    retry_at_ms: int
+    commit_id: int | None = None
+    assignment: frozenset[TopicPartition] = frozenset()  # Purpose.SYNC: what to own afterwards
+    user_data: bytes = b""  # Purpose.SYNC: the user data of that assignment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscribed:
+    """What the application asked for: the topics, and the cluster's partition counts."""
+
+    topics: tuple[str, ...]
+    metadata: Mapping[str, int] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Membership:
+    """Who the member is in the group, as the last JoinGroup answer said."""
+
+    member_id: str = UNKNOWN_MEMBER_ID
+    generation: int = UNKNOWN_GENERATION
+    protocol_name: str | None = None
+    leader_id: str = UNKNOWN_MEMBER_ID
+    is_leader: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ownership:
+    """What the member owns, and what it remembers of its last assignment."""
+
+    owned: frozenset[TopicPartition] = frozenset()
+    owned_generation: int = UNKNOWN_GENERATION
+    #: User data of the SyncGroup assignment applied now (b"": none); see AssignmentChanged.
+    user_data: bytes = b""
+    previous: tuple[TopicPartition, ...] = ()  # sticky userdata memory (KIP-341)
+    previous_generation: int = UNKNOWN_GENERATION
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rejoin:
+    """A rejoin asked for while stable (KIP-568, a heartbeat's REBALANCE_IN_PROGRESS, ...).
+
+    The reason is sent with the next JoinGroup; only sending it clears the reason."""
+
+    needed: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Round:
+    """The rebalance the member takes part in; ``Round()`` is a member with none under way."""
+
+    join_sent: bool = False
+    needs_join_prepare: bool = True
+    gate: Gate | None = None
+    #: Leader, STABLE: rejoin at this time unless a rebalance started (None: not armed).
+    followup_due_ms: int | None = None
+    #: Leader: the rebalance in flight is one it forced for a follow-up (at most one in a row).
+    followup_forced: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderView:
+    """What the leader learnt at its last step."""
+
+    group_topics: tuple[str, ...] = ()
+    #: Partition counts of the group's topics when it assigned.
+    snapshot: Mapping[str, int | None] = field(default_factory=lambda: _EMPTY)
+    snapshot_lazy: bool = False  # KIP-814: counts unknown at SkipAssignment are learnt, not compared
+    #: Its assignment withheld partitions (KIP-429 follow-up needed).
+    followup_needed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """The coordinator, and the member's timers towards it."""
+
+    coordinator_known: bool
+    find_retry_ms: int
+    join_retry_ms: int
+    hb_next_ms: int
+    hb_last_ok_ms: int
+
+    @classmethod
+    def starting(cls, now_ms: int) -> Link:
+        return cls(
+            coordinator_known=False,
+            find_retry_ms=now_ms,
+            join_retry_ms=now_ms,
+            hb_next_ms=now_ms,
+            hb_last_ok_ms=now_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Requests:
+    """What the member waits for: requests in flight and listener invocations not reported yet."""
+
+    next_id: int = 0
+    inflight: Mapping[int, InFlight] = field(default_factory=dict)
+    next_invocation: int = 0
+    #: invocation id -> (kind, time it was emitted)
+    invocations: Mapping[int, tuple[ListenerKind, int]] = field(default_factory=dict)
+
+    def finds_in_flight(self) -> bool:
+        return any(f.api is None for f in self.inflight.values())
+
+    def heartbeat_in_flight(self) -> bool:
+        return any(f.api is Api.HEARTBEAT for f in self.inflight.values())
+
+    def keeping(self, keep: frozenset[Api | None]) -> Requests:
+        """The same, with only the requests in flight whose API is in ``keep``."""
+        return Requests(
+            next_id=self.next_id,
+            inflight={r: f for r, f in self.inflight.items() if f.api in keep},
+            next_invocation=self.next_invocation,
+            invocations=self.invocations,
+        )
