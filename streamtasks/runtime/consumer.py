@@ -56,6 +56,7 @@ from streamtasks.runtime.consumer_driver import (
     ConsumerGroupDriver,
     TopicMetadata,
     new_member_id,
+    require_consumer_group_heartbeat,
     send_consumer_group_request,
 )
 from streamtasks.runtime.driver import MemberDriver
@@ -151,6 +152,7 @@ class Consumer:
             request_timeout_ms=cfg.request_timeout_ms,
             rack=cfg.client_rack,
             user_data_provider=user_data_provider,
+            lose_on_missed_generation=cfg.lose_on_missed_generation,
         )
 
     def _consumer_member_config(
@@ -180,7 +182,19 @@ class Consumer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start fetching and join the group. Under ``group_protocol="consumer"`` a bootstrap
+        server that does not advertise ConsumerGroupHeartbeat raises :class:`BrokerError` first."""
         cfg = self.config
+        if isinstance(self._member, ConsumerMember):
+            self._metadata_conn = await open_any(cfg.bootstrap_servers, cfg.client_id)
+            try:
+                await require_consumer_group_heartbeat(
+                    self._metadata_conn, f"the cluster at {cfg.bootstrap_servers}"
+                )
+            except BaseException:
+                await self._metadata_conn.close()
+                self._metadata_conn = None
+                raise
         self._fetcher = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap_servers,
             group_id=None,

@@ -22,7 +22,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from streamtasks.errors import LocalProtocolError
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+
+from streamtasks.errors import BrokerError, LocalProtocolError
 from streamtasks.membership.consumer import (
     ConsumerMember,
     MemberState,
@@ -36,7 +39,7 @@ from streamtasks.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
 )
 from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response, encode_heartbeat_request
-from streamtasks.runtime.connection import COORDINATOR_GONE, GroupCoordinatorClient
+from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient
 from streamtasks.runtime.group_wire import KOffsetCommitResponseV9, offset_commit_v9
 from streamtasks.runtime.member_loop import DriverHost, MemberLoop
 
@@ -46,6 +49,7 @@ __all__ = [
     "ConsumerGroupHost",
     "TopicMetadata",
     "new_member_id",
+    "require_consumer_group_heartbeat",
     "send_consumer_group_request",
 ]
 
@@ -59,6 +63,25 @@ def new_member_id() -> str:
     """A member id as Apache Kafka's consumer makes one (``Uuid.randomUuid().toString()``: 16
     random bytes, URL-safe base64 without padding); kept across rejoins of one consumer."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) -> None:
+    """Raise :class:`BrokerError` unless the server behind ``conn`` advertises
+    ConsumerGroupHeartbeat v1 in ApiVersions (a broker without it would leave the member
+    retrying forever: Tansu closes the connection on an unknown API key)."""
+    response = await conn.call(
+        ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.1.0"),
+        ApiVersionsResponse,
+    )
+    served = {int(k.api_key): int(k.max_version) for k in response.api_keys}
+    highest = served.get(CONSUMER_GROUP_HEARTBEAT_API_KEY)
+    if highest is None or highest < HEARTBEAT_VERSION:
+        what = "does not serve" if highest is None else f"serves only v{highest} of"
+        raise BrokerError(
+            f"{where} {what} ConsumerGroupHeartbeat (API key {CONSUMER_GROUP_HEARTBEAT_API_KEY}, "
+            f"v{HEARTBEAT_VERSION} needed): group_protocol='consumer' needs Apache Kafka 4.0+ or a "
+            "streamtasks coordinator; use group_protocol='classic' here"
+        )
 
 
 class TopicMetadata(NamedTuple):

@@ -4,9 +4,13 @@ tests/integration/test_consumer_kip848.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import datetime
 import io
+import struct
 import uuid
+from typing import Any
 
 import pytest
 from kio.schema.consumer_group_heartbeat.v1.response import ConsumerGroupHeartbeatResponse as KResponse
@@ -14,7 +18,7 @@ from kio.schema.offset_commit.v9.request import OffsetCommitRequest as KCommitV9
 from kio.serial import entity_writer
 
 from assignors.partition.range import RangeAssignor
-from streamtasks.errors import ConfigError
+from streamtasks.errors import BrokerError, ConfigError
 from streamtasks.membership.classic import ClassicMember
 from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol import classic_group as cg
@@ -193,3 +197,58 @@ def test_user_data_providers_are_for_the_classic_protocol() -> None:
             group_protocol="consumer",
             user_data_provider=lambda *_: b"",
         )
+
+
+def _api_versions_server(highest_heartbeat: int | None) -> Any:
+    """A server that answers ApiVersions only, listing Metadata and, unless ``None``,
+    ConsumerGroupHeartbeat up to ``highest_heartbeat``."""
+    from kio.schema.api_versions.v3 import response as m
+    from kio.schema.errors import ErrorCode
+    from kio.schema.response_header.v0.header import ResponseHeader
+    from kio.static.primitive import i16, i32Timedelta
+
+    keys = [m.ApiVersion(api_key=i16(3), min_version=i16(0), max_version=i16(12))]
+    if highest_heartbeat is not None:
+        keys.append(m.ApiVersion(api_key=i16(68), min_version=i16(0), max_version=i16(highest_heartbeat)))
+    answer = m.ApiVersionsResponse(
+        error_code=ErrorCode.none,
+        api_keys=tuple(keys),
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+    )
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        frame = await reader.readexactly(size)
+        body = io.BytesIO()
+        entity_writer(ResponseHeader)(
+            body, ResponseHeader(correlation_id=struct.unpack_from(">i", frame, 4)[0])
+        )
+        entity_writer(m.ApiVersionsResponse)(body, answer)
+        writer.write(struct.pack(">i", len(body.getvalue())) + body.getvalue())
+        await writer.drain()
+        writer.close()
+
+    return serve
+
+
+@pytest.mark.parametrize(("highest", "message"), [(None, "does not serve"), (0, "serves only v0 of")])
+def test_a_cluster_without_consumer_group_heartbeat_v1_is_refused_at_start(
+    highest: int | None, message: str
+) -> None:
+    async def run() -> str:
+        server = await asyncio.start_server(_api_versions_server(highest), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        consumer = Consumer(
+            "a", bootstrap_servers=f"127.0.0.1:{port}", group_id="g", group_protocol="consumer"
+        )
+        try:
+            await consumer.start()
+        except BrokerError as exc:
+            return str(exc)
+        finally:
+            server.close()
+        return "started"
+
+    said = asyncio.run(run())
+    assert message in said
+    assert "group_protocol='classic'" in said
