@@ -46,13 +46,15 @@ from streamtasks.app.consumer import AppConsumer
 from streamtasks.app.events import AppEvent, wall_ms
 from streamtasks.app.loops import Loops
 from streamtasks.app.tasks import Processor, TaskSet
-from streamtasks.errors import ConfigError, StreamTasksError
+from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.upgrade import resolve_upgrade_from
+from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import LagTrigger, StreamsPartitionAssignor
+from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
 from topology.ids import TopicPartition
 from topology.model import Topology
 
@@ -98,10 +100,13 @@ class App:
             )
         self.topology = topology
         upgrade = resolve_upgrade_from(self.config.upgrade_from)
+        #: ``upgrade_from="faust"``: faust's protocol, offered first while faust members remain.
+        self.faust: FaustProtocolAssignor | None = None
         if upgrade.advertise_faust:
-            raise ConfigError(
-                "upgrade_from='faust' is not supported by App yet: a streamtasks leader would have to "
-                "run faust's own assignor while faust members remain (see docs/app.md)"
+            self.faust = FaustProtocolAssignor(
+                topology,
+                url=f"streamtasks://{self.config.client_id}-{uuid.uuid4().hex[:12]}/",
+                replicas=self.config.num_standby_replicas,
             )
         self._metadata_version = None if self.config.upgrade_from is None else upgrade.metadata_version
         cfg = self.config
@@ -141,8 +146,8 @@ class App:
         )
         self.consumer = AppConsumer(
             self,
-            topology.subscribed_topics(),
-            partition_assignors=(self.assignor,),
+            topology.subscribed_topics() if self.faust is None else faust_topics(topology),
+            partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
             user_data_provider=self._user_data,
             **cfg.consumer_settings(),
         )
@@ -286,7 +291,14 @@ class App:
     async def on_assignment(self, change: AssignmentChanged) -> None:
         """The member applied an assignment: reconcile the tasks (under the app lock)."""
         async with self.lock:
-            info = self.tasks.decode_info(change.user_data)
+            if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
+                try:
+                    info = self.faust.on_assignment(change.user_data)
+                except DecodeError as exc:
+                    log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
+                    info = AssignmentInfo()
+            else:
+                info = self.tasks.decode_info(change.user_data)
             await self.tasks.reconcile(change.owned, info, self.reader.end_offsets)
             self.refresh_task_io()
             if self._loops is not None:
@@ -302,8 +314,10 @@ class App:
     def refresh_task_io(self) -> None:
         """Pause the source partitions of restoring tasks, resume the others, and point the
         changelog reader at the tasks that read changelogs now."""
-        paused = self.tasks.paused_partitions()
         owned = self.consumer.assignment()
+        # Partitions no task reads (a faust group's changelogs and leader topic) stay paused.
+        subscribed = set(self.topology.subscribed_topics())
+        paused = self.tasks.paused_partitions() | {tp for tp in owned if tp.topic not in subscribed}
         self.consumer.resume(tp for tp in owned if tp not in paused)
         self.consumer.pause(paused)
         self.reader.track(self.tasks.changelog_readers())

@@ -31,6 +31,11 @@ class AppConsumer(Consumer):
         self._app = app
         self._committable: dict[TopicPartition, int] = {}
 
+    @property
+    def protocol_name(self) -> str | None:
+        """The assignor protocol the coordinator selected at the last JoinGroup (classic)."""
+        return getattr(self._member, "protocol_name", None)
+
     def positions(self) -> Mapping[TopicPartition, int]:
         return self._committable
 

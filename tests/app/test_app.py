@@ -10,6 +10,8 @@ import pytest
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.app import App, ProcessorContext, Record
 from streamtasks.errors import ConfigError, UnknownAssignorError
+from streamtasks.membership.classic import MemberConfig
+from streamtasks.protocol.faust_compat import decode_faust_subscription
 from streamtasks.protocol.userdata import decode_subscription_info
 from topology import TopologyBuilder
 from topology.model import Topology
@@ -78,6 +80,18 @@ def test_upgrade_from_an_eager_release_stays_eager_with_its_userdata(
     assert decode_subscription_info(app._user_data(app.assignor, (), (), -1)).version == version
 
 
-def test_upgrade_from_faust_is_refused_with_the_reason(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="faust"):
-        make(tmp_path, upgrade_from="faust")
+def test_upgrade_from_faust_offers_faust_first_and_subscribes_faust_topics(tmp_path: Path) -> None:
+    app = make(tmp_path, upgrade_from="faust", num_standby_replicas=1)
+    assert app.faust is not None
+    member = app.consumer._member
+    assert isinstance(member.config, MemberConfig)
+    assert [a.name for a in member.config.assignors] == ["faust", "streamtasks"]
+    assert member.config.topics == (
+        "lines",
+        "wc-__assignor-__leader",
+        "wc-counts-changelog",
+        "wc-words-repartition",
+    )
+    assert app.assignor.supported_protocols() == (RebalanceProtocol.EAGER,)
+    data = app.faust.join_metadata(member.config.topics, ())
+    assert decode_faust_subscription(data).metadata.url.startswith("streamtasks://")
