@@ -345,7 +345,14 @@ class ClassicMember:
             )
         )
 
-    def _set_owned(self, owned: frozenset[TopicPartition], generation: int) -> None:
+    def _set_owned(
+        self,
+        owned: frozenset[TopicPartition],
+        generation: int,
+        *,
+        lost: frozenset[TopicPartition] = frozenset(),
+    ) -> None:
+        """``lost``: partitions given up without a revocation (``AssignmentChanged.lost``)."""
         o = self._ownership
         added, removed = owned - o.owned, o.owned - owned
         self._ownership = replace(o, owned=owned, owned_generation=generation)
@@ -356,6 +363,7 @@ class ClassicMember:
                 added=P.sorted_tps(added),
                 removed=P.sorted_tps(removed),
                 user_data=o.user_data,
+                lost=P.sorted_tps(lost & removed),
             )
         )
 
@@ -368,7 +376,7 @@ class ClassicMember:
         self._ownership = replace(self._ownership, user_data=b"")  # no assignment any more
         if self._ownership.owned:
             self._listener(ListenerKind.LOST, self._ownership.owned, now_ms)
-            self._set_owned(frozenset(), UNKNOWN_GENERATION)
+            self._set_owned(frozenset(), UNKNOWN_GENERATION, lost=self._ownership.owned)
 
     def _reset(self, now_ms: int, *, member_id: bool, trigger: str) -> None:
         """Reset generation (and member id): partitions lost, rejoin from scratch."""
@@ -495,7 +503,7 @@ class ClassicMember:
         gone = frozenset(tp for tp in owned if tp.partition >= counts.get(tp.topic, 0))
         if gone:  # KIP-429 1b: owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone, now_ms)
-            self._set_owned(owned - gone, self._ownership.owned_generation)
+            self._set_owned(owned - gone, self._ownership.owned_generation, lost=gone)
             gate = self._round.gate
             if gate is not None:
                 self._set_gate(
