@@ -111,7 +111,16 @@ def heartbeat(
         if isinstance(joined, Response):
             return u.result(joined)
         old_member, current = joined
+        # A join from a member that is still in the group, past epoch 0: answered with its
+        # current epoch and assignment, which it does not change (see _join).
+        frozen = (
+            old_member is not None
+            and u.group is not None
+            and current is u.group.current(member_id)
+            and current.member_epoch > 0
+        )
     else:
+        frozen = False
         old_member, existing = u.member(member_id), u.current(member_id)
         if old_member is None or existing is None:
             return u.result(_error(KafkaErrorCode.UNKNOWN_MEMBER_ID, "Unknown member.", member_id))
@@ -147,13 +156,17 @@ def heartbeat(
     )
     target = u.target(member_id)
     subscribed = u.topic_ids(member.subscribed_topic_names)
-    nxt = reconcile(
-        current,
-        target_epoch=u.assignment_epoch,
-        target=target,
-        subscribed_topic_ids=subscribed,
-        owned=owned,
-        owner_of=u.owner_of,
+    nxt = (
+        current
+        if frozen
+        else reconcile(
+            current,
+            target_epoch=u.assignment_epoch,
+            target=target,
+            subscribed_topic_ids=subscribed,
+            owned=owned,
+            owner_of=u.owner_of,
+        )
     )
     before = u.current(member_id)
     u.put_current(nxt)
@@ -163,7 +176,7 @@ def heartbeat(
     revocation = u.revocation_timer(member_id)
     joining = epoch == JOIN_GROUP_MEMBER_EPOCH
     if nxt.state is MemberState.UNREVOKED_PARTITIONS:
-        if joining or before is None or before is not nxt:
+        if (joining and not frozen) or before is None or before is not nxt:
             u.schedule(revocation, now + member.rebalance_timeout_ms)
     elif before is None or before.state is MemberState.UNREVOKED_PARTITIONS:
         u.cancel(revocation)
@@ -221,14 +234,19 @@ def _join(
             group_id=gid, member_id=member_id, member_epoch=0, previous_member_epoch=-1
         )
         return None, fresh
-    # The same member joins again: it gave up everything it owned.
     existing = u.current(member_id)
-    reset = CurrentMemberAssignmentRecord(
-        group_id=gid, member_id=member_id, member_epoch=0, previous_member_epoch=-1
-    )
     if existing is not None and existing.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         return _take_over(u, member_id, member_id, existing)
-    return old_member, reset
+    if existing is not None:
+        # A join from a member that is still in the group: the retry of a join whose response
+        # was lost, or a late copy of an old join while the member owns (and may be revoking)
+        # partitions. Never a reset, and past epoch 0 not even a reconciliation: the response
+        # repeats the member's epoch and assignment, and a late copy, whose response nobody
+        # reads, changes nothing the member would have to learn from it.
+        return old_member, existing
+    return old_member, CurrentMemberAssignmentRecord(
+        group_id=gid, member_id=member_id, member_epoch=0, previous_member_epoch=-1
+    )
 
 
 def _take_over(

@@ -212,7 +212,7 @@ def test_last_member_leaves_empty() -> None:
     assert h.coordinator.next_deadline_ms() is None
 
 
-def test_rejoin_with_same_member_id_starts_over() -> None:
+def test_rejoin_with_same_member_id_keeps_its_epoch_and_assignment() -> None:
     h = Harness()
     h.join("A")
     epoch = h.group.group_epoch

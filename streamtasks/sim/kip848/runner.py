@@ -88,6 +88,7 @@ class ConsumerBatchSummary:
     moved: int = 0
     failovers: int = 0
     failovers_mid_rebalance: int = 0
+    late_joins: int = 0
     max_converged_after_ms: int = 0
     failures: list[Failure] = field(default_factory=list)
 
@@ -106,6 +107,7 @@ class ConsumerBatchSummary:
         self.moved += r.moved
         self.failovers += r.failovers
         self.failovers_mid_rebalance += r.failovers_mid_rebalance
+        self.late_joins += r.late_joins
         self.max_converged_after_ms = max(self.max_converged_after_ms, r.converged_after_ms or 0)
         if r.violations:
             self.violations += 1
@@ -130,6 +132,7 @@ class ConsumerBatchSummary:
             "partitions_moved": self.moved,
             "failovers": self.failovers,
             "failovers_mid_rebalance": self.failovers_mid_rebalance,
+            "late_joins": self.late_joins,
             "max_ms_to_converge_after_last_step": self.max_converged_after_ms,
             "failures": [
                 {

@@ -80,6 +80,8 @@ CLIENT = "consumer-client"
 MODES = (SERVER, CLIENT)
 #: A ``failover`` step waits this long at most for a rebalance to be under way.
 FAILOVER_WAIT_MS = 15_000
+#: The share of joins that also arrive late, in scenarios with duplication (the late-join fault).
+LATE_JOIN_SHARE = 0.25
 
 
 def topic_id(name: str) -> uuid.UUID:
@@ -105,6 +107,8 @@ class ToCoordinator:
     conn: str
     request_id: int
     request: Request | OffsetCommitRequest
+    #: A late copy of a join (see :meth:`ConsumerWorld._send`): its response has nowhere to go.
+    late: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +151,7 @@ class ConsumerRunResult:
     failovers_mid_rebalance: int
     messages: int
     trace: tuple[str, ...] = ()
+    late_joins: int = 0
 
 
 class ConsumerWorld:
@@ -159,6 +164,10 @@ class ConsumerWorld:
         self.sched: Scheduler[Item] = Scheduler()
         self.rng = random.Random(f"world-{scenario.seed}")
         self.network = Network(random.Random(f"net-{scenario.seed}"), scenario.link)
+        #: Draws for the late-join fault only, so the other draws of a seed stay as they were.
+        self.late_rng = random.Random(f"late-join-{scenario.seed}")
+        self.late_joins = 0
+        self.late_join_fault = any(step.duplication > 0 for step in scenario.steps)
         self.counts: dict[str, int] = dict(scenario.topics)
         self.image = self._image()
         self.coordinator = self._new_coordinator()
@@ -289,9 +298,10 @@ class ConsumerWorld:
         proc = self.procs.get(item.conn)
         if proc is None or not self.network.arrives(proc.name, self.now):
             return
-        self.trace.add(self.now, f"{item.conn} -> {describe(item.request)}")
+        late = " (late copy)" if item.late else ""
+        self.trace.add(self.now, f"{item.conn} -> {describe(item.request)}{late}")
         response = self._serve(item.request)
-        if proc.alive:
+        if proc.alive and not item.late:
             for at in self.network.transmit(proc.name, "down", self.now):
                 self.sched.schedule(
                     at, ToMember(conn=item.conn, request_id=item.request_id, response=response)
@@ -636,6 +646,28 @@ class ConsumerWorld:
     def _send(self, proc: ConsumerProcess, request_id: int, request: Request | OffsetCommitRequest) -> None:
         for at in self.network.transmit(proc.name, "up", self.now, type(request).__name__):
             self.sched.schedule(at, ToCoordinator(conn=proc.conn, request_id=request_id, request=request))
+        self._maybe_late_join(proc, request_id, request)
+
+    def _maybe_late_join(
+        self, proc: ConsumerProcess, request_id: int, request: Request | OffsetCommitRequest
+    ) -> None:
+        """The late-join fault, in scenarios whose network duplicates (a ``degrade`` step with
+        duplication): a quarter of the joins (epoch 0) arrive once more, 0.2-8 s later and out
+        of order, as a request retried on a new connection does when the old connection's copy
+        was still queued at the broker. Nobody reads the answer to the late copy (its
+        connection is gone). A coordinator that reset a present member's assignment on it
+        would release partitions the member still owns, perhaps while revoking them."""
+        if not self.late_join_fault:
+            return
+        if not isinstance(request, ConsumerGroupHeartbeatRequest) or request.member_epoch != 0:
+            return
+        if self.late_rng.random() >= LATE_JOIN_SHARE:
+            return
+        self.late_joins += 1
+        self.sched.schedule(
+            self.now + self.late_rng.randint(200, 8_000),
+            ToCoordinator(conn=proc.conn, request_id=request_id, request=request, late=True),
+        )
 
     def _rearm(self, proc: ConsumerProcess) -> None:
         if not proc.alive or proc.paused:
@@ -717,6 +749,7 @@ class ConsumerWorld:
             failovers_mid_rebalance=self.failovers_mid_rebalance,
             messages=self.network.stats.sent,
             trace=tuple(self.trace.lines()) if self.violations else (),
+            late_joins=self.late_joins,
         )
 
 
