@@ -36,7 +36,7 @@ from types import MappingProxyType
 
 from streamtasks.errors import AssignorError
 
-__all__ = ["FaustMemberInput", "FaustMemberOutput", "faust_assign"]
+__all__ = ["CopartitionedSet", "FaustMemberInput", "FaustMemberOutput", "copartitioned_sets", "faust_assign"]
 
 TopicPartitions = Mapping[str, tuple[int, ...]]
 
@@ -186,12 +186,44 @@ class _Copartitioned:
         return candidate
 
 
-def _co_subscribed(topics: Iterable[str], subscribers: Mapping[str, frozenset[str]]) -> list[tuple[str, ...]]:
-    """Topics of one partition count grouped by their subscriber set, each group sorted."""
-    groups: dict[frozenset[str], list[str]] = {}
-    for topic in sorted(topics):
-        groups.setdefault(subscribers[topic], []).append(topic)
-    return sorted(tuple(g) for g in groups.values())
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopartitionedSet:
+    """Topics faust assigns together: one partition count, one set of subscribers."""
+
+    group_id: int
+    partitions: int
+    topics: tuple[str, ...]
+    members: tuple[str, ...]
+
+
+def copartitioned_sets(
+    subscriptions: Mapping[str, Iterable[str]], partitions_per_topic: Mapping[str, int]
+) -> tuple[CopartitionedSet, ...]:
+    """faust's grouping of the subscribed topics (module notes, step 1), deterministic."""
+    subscribers: dict[str, set[str]] = {}
+    for member in sorted(subscriptions):
+        for topic in subscriptions[member]:
+            subscribers.setdefault(topic, set()).add(member)
+    by_count: dict[int, list[str]] = {}
+    for topic in sorted(subscribers):
+        count = partitions_per_topic.get(topic, 0)
+        if count > 0:
+            by_count.setdefault(count, []).append(topic)
+    out: list[CopartitionedSet] = []
+    for group_id, count in enumerate(sorted(by_count)):
+        groups: dict[frozenset[str], list[str]] = {}
+        for topic in by_count[count]:
+            groups.setdefault(frozenset(subscribers[topic]), []).append(topic)
+        for topics in sorted(tuple(g) for g in groups.values()):
+            out.append(
+                CopartitionedSet(
+                    group_id=group_id,
+                    partitions=count,
+                    topics=topics,
+                    members=tuple(sorted(subscribers[topics[0]])),
+                )
+            )
+    return tuple(out)
 
 
 def faust_assign(
@@ -207,36 +239,26 @@ def faust_assign(
     """
     if replicas < 0:
         raise AssignorError(f"replicas must be >= 0, got {replicas}")
-    subscribers: dict[str, set[str]] = {}
-    for member in sorted(members):
-        for topic in members[member].topics:
-            subscribers.setdefault(topic, set()).add(member)
-    by_count: dict[int, list[str]] = {}
-    for topic in sorted(subscribers):
-        count = partitions_per_topic.get(topic, 0)
-        if count > 0:
-            by_count.setdefault(count, []).append(topic)
-    frozen = {t: frozenset(m) for t, m in subscribers.items()}
     actives: dict[str, dict[str, tuple[int, ...]]] = {m: {} for m in members}
     standbys: dict[str, dict[str, tuple[int, ...]]] = {m: {} for m in members}
     topic_groups: dict[str, int] = {}
-    for group_id, count in enumerate(sorted(by_count)):
-        for topics in _co_subscribed(by_count[count], frozen):
-            for topic in topics:
-                topic_groups[topic] = group_id
-            clients = sorted(frozen[topics[0]])
-            slots = {
-                m: _Slots(
-                    {p for p in _first_nonempty(members[m].actives, topics) if p < count},
-                    {p for p in _first_nonempty(members[m].standbys, topics) if p < count},
-                )
-                for m in clients
-            }
-            _Copartitioned(slots, count, replicas).run()
-            for m in clients:
-                for topic in topics:
-                    actives[m][topic] = tuple(sorted(slots[m].actives))
-                    standbys[m][topic] = tuple(sorted(slots[m].standbys))
+    subscriptions = {m: members[m].topics for m in members}
+    for cs in copartitioned_sets(subscriptions, partitions_per_topic):
+        for topic in cs.topics:
+            topic_groups[topic] = cs.group_id
+        count = cs.partitions
+        slots = {
+            m: _Slots(
+                {p for p in _first_nonempty(members[m].actives, cs.topics) if p < count},
+                {p for p in _first_nonempty(members[m].standbys, cs.topics) if p < count},
+            )
+            for m in cs.members
+        }
+        _Copartitioned(slots, count, replicas).run()
+        for m in cs.members:
+            for topic in cs.topics:
+                actives[m][topic] = tuple(sorted(slots[m].actives))
+                standbys[m][topic] = tuple(sorted(slots[m].standbys))
     out = {
         m: FaustMemberOutput(actives=MappingProxyType(actives[m]), standbys=MappingProxyType(standbys[m]))
         for m in sorted(members)
