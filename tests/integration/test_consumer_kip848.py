@@ -16,11 +16,14 @@ import pytest
 
 from streamtasks.embedded import Cluster, EmbeddedBroker
 from streamtasks.protocol import classic_group as cg
-from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
+from streamtasks.protocol.consumer_group import (
+    CONSUMER_GROUP_HEARTBEAT_API_KEY,
+    ConsumerGroupHeartbeatRequest,
+)
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.connection import ConnectionLost, GroupCoordinatorClient
 from streamtasks.runtime.consumer import CommitFailedError, Consumer
-from streamtasks.runtime.consumer_driver import send_consumer_group_request
+from streamtasks.runtime.consumer_driver import ConsumerGroupDriver, send_consumer_group_request
 from tests.integration.harness import Audit, SteadyProducer, StreamtasksWorker, stable, wait_until
 from topology import TopicPartition
 
@@ -301,3 +304,67 @@ def test_a_member_removed_by_the_session_timeout_cannot_commit(kip848: Cluster) 
     assert held
     assert "UNKNOWN_MEMBER_ID" in error
     assert audit.ledger.report(0).violations == ()
+
+
+# -- cut off from the coordinator: partitions lost before anyone else gets them ---------------------
+
+
+async def cut_off(
+    kafka: Cluster,
+) -> tuple[Audit, list[tuple[TopicPartition, ...]], frozenset[TopicPartition]]:
+    """The heartbeats of one member stop getting through (its fetches still do), as in a network
+    partition between it and the coordinator. With no heartbeat answered for its own session
+    timeout (6 s, below the broker's 10 s) it gives its partitions up as lost; the broker hands
+    them to the other member only at its session timeout, so no partition is owned twice. When
+    the heartbeats get through again it rejoins at epoch 0."""
+    topic, partitions = _topic(kafka, "kip848-cut", 4)
+    audit = Audit(partitions)
+    producer = SteadyProducer(kafka.bootstrap_servers, topic, audit, partitions=4, record_ids="offset")
+    await producer.start()
+    member_side = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 500, "request_timeout_ms": 2_000}
+    workers = {n: _worker(n, audit, topic, kafka, **member_side) for n in ("cut", "other")}
+    lost: list[tuple[TopicPartition, ...]] = []
+    try:
+        for w in workers.values():
+            await w.start()
+        await wait_until(stable(audit, partitions, set(workers)), WAIT_S, "two members")
+        cut = workers["cut"]
+        consumer = cut.consumer
+        assert consumer is not None
+        driver = consumer._driver
+        assert isinstance(driver, ConsumerGroupDriver)
+        reported_lost = cut.on_partitions_lost
+
+        def on_lost(tps: tuple[TopicPartition, ...]) -> None:
+            lost.append(tps)
+            reported_lost(tps)
+
+        cut.on_partitions_lost = on_lost  # type: ignore[method-assign]
+        through = driver.request
+        blocked = asyncio.Event()
+        blocked.set()
+
+        async def request(request: Any, timeout_ms: int) -> Any:
+            if blocked.is_set() and isinstance(request, ConsumerGroupHeartbeatRequest):
+                await asyncio.sleep(timeout_ms / 1000)
+                raise ConnectionLost("heartbeat cut off by the test")
+            return await through(request, timeout_ms)
+
+        driver.request = request  # type: ignore[method-assign]
+        await wait_until(lambda: bool(lost), WAIT_S, "the cut-off member to give its partitions up")
+        await wait_until(stable(audit, partitions, {"other"}), WAIT_S, "the other member to own all")
+        blocked.clear()
+        await wait_until(stable(audit, partitions, set(workers)), WAIT_S, "the cut-off member back")
+        await producer.stop()
+        await wait_until(lambda: not audit.records.lost(), WAIT_S, "every acknowledged offset consumed")
+        return audit, lost, consumer.assignment()
+    finally:
+        await _stop_all(workers)
+
+
+def test_a_member_cut_off_from_the_coordinator_loses_its_partitions_before_they_move(kip848: Cluster) -> None:
+    audit, lost, back = asyncio.run(cut_off(kip848))
+    _check(audit)
+    assert lost
+    assert lost[0]  # what it owned, given up as lost (no commit, no revocation)
+    assert back  # rejoined at epoch 0 with partitions
