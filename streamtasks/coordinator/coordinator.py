@@ -300,6 +300,9 @@ class GroupCoordinator:
                 u.assign()
             elif key.kind is TimerKind.ASSIGNMENT and group.client_request is not None:
                 u.ask_member(previous=group.client_request.member_id, skip_previous=True)
+            elif key.kind is TimerKind.ASSIGNMENT_INTERVAL:
+                u.interval_timer_armed = False  # cancelled above; the interval is over
+                u.assign()
         return u.result(None)
 
     def delete_group(self, group_id: str, now_ms: int) -> Result[KafkaErrorCode]:
@@ -311,6 +314,7 @@ class GroupCoordinator:
         if group.members:
             return u.result(KafkaErrorCode.NON_EMPTY_GROUP)
         u.drop_client_request()
+        u.cancel(u.interval_timer)
         for member_id in sorted(group.targets):
             u.emit(TargetAssignmentMemberTombstone(group_id=group_id, member_id=member_id))
         for member_id in sorted(group.current_assignments):

@@ -19,6 +19,10 @@ class TimerKind(enum.Enum):
     #: The member asked to compute the assignment did not install one within its rebalance
     #: timeout (counted from when it was told): another member is asked.
     ASSIGNMENT = "assignment"
+    #: Batching (``CoordinatorConfig.assignment_interval_ms``): armed when a server-side
+    #: target is computed; while it is armed a new group epoch waits, and when it fires the
+    #: target is computed for the latest epoch if one is owed (Kafka's KIP-1263).
+    ASSIGNMENT_INTERVAL = "assignment_interval"
 
 
 @dataclass(frozen=True, slots=True)

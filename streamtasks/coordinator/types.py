@@ -194,6 +194,10 @@ class CoordinatorConfig:
     heartbeat_interval_ms: int = 5_000
     max_group_size: int | None = None
     server_assignors: tuple[str, ...] = ("uniform", "range")
+    #: ``group.consumer.assignment.interval.ms`` (KIP-1263; Apache Kafka's default is 1,000):
+    #: after a server-side target is computed, the next one waits this long, so that every
+    #: epoch bump in between is served by one assignor run. 0 computes at every bump.
+    assignment_interval_ms: int = 0
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= self.heartbeat_interval_ms:
@@ -202,3 +206,5 @@ class CoordinatorConfig:
             raise ConfigError("coordinator: at least one server-side assignor is needed")
         if self.max_group_size is not None and self.max_group_size < 1:
             raise ConfigError("coordinator: max_group_size must be >= 1")
+        if self.assignment_interval_ms < 0:
+            raise ConfigError("coordinator: assignment_interval_ms must be >= 0")

@@ -73,6 +73,7 @@ class GroupUpdate:
         "group",
         "group_epoch",
         "group_id",
+        "interval_timer_armed",
         "partition_metadata",
         "prepared",
         "records",
@@ -100,6 +101,7 @@ class GroupUpdate:
         self.aliases: dict[str, str] = {}
         self.bumped = False
         self.assignment_timer_armed = ctx.timers.is_armed(self.assignment_timer)
+        self.interval_timer_armed = ctx.timers.is_armed(self.interval_timer)
 
     # -- the would-be state -----------------------------------------------------------------------
 
@@ -173,6 +175,10 @@ class GroupUpdate:
     def assignment_timer(self) -> TimerKey:
         return TimerKey(TimerKind.ASSIGNMENT, self.group_id)
 
+    @property
+    def interval_timer(self) -> TimerKey:
+        return TimerKey(TimerKind.ASSIGNMENT_INTERVAL, self.group_id)
+
     def session_timer(self, member_id: str) -> TimerKey:
         return TimerKey(TimerKind.SESSION, self.group_id, member_id)
 
@@ -218,17 +224,24 @@ class GroupUpdate:
         self.timers.append(ScheduleTimer(key=key, deadline_ms=deadline_ms))
         if key == self.assignment_timer:
             self.assignment_timer_armed = True
+        elif key == self.interval_timer:
+            self.interval_timer_armed = True
 
     def cancel(self, key: TimerKey, *, armed: bool | None = None) -> None:
         """Cancel ``key`` if it is (or may be) armed."""
         if armed is None:
-            armed = (
-                self.assignment_timer_armed if key == self.assignment_timer else self.ctx.timers.is_armed(key)
-            )
+            if key == self.assignment_timer:
+                armed = self.assignment_timer_armed
+            elif key == self.interval_timer:
+                armed = self.interval_timer_armed
+            else:
+                armed = self.ctx.timers.is_armed(key)
         if armed:
             self.timers.append(CancelTimer(key=key))
         if key == self.assignment_timer:
             self.assignment_timer_armed = False
+        elif key == self.interval_timer:
+            self.interval_timer_armed = False
 
     def put_member(self, record: MemberMetadataRecord) -> None:
         existing = self.member(record.member_id)
@@ -273,8 +286,14 @@ class GroupUpdate:
 
     def assign(self) -> None:
         """After a bump: compute the target with the server-side assignor, or make sure a member
-        is asked to compute it with the client-side one."""
-        if self.group_epoch <= self.assignment_epoch:
+        is asked to compute it with the client-side one.
+
+        Batching (``assignment_interval_ms`` > 0, Kafka's KIP-1263): while the interval timer
+        armed by the last server-side computation runs, nothing is computed (O(1), so a
+        heartbeat stays cheap however large the group): the group epoch stays ahead of the
+        assignment epoch, members keep reconciling towards the last target, and the timer's
+        write computes one target for every bump made meanwhile."""
+        if self.group_epoch <= self.assignment_epoch or self.interval_timer_armed:
             return
         members = self.all_members()
         client_assignor = select_client_assignor(members.values())
@@ -307,6 +326,9 @@ class GroupUpdate:
         }
         for record in target_records(self.group_id, old, fresh, epoch=self.group_epoch, assignor_name=name):
             self.emit(record)
+        interval = self.ctx.config.assignment_interval_ms
+        if interval > 0:
+            self.schedule(self.interval_timer, self.ctx.now_ms + interval)
 
     def ask_member(self, *, previous: str | None, skip_previous: bool = False) -> None:
         """Ask a (new) member to compute the client-side assignment for the current epoch."""

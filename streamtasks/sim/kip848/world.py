@@ -80,6 +80,9 @@ CLIENT = "consumer-client"
 MODES = (SERVER, CLIENT)
 #: A ``failover`` step waits this long at most for a rebalance to be under way.
 FAILOVER_WAIT_MS = 15_000
+#: ``CoordinatorConfig.assignment_interval_ms`` (target batching) per seed, drawn from its own
+#: random stream: half the seeds compute every target at once, the rest batch.
+ASSIGNMENT_INTERVALS_MS = (0, 0, 500, 1_000, 3_000)
 #: The share of joins that also arrive late, in scenarios with duplication (the late-join fault).
 LATE_JOIN_SHARE = 0.25
 
@@ -168,6 +171,9 @@ class ConsumerWorld:
         self.late_rng = random.Random(f"late-join-{scenario.seed}")
         self.late_joins = 0
         self.late_join_fault = any(step.duplication > 0 for step in scenario.steps)
+        self.assignment_interval_ms = random.Random(f"interval-{scenario.seed}").choice(
+            ASSIGNMENT_INTERVALS_MS
+        )
         self.counts: dict[str, int] = dict(scenario.topics)
         self.image = self._image()
         self.coordinator = self._new_coordinator()
@@ -266,9 +272,9 @@ class ConsumerWorld:
         else:
             self._coord_at = self._coord_token = None
             if self.available:
-                for result in self.coordinator.poll(self.now):
-                    self.log += result.records
-                    self.checks.after_write(result)
+                # GroupCoordinator.poll, one timer write at a time, each checked as it is applied
+                for key in self.coordinator.expired_timers(self.now):
+                    self.write(self.coordinator.on_timer(key, self.now))
             self._rearm_coordinator()
 
     # -- the coordinator ----------------------------------------------------------------------
@@ -284,6 +290,7 @@ class ConsumerWorld:
         config = CoordinatorConfig(
             session_timeout_ms=self.settings.session_timeout_ms,
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            assignment_interval_ms=self.assignment_interval_ms,
         )
         return GroupCoordinator(config, assignors=default_assignors(), image=self.image)
 
