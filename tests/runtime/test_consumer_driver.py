@@ -19,8 +19,8 @@ from kio.serial import entity_writer
 
 from assignors.partition.range import RangeAssignor
 from streamtasks.errors import BrokerError, ConfigError
-from streamtasks.membership.classic import ClassicMember
-from streamtasks.membership.consumer import ConsumerMember
+from streamtasks.membership.classic import ClassicMember, CoordinatorDiscovered, FindCoordinator
+from streamtasks.membership.consumer import ConsumerMember, MetadataUpdated, ResponseReceived, SendRequest
 from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
@@ -32,7 +32,7 @@ from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response,
 from streamtasks.protocol.consumer_group_kio import heartbeat_request_to_kio, heartbeat_response_to_kio
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.config import make_config
-from streamtasks.runtime.consumer import Consumer
+from streamtasks.runtime.consumer import CommitFailedError, Consumer
 from streamtasks.runtime.consumer_driver import HEARTBEAT_VERSION, new_member_id
 from streamtasks.runtime.framing import encode_raw_request, encode_request, split_flexible_response
 from streamtasks.runtime.group_wire import from_wire, offset_commit_v9
@@ -252,3 +252,104 @@ def test_a_cluster_without_consumer_group_heartbeat_v1_is_refused_at_start(
     said = asyncio.run(run())
     assert message in said
     assert "group_protocol='classic'" in said
+
+
+# -- Consumer.commit and STALE_MEMBER_EPOCH ---------------------------------------------------
+
+
+def _joined(consumer: Consumer, epoch: int) -> None:
+    """Take the consumer's KIP-848 member through a join answered at ``epoch`` with foo-0."""
+    member = consumer._member
+    assert isinstance(member, ConsumerMember)
+    member.handle(MetadataUpdated(partitions_per_topic={"foo": 1}, topic_ids={"foo": TOPIC_ID}), 0)
+    find = next(a for a in member.poll(0) if isinstance(a, FindCoordinator))
+    member.handle(CoordinatorDiscovered(request_id=find.request_id), 0)
+    _answer_heartbeat(member, 0, epoch)
+    consumer._owned = frozenset({TopicPartition("foo", 0)})
+    consumer._positions = {TopicPartition("foo", 0): 10}
+
+
+def _answer_heartbeat(member: ConsumerMember, now_ms: int, epoch: int) -> None:
+    sent = next(a for a in member.poll(now_ms) if isinstance(a, SendRequest))
+    answer = ConsumerGroupHeartbeatResponse(
+        error=KafkaErrorCode.NONE,
+        member_epoch=epoch,
+        heartbeat_interval_ms=500,
+        assignment=HeartbeatAssignment(
+            topic_partitions=(TopicIdPartitions(topic_id=TOPIC_ID, partitions=(0,)),)
+        ),
+    )
+    member.handle(ResponseReceived(request_id=sent.request_id, response=answer), now_ms)
+
+
+class _CommitAnswers:
+    """Stands in for the coordinator connection: answers each OffsetCommit with the next code
+    and records the epoch it carried; ``then`` runs after the first answer."""
+
+    def __init__(self, codes: list[KafkaErrorCode], then: Any = None) -> None:
+        self.codes = codes
+        self.epochs: list[int] = []
+        self.then = then
+
+    async def send_entity(
+        self, entity: Any, response_cls: Any, *, timeout_s: float
+    ) -> cg.OffsetCommitResponse:
+        self.epochs.append(int(entity.generation_id_or_member_epoch))
+        code = self.codes.pop(0)
+        if self.then is not None:
+            asyncio.get_running_loop().call_later(0.05, self.then)
+            self.then = None
+        return cg.OffsetCommitResponse(errors=((TopicPartition("foo", 0), code),))
+
+
+def _consumer() -> Consumer:
+    return Consumer(
+        "foo", bootstrap_servers="h:1", group_id="g", group_protocol="consumer", request_timeout_ms=1000
+    )
+
+
+def test_a_stale_epoch_commit_is_sent_again_with_the_new_epoch() -> None:
+    consumer = _consumer()
+    _joined(consumer, 5)
+    member = consumer._member
+    assert isinstance(member, ConsumerMember)
+    answers = _CommitAnswers(
+        [KafkaErrorCode.STALE_MEMBER_EPOCH, KafkaErrorCode.NONE],
+        then=lambda: _answer_heartbeat(member, 10_000, 6),
+    )
+    consumer._client = answers  # type: ignore[assignment]
+    asyncio.run(consumer.commit())
+    assert answers.epochs == [5, 6]
+
+
+def test_a_stale_epoch_commit_fails_when_no_new_epoch_comes() -> None:
+    consumer = _consumer()
+    _joined(consumer, 5)
+    consumer._client = _CommitAnswers([KafkaErrorCode.STALE_MEMBER_EPOCH])  # type: ignore[assignment]
+    with pytest.raises(CommitFailedError, match="STALE_MEMBER_EPOCH"):
+        asyncio.run(consumer.commit())
+
+
+def test_a_stale_epoch_commit_fails_for_a_partition_no_longer_owned() -> None:
+    consumer = _consumer()
+    _joined(consumer, 5)
+    member = consumer._member
+    assert isinstance(member, ConsumerMember)
+
+    def moved() -> None:
+        _answer_heartbeat(member, 10_000, 6)
+        consumer._owned = frozenset()  # what assignment_changed does when the partition moved
+
+    consumer._client = _CommitAnswers([KafkaErrorCode.STALE_MEMBER_EPOCH], then=moved)  # type: ignore[assignment]
+    with pytest.raises(CommitFailedError, match="no longer owned"):
+        asyncio.run(consumer.commit({TopicPartition("foo", 0): 10}))
+
+
+def test_a_removed_member_commit_fails_at_once() -> None:
+    consumer = _consumer()
+    _joined(consumer, 5)
+    answers = _CommitAnswers([KafkaErrorCode.UNKNOWN_MEMBER_ID])
+    consumer._client = answers  # type: ignore[assignment]
+    with pytest.raises(CommitFailedError, match="UNKNOWN_MEMBER_ID"):
+        asyncio.run(consumer.commit())
+    assert answers.epochs == [5]
