@@ -1,0 +1,184 @@
+"""The KIP-848 driver's loop end to end without a broker: two ``ConsumerGroupDriver``s on real
+asyncio time, their requests encoded by the driver's wire code and answered by streamtasks' own
+coordinator (``streamtasks.coordinator``) from the decoded bytes, as a ``streamtasks
+coordinator`` server would. This is the one place the client-side path (ShouldComputeAssignment
+→ PrepareAssignment → assignor → InstallAssignment) runs through the driver; Apache Kafka has no
+such RPCs (live tests: tests/integration/test_consumer_kip848.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from assignors.partition.range import RangeAssignor
+from assignors.partition.uniform import UniformAssignor
+from streamtasks.coordinator import CoordinatorConfig, GroupCoordinator, MetadataImage, TopicMetadata
+from streamtasks.membership.classic import AssignmentChanged, ErrorReported, InvokeListener, ListenerKind
+from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig, MemberState
+from streamtasks.protocol import assignment_rpc as rpc
+from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
+from streamtasks.protocol.consumer_group_codec import decode_heartbeat_request, encode_heartbeat_response
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime import consumer_driver
+from streamtasks.runtime.consumer_driver import ConsumerGroupDriver
+from streamtasks.runtime.member_loop import monotonic_ms
+from topology.ids import TopicPartition
+
+TOPIC = "foo"
+TOPIC_ID = uuid.uuid5(uuid.NAMESPACE_OID, TOPIC)
+ALL = frozenset(TopicPartition(TOPIC, p) for p in range(4))
+
+
+class InProcessCoordinator:
+    """Stands where ``GroupCoordinatorClient`` stands: request bodies in, response bodies out,
+    answered by the pure coordinator (its timers run on a task of their own)."""
+
+    def __init__(self) -> None:
+        self.coordinator = GroupCoordinator(
+            CoordinatorConfig(
+                session_timeout_ms=3_000, heartbeat_interval_ms=100, server_assignors=("uniform",)
+            ),
+            assignors={"uniform": UniformAssignor()},
+            image=MetadataImage((TopicMetadata(topic_id=TOPIC_ID, name=TOPIC, num_partitions=4),)),
+        )
+        self.calls: dict[int, int] = {}
+        self.commits: list[int] = []
+
+    async def ensure_coordinator(self) -> None:
+        return None
+
+    async def send_raw(self, api_key: int, api_version: int, body: bytes, *, timeout_s: float) -> bytes:
+        self.calls[api_key] = self.calls.get(api_key, 0) + 1
+        c, now = self.coordinator, monotonic_ms()
+        if api_key == CONSUMER_GROUP_HEARTBEAT_API_KEY:
+            response = c.apply(c.heartbeat(decode_heartbeat_request(body, api_version), now))
+            return encode_heartbeat_response(response, api_version)
+        if api_key == rpc.PREPARE_ASSIGNMENT_API_KEY:
+            return rpc.encode_prepare_response(
+                c.apply(c.prepare_assignment(rpc.decode_prepare_request(body), now))
+            )
+        assert api_key == rpc.INSTALL_ASSIGNMENT_API_KEY
+        return rpc.encode_install_response(
+            c.apply(c.install_assignment(rpc.decode_install_request(body), now))
+        )
+
+    async def send_entity(
+        self, entity: Any, response_cls: Any, *, timeout_s: float
+    ) -> cg.OffsetCommitResponse:
+        self.commits.append(int(entity.generation_id_or_member_epoch))
+        return cg.OffsetCommitResponse(
+            errors=tuple(
+                (TopicPartition(str(t.name), int(p.partition_index)), KafkaErrorCode.NONE)
+                for t in entity.topics
+                for p in t.partitions
+            )
+        )
+
+    async def reset(self) -> None:
+        return None
+
+    async def timers(self) -> None:
+        while True:
+            self.coordinator.poll(monotonic_ms())
+            await asyncio.sleep(0.05)
+
+
+class Host:
+    """The consumer side of one driver: what it owns and the listener calls, in order."""
+
+    def __init__(self) -> None:
+        self.owned: frozenset[TopicPartition] = frozenset()
+        self.calls: list[tuple[ListenerKind, tuple[TopicPartition, ...]]] = []
+        self.errors: list[ErrorReported] = []
+
+    def positions(self) -> Mapping[TopicPartition, int]:
+        return dict.fromkeys(self.owned, 7)
+
+    async def assignment_changed(self, change: AssignmentChanged) -> None:
+        self.owned = frozenset(change.owned)
+
+    async def invoke_listener(self, call: InvokeListener) -> None:
+        self.calls.append((call.kind, call.partitions))
+
+    async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None:
+        return None
+
+    def error_reported(self, error: ErrorReported) -> None:
+        self.errors.append(error)
+
+    async def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]:
+        return (await self.topic_metadata(topics)).partitions
+
+    async def topic_metadata(self, topics: tuple[str, ...]) -> consumer_driver.TopicMetadata:
+        return consumer_driver.TopicMetadata(partitions={TOPIC: 4}, topic_ids={TOPIC: TOPIC_ID})
+
+
+async def until(check: Any, what: str, timeout_s: float = 20) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+async def two_members_client_side() -> tuple[
+    InProcessCoordinator, dict[str, Host], dict[str, ConsumerMember]
+]:
+    server = InProcessCoordinator()
+    timers = asyncio.get_running_loop().create_task(server.timers())
+    hosts = {n: Host() for n in ("a", "b")}
+    members = {
+        n: ConsumerMember(
+            ConsumerMemberConfig(
+                group_id="g",
+                member_id=consumer_driver.new_member_id(),
+                topics=(TOPIC,),
+                client_assignors=(RangeAssignor(),),
+                rebalance_timeout_ms=5_000,
+                session_timeout_ms=3_000,
+            ),
+            monotonic_ms(),
+        )
+        for n in hosts
+    }
+    drivers = {n: ConsumerGroupDriver(members[n], server, hosts[n]) for n in hosts}  # type: ignore[arg-type]
+    runs = {}
+    try:
+        for name, driver in drivers.items():
+            await driver.refresh_metadata()
+            runs[name] = asyncio.get_running_loop().create_task(driver.run())
+            if name == "a":
+                await until(lambda: hosts["a"].owned == ALL, "a owns everything")
+        await until(
+            lambda: (
+                hosts["a"].owned | hosts["b"].owned == ALL
+                and not hosts["a"].owned & hosts["b"].owned
+                and len(hosts["b"].owned) == 2
+            ),
+            "a and b share",
+        )
+        await drivers["b"].leave("test", timeout_s=5)
+        await until(lambda: hosts["a"].owned == ALL, "a owns everything again")
+        await drivers["a"].leave("test", timeout_s=5)
+    finally:
+        timers.cancel()
+        for task in runs.values():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(timers, *runs.values(), return_exceptions=True)
+    return server, hosts, members
+
+
+def test_client_side_assignment_runs_through_the_driver() -> None:
+    server, hosts, members = asyncio.run(two_members_client_side())
+    assert server.calls[rpc.PREPARE_ASSIGNMENT_API_KEY] >= 2  # a alone, then a and b
+    assert server.calls[rpc.INSTALL_ASSIGNMENT_API_KEY] >= 2
+    assert all(m.state is MemberState.UNSUBSCRIBED for m in members.values())
+    # a gave two partitions up: revoked (after committing them with its epoch) before b got them
+    a_calls = [kind for kind, parts in hosts["a"].calls if parts]
+    assert a_calls[:2] == [ListenerKind.ASSIGNED, ListenerKind.REVOKED]
+    assert server.commits
+    assert min(server.commits) > 0
+    assert not [e for e in hosts["a"].errors + hosts["b"].errors if e.fatal]
