@@ -2,7 +2,7 @@
 
 ::
 
-    app = faust.App("fx", broker=..., store="rocksdict://",
+    app = faust.App("fx", broker=..., store="rocksdb://",
                     PartitionAssignor="streamtasks.faust:StreamtasksAssignor")
 
 It is faust's own ``PartitionAssignor`` (protocol name ``"faust"``, version 4, the same
@@ -205,6 +205,11 @@ class StreamtasksAssignor(PartitionAssignor):
             now_ms=int(time.time() * 1000),
         )
         self.last_placement = placement
+        log.info(
+            "streamtasks placement: %s; warm-ups %s",
+            {states[m].url: dict(out.actives) for m, out in placement.members.items()},
+            {states[m].url: [str(tp) for tp in w] for m, w in placement.warmups.items() if w},
+        )
         for problem in placement.problems:
             log.warning("leader: %s", problem)
         self._member_urls = {m: s.url for m, s in states.items()}
