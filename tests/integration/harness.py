@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -570,13 +570,15 @@ async def rolling_bounce_group(
     static: bool,
     log_dir: Path,
     wait_s: float,
+    joined: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Start the members of ``order`` one by one, then bounce each in turn while ``producer``
     writes; stop the producer and wait until every record it produced was consumed.
 
     Dynamic members: the group settles without the stopped member before it comes back.
-    Static ones: the replacement starts at once, under the same instance id. The callbacks'
-    timeline goes to ``log_dir/timeline.txt``."""
+    Static ones: the replacement starts at once, under the same instance id. ``joined`` runs
+    once every member is in (e.g. to describe the group). The callbacks' timeline goes to
+    ``log_dir/timeline.txt``."""
     names = tuple(order)
     await producer.start()
     producing = True
@@ -586,6 +588,8 @@ async def rolling_bounce_group(
             workers[name] = make(name)
             await start_worker(workers[name])
             await wait_until(stable(audit, partitions, set(workers)), wait_s, f"{name} to get partitions")
+        if joined is not None:
+            await joined()
         for name in names:
             await stop_worker(workers.pop(name))
             audit.gone(name)

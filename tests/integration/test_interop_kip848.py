@@ -23,7 +23,15 @@ from typing import Any
 import pytest
 
 from streamtasks.embedded import Cluster, EmbeddedBroker
-from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
+from streamtasks.protocol.consumer_group import (
+    CONSUMER_GROUP_DESCRIBE_API_KEY,
+    CONSUMER_GROUP_HEARTBEAT_API_KEY,
+    ConsumerGroupDescribeRequest,
+    DescribedMember,
+)
+from streamtasks.protocol.consumer_group_codec import decode_describe_response, encode_describe_request
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.connection import GroupCoordinatorClient
 from tests.integration.harness import (
     Audit,
     JavaPeer,
@@ -59,7 +67,7 @@ def peer(kafka: Cluster) -> JavaPeer:
 
 async def kip848_group(
     kafka: Cluster, peer: JavaPeer, log_dir: Path, *, static: bool, order: tuple[str, ...]
-) -> Audit:
+) -> tuple[Audit, list[DescribedMember]]:
     topic = f"interop-kip848-{'static' if static else 'dynamic'}-{uuid.uuid4().hex[:6]}"
     group = f"g-{topic}"
     kafka.create_topics({topic: PARTITIONS})
@@ -105,11 +113,28 @@ async def kip848_group(
             record_ids="offset",
         )
 
+    async def joined() -> None:
+        described.extend(await describe(bootstrap, group))
+
+    described: list[DescribedMember] = []
     producer = SteadyProducer(bootstrap, topic, audit, partitions=PARTITIONS, record_ids="offset")
     await rolling_bounce_group(
-        make, order, audit, partitions, producer, static=static, log_dir=log_dir, wait_s=WAIT_S
+        make, order, audit, partitions, producer, static=static, log_dir=log_dir, wait_s=WAIT_S, joined=joined
     )
-    return audit
+    return audit, described
+
+
+async def describe(bootstrap: str, group: str) -> list[DescribedMember]:
+    """The group's members as its coordinator describes them (ConsumerGroupDescribe v1)."""
+    client = GroupCoordinatorClient(bootstrap, group)
+    try:
+        body = encode_describe_request(ConsumerGroupDescribeRequest(group_ids=(group,)), 1)
+        raw = await client.send_raw(CONSUMER_GROUP_DESCRIBE_API_KEY, 1, body, timeout_s=10)
+    finally:
+        await client.close()
+    (found,) = decode_describe_response(raw, 1).groups
+    assert found.error is KafkaErrorCode.NONE, found
+    return list(found.members)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +148,11 @@ async def kip848_group(
 def test_kip848_group_of_streamtasks_librdkafka_and_java_rolling_bounce(
     kafka: Cluster, peer: JavaPeer, tmp_path: Path, static: bool, order: tuple[str, ...]
 ) -> None:
-    audit = asyncio.run(kip848_group(kafka, peer, tmp_path, static=static, order=order))
+    audit, described = asyncio.run(kip848_group(kafka, peer, tmp_path, static=static, order=order))
+    # four members of one consumer group, each speaking KIP-848 (member type 1, not classic 0)
+    assert len(described) == 4
+    assert {m.member_type for m in described} == {1}
+    assert "java" in {m.client_id for m in described}
     report = audit.ledger.report(0)
     assert report.violations == ()
     assert audit.records.lost() == []
