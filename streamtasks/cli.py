@@ -56,6 +56,12 @@ def _cmd_assignors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_drill(args: argparse.Namespace) -> int:
+    from streamtasks.drills.command import run_drill_command
+
+    return run_drill_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
@@ -93,6 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     listing = sub.add_parser("assignors", help="list the task and partition assignors available")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=_cmd_assignors)
+
+    from streamtasks.drills.command import add_drill_arguments
+
+    drill = sub.add_parser(
+        "drill", help="rolling-upgrade drills: `drill list`, `drill run NAME` (live, with a verdict)"
+    )
+    add_drill_arguments(drill)
+    drill.set_defaults(func=_cmd_drill)
     return parser
 
 

@@ -2,7 +2,7 @@
 that reports every app event as a JSON line on stdout.
 
     python -m streamtasks.drills.stateful_worker --bootstrap-servers H:P --app-id A --topic T \
-        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A]
+        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A] [--upgrade-from R]
 
 Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
 :class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
@@ -54,6 +54,7 @@ async def run(args: argparse.Namespace) -> None:
         "rebalance_timeout_ms": 15_000,
         "commit_interval_ms": args.commit_interval_ms,
         "client_id": args.name,
+        "upgrade_from": args.upgrade_from,
     }
     processed = 0
     while not stop.is_set():
@@ -82,6 +83,7 @@ async def _progress(name: str, app: App, before: int) -> None:
             worker=name,
             kind="progress",
             processed=before + app.tasks.records_processed,
+            generation=app.consumer.generation,
             tasks={str(t): role for t, role in app.tasks.roles().items()},
         )
 
@@ -100,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--commit-interval-ms", type=int, default=500)
+    parser.add_argument(
+        "--upgrade-from",
+        help="upgrade_from (a release, or faust): the wire of that release (drills/catalog.py)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)

@@ -2,7 +2,7 @@
 every rebalance callback and every record id it consumed.
 
     python -m streamtasks.drills.worker --bootstrap-servers H:P --group G --topic T --name w1 \
-        [--instance-id w1] [--assignor cooperative_sticky]
+        [--instance-id w1] [--assignor cooperative_sticky[,range]] [--report-offsets]
 
 SIGTERM closes it cleanly (commit, revoke, leave unless static); the last line is ``stopped``.
 SIGUSR1 calls ``enforce_rebalance`` (KIP-568).
@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from streamtasks.drills._proc import configure_logging
+from streamtasks.drills.ledger import offset_id
 from streamtasks.errors import StreamTasksError
 from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
 from streamtasks.runtime.driver import monotonic_ms
@@ -67,7 +68,7 @@ def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
         bootstrap_servers=args.bootstrap_servers,
         group_id=args.group,
         group_instance_id=args.instance_id,
-        assignors=[args.assignor],
+        assignors=args.assignor.split(","),
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=500,
         rebalance_timeout_ms=15_000,
@@ -91,7 +92,10 @@ async def consume(args: argparse.Namespace, consumer: Consumer, stop: asyncio.Ev
                     await fetch
                 return
             batch = fetch.result()
-            ids = [r.value.decode() for records in batch.values() for r in records]
+            if args.report_offsets:
+                ids = [offset_id(r.partition, r.offset) for records in batch.values() for r in records]
+            else:
+                ids = [r.value.decode() for records in batch.values() for r in records]
             if ids:
                 emit(worker=args.name, kind="consumed", ids=ids)
                 with contextlib.suppress(StreamTasksError):
@@ -138,7 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--instance-id")
-    parser.add_argument("--assignor", default="cooperative_sticky")
+    parser.add_argument(
+        "--assignor",
+        default="cooperative_sticky",
+        help="assignor names, comma-separated, most preferred first",
+    )
+    parser.add_argument(
+        "--report-offsets",
+        action="store_true",
+        help="report consumed records as <partition>:<offset> instead of their values",
+    )
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)

@@ -1,0 +1,114 @@
+"""The rolling-upgrade drills ``streamtasks drill`` knows, as data.
+
+A drill starts a group of workers on one release and moves every worker, one at a time, through
+each later stage (a *bounce* per stage). Workers are processes of one of two kinds:
+
+* ``consumer``: :mod:`streamtasks.drills.worker`, a plain streamtasks ``Consumer`` whose release
+  is its ordered assignor list (``--assignor a,b``: the JoinGroup protocols it offers);
+* ``app``: :mod:`streamtasks.drills.stateful_worker`, a ``streamtasks.App`` (per-key count and
+  latest value, one standby) whose release is its wire mode (``--upgrade-from R``).
+
+**Emulating an older release** (``userdata-upgrade``): a member of release R is emulated by the
+current code with ``upgrade_from=R``, which pins what R put on the wire: its userdata version
+(the ``SubscriptionInfo`` it sends) and its rebalance protocol (EAGER before 0.3). What it does
+not pin is the leader's reading limit: an emulated 0.2 leader still decodes userdata v3 and
+still advertises ``latest_supported_version`` 3. The two-bounce path is exercised faithfully
+(old wire, then the mixed group, then the new wire); an old leader meeting a newer member is
+not (that is the one-bounce version-probing path, listed separately, see
+:data:`DRILLS` ``userdata-probing``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamtasks.errors import ConfigError
+
+__all__ = ["DRILLS", "DrillSpec", "Stage", "get_drill"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stage:
+    """A release the workers run: ``label`` for the report, ``args`` for the worker process."""
+
+    label: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrillSpec:
+    name: str
+    summary: str
+    #: ``consumer`` or ``app`` (the module docstring).
+    worker: str = "consumer"
+    #: Stage 0 is what the group starts on; each later stage is one rolling bounce.
+    stages: tuple[Stage, ...] = ()
+    available: bool = True
+    #: Why the drill cannot run here yet (when not available).
+    unavailable: str = ""
+
+    @property
+    def bounces(self) -> tuple[Stage, ...]:
+        return self.stages[1:]
+
+
+DRILLS: tuple[DrillSpec, ...] = (
+    DrillSpec(
+        name="eager-to-cooperative",
+        summary="KIP-429 for a plain consumer group: eager range -> [cooperative_sticky, range] -> "
+        "cooperative_sticky, two rolling bounces",
+        worker="consumer",
+        stages=(
+            Stage(label="eager (range)", args=("--assignor", "range")),
+            Stage(label="both: cooperative_sticky, range", args=("--assignor", "cooperative_sticky,range")),
+            Stage(label="cooperative_sticky only", args=("--assignor", "cooperative_sticky")),
+        ),
+    ),
+    DrillSpec(
+        name="userdata-upgrade",
+        summary="App workers from release 0.2 (userdata v2, eager; emulated) to 0.4 (v3, cooperative) "
+        "by the two-bounce upgrade_from procedure",
+        worker="app",
+        stages=(
+            Stage(label="0.2 (emulated: userdata v2, eager)", args=("--upgrade-from", "0.2")),
+            Stage(label="0.4 with upgrade_from=0.2", args=("--upgrade-from", "0.2")),
+            Stage(label="0.4 (userdata v3, cooperative)", args=()),
+        ),
+    ),
+    DrillSpec(
+        name="userdata-probing",
+        summary="one bounce: newer members join a group led by an older one and version probing moves "
+        "the group up once the old members are gone",
+        worker="app",
+        available=False,
+        unavailable="App does not run the member side of version probing yet "
+        "(streamtasks.protocol.probing.on_assignment_version is not wired into the App)",
+    ),
+    DrillSpec(
+        name="faust-to-streamtasks",
+        summary="faust-streaming workers replaced one by one by App workers with upgrade_from='faust', "
+        "then a second bounce drops faust's protocol",
+        worker="app",
+        available=False,
+        unavailable="the live drill script is not written yet: the protocol side is "
+        "(App(upgrade_from='faust'), streamtasks.streams.faust_protocol) and examples/faust_app runs "
+        "faust workers",
+    ),
+    DrillSpec(
+        name="classic-to-consumer",
+        summary="KIP-848 online migration: every member bounced from the classic protocol to "
+        "group.protocol=consumer",
+        available=False,
+        unavailable="waits for the KIP-848 live work (issue 13) to land",
+    ),
+)
+
+_BY_NAME = {d.name: d for d in DRILLS}
+
+
+def get_drill(name: str) -> DrillSpec:
+    """The drill called ``name``; an unknown name is a :class:`ConfigError` listing the known."""
+    drill = _BY_NAME.get(name)
+    if drill is None:
+        raise ConfigError(f"no drill named {name!r}; known: {', '.join(_BY_NAME)}")
+    return drill

@@ -1,0 +1,156 @@
+"""``streamtasks drill list`` / ``streamtasks drill run NAME``: the command-line side of the drills.
+
+``run`` starts an embedded broker (``--broker``) or uses ``--bootstrap-servers``, runs the drill
+(:mod:`streamtasks.drills.rolling`) with a live progress display (rich, when the output is a
+terminal; plain lines otherwise), prints the verdict table (or JSON with ``--json``), writes a
+report with ``--report DIR``, and exits 0 on PASS, 1 on FAIL, 2 on a usage or setup error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from typing import Any, TextIO
+
+from streamtasks.drills.catalog import DRILLS, get_drill
+from streamtasks.errors import ConfigError
+
+__all__ = ["add_drill_arguments", "run_drill_command"]
+
+
+def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="drill_command", required=True)
+    listing = sub.add_parser("list", help="the drills, one line each (unavailable ones say why)")
+    listing.add_argument("--json", action="store_true")
+    run = sub.add_parser("run", help="run one drill live; exit status 0 = PASS, 1 = FAIL")
+    run.add_argument("name", help="a drill name from `streamtasks drill list`")
+    run.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of an embedded broker")
+    run.add_argument(
+        "--broker",
+        choices=("auto", "kafka", "tansu"),
+        help="embedded broker (default: $STREAMTASKS_BROKER, else auto)",
+    )
+    run.add_argument("--workers", type=int, default=3)
+    run.add_argument("--partitions", type=int, default=6)
+    run.add_argument("--rate", type=int, default=200, help="records produced per second")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--report", metavar="DIR", help="write report.json and report.html here")
+
+
+def _list(args: argparse.Namespace, out: TextIO) -> int:
+    if args.json:
+        rows = [
+            {"name": d.name, "summary": d.summary, "available": d.available, "unavailable": d.unavailable}
+            for d in DRILLS
+        ]
+        out.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    width = max(len(d.name) for d in DRILLS)
+    for d in DRILLS:
+        note = "" if d.available else f"  [unavailable: {d.unavailable}]"
+        out.write(f"{d.name:<{width}}  {d.summary}{note}\n")
+    return 0
+
+
+class _Progress:
+    """Progress lines: a rich status line on a terminal, plain timestamped lines otherwise."""
+
+    def __init__(self, out: TextIO, quiet: bool) -> None:
+        self._out, self._quiet = out, quiet
+        self._status: Any = None
+        if not quiet and out.isatty():
+            try:
+                from rich.console import Console
+
+                self._status = Console(file=out).status("starting")
+            except ImportError:
+                self._status = None
+
+    def __enter__(self) -> _Progress:
+        if self._status is not None:
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def say(self, text: str) -> None:
+        if self._quiet:
+            return
+        if self._status is not None:
+            self._status.update(text.strip())
+            if not text.startswith("  "):
+                self._status.console.log(text)
+        else:
+            self._out.write(text + "\n")
+            self._out.flush()
+
+
+def print_verdict(result: Any, out: TextIO) -> None:
+    from streamtasks.drills.drill_report import verdict_rows
+
+    out.write(f"\nstreamtasks drill {result.drill}: {'PASS' if result.ok else 'FAIL'}\n\n")
+    rows = verdict_rows(result)
+    w0 = max(len(a) for a, _, _ in rows)
+    w1 = max(len(b) for _, b, _ in rows)
+    for a, b, c in rows:
+        out.write(f"{a:<{w0}}  {b:>{w1}}  {c}\n")
+    heads = ("phase", "seconds", "rebalances", "revoked", "max unowned ms", "double-owned", "restores")
+    table = [
+        (p.name, f"{p.seconds:.1f}", str(p.rebalances), str(p.revoked), str(p.longest_unowned_ms),
+         str(p.double_owned), str(p.restores))
+        for p in result.phases
+    ]  # fmt: skip
+    widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(heads)] if table else []
+    if table:
+        out.write("\n" + "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)) + "\n")
+        for r in table:
+            out.write("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + "\n")
+    for v in result.violations:
+        out.write(f"double ownership: {v}\n")
+    if result.lost_runs:
+        out.write(f"lost input offsets: {', '.join(result.lost_runs)}\n")
+    out.flush()
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from streamtasks.drills.rolling import DrillOptions, run_live_drill
+    from streamtasks.embedded import ExternalCluster, start_broker
+
+    spec = get_drill(args.name)
+    if not spec.available:
+        raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
+    options = DrillOptions(workers=args.workers, partitions=args.partitions, rate=args.rate)
+    if options.workers < 2 or options.partitions < 1 or options.rate < 1:
+        raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    bootstrap = args.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
+    cluster: Any = ExternalCluster(bootstrap) if bootstrap else start_broker(args.broker)
+    try:
+        with _Progress(sys.stderr if args.json else out, quiet=False) as progress:
+            progress.say(f"drill {spec.name} on {cluster.bootstrap_servers}: {spec.summary}")
+            result = asyncio.run(run_live_drill(spec, options, cluster.bootstrap_servers, progress.say))
+    finally:
+        cluster.stop()
+    if args.report:
+        from streamtasks.drills.drill_report import write_report
+
+        page = write_report(result, args.report)
+        (sys.stderr if args.json else out).write(f"report: {page}\n")
+    if args.json:
+        out.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        print_verdict(result, out)
+    return 0 if result.ok else 1
+
+
+def run_drill_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+    if args.drill_command == "list":
+        return _list(args, stream)
+    return _run(args, stream)

@@ -1,0 +1,423 @@
+"""Running one rolling-upgrade drill live (:mod:`streamtasks.drills.catalog` says which).
+
+The script: create the input topic (and, for app drills, the audit topic), start ``workers``
+worker processes on stage 0, produce ``rate`` records/s through an
+:class:`~streamtasks.drills.offset_audit.OffsetAudit` (every input offset the broker
+acknowledged), wait until the group has settled, then for each later stage stop and restart
+every worker in turn on that stage's release, waiting after each restart until every partition
+has exactly one owner again. Then the producer stops, the workers drain and stop cleanly, and
+the audits give the verdict:
+
+* **ownership** (:class:`~streamtasks.drills.ledger.OwnershipLedger`, fed from every worker's
+  reports: a consumer worker's rebalance callbacks, an app worker's task events, where a
+  partition is owned while its active task exists): no partition may have two owners;
+* **records** (per input offset, from what the broker acknowledged): consumer workers report
+  each record's (partition, offset) as they consume it; app workers write it to the audit topic
+  (:func:`streamtasks.drills.stateful_app.audited`). None may be missing; duplicates are counted;
+* **state** (app drills): the changelogs read back: every key's latest value must be the last
+  value produced for it, and no count may be short.
+
+The result carries what a report needs (:mod:`streamtasks.drills.drill_report`): per-phase
+figures, ownership intervals per partition, throughput samples and rebalance markers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from streamtasks.drills._proc import pump_json_lines, spawn_worker
+from streamtasks.drills.catalog import DrillSpec, Stage
+from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
+from streamtasks.drills.stateful_app import record_for
+from streamtasks.drills.stateful_demo import _read_changelog
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.admin import create_topics_async
+from topology.ids import TopicPartition
+
+__all__ = ["DrillOptions", "DrillResult", "PhaseResult", "run_live_drill"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrillOptions:
+    workers: int = 3
+    partitions: int = 6
+    rate: int = 200
+    keys: int = 300
+    settle_timeout_s: float = 120.0
+    drain_timeout_s: float = 90.0
+
+
+@dataclass(slots=True, kw_only=True)
+class PhaseResult:
+    name: str
+    seconds: float = 0.0
+    rebalances: int = 0
+    revoked: int = 0
+    longest_unowned_ms: int = 0
+    double_owned: int = 0
+    restores: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class DrillResult:
+    drill: str
+    broker: str
+    workers: int
+    partitions: int
+    rate: int
+    phases: list[PhaseResult] = field(default_factory=list)
+    double_owned: int = 0
+    violations: list[str] = field(default_factory=list)
+    #: (partition, seconds) of each double ownership, for the timeline
+    violation_marks: list[tuple[int, float]] = field(default_factory=list)
+    acknowledged: int = 0
+    lost: int = 0
+    lost_runs: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    longest_unowned_ms: dict[int, int] = field(default_factory=dict)
+    rebalances: int = 0
+    revoked: int = 0
+    restores: int = 0
+    state_checked: bool = False
+    state_wrong_latest: int = 0
+    state_counts_short: int = 0
+    problems: list[str] = field(default_factory=list)
+    #: (partition, worker, start s, end s) since the drill started; end None: still owned.
+    ownership: list[tuple[int, str, float, float | None]] = field(default_factory=list)
+    #: (seconds, acknowledged so far, processed so far)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    #: (seconds, label): bounces and group generations seen
+    markers: list[tuple[float, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        state_ok = not self.state_checked or (self.state_wrong_latest == 0 and self.state_counts_short == 0)
+        return self.double_owned == 0 and self.lost == 0 and not self.problems and state_ok
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ok"] = self.ok
+        out["longest_unowned_ms"] = {str(p): v for p, v in self.longest_unowned_ms.items()}
+        return out
+
+
+class _Worker:
+    """One worker process and the lines it printed."""
+
+    def __init__(self, name: str, module: str, argv: list[str], sink: Callable[[str, dict[str, Any]], None]):
+        self.name, self.module, self.argv, self._sink = name, module, argv, sink
+        self.proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.proc = await spawn_worker(
+            self.module, [*self.argv, "--name", self.name], log_name=f"drill-{self.name}-{_now_ms()}"
+        )
+        self._reader = asyncio.get_running_loop().create_task(
+            pump_json_lines(self.proc, "drill-events.jsonl", lambda line: self._sink(self.name, line))
+        )
+
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout_s)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+
+class _Run:
+    def __init__(self, spec: DrillSpec, options: DrillOptions, bootstrap: str, say: Callable[[str], None]):
+        if not spec.available:
+            raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
+        if options.workers < 2 or options.partitions < 1 or options.rate < 1:
+            raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
+        self.spec, self.o, self.bootstrap, self.say = spec, options, bootstrap, say
+        run = uuid.uuid4().hex[:8]
+        self.topic = f"drill-{spec.name}-{run}"
+        self.group = f"drill-{spec.name}-{run}"
+        self.audit_topic = f"{self.topic}-audit"
+        self.t0 = _now_ms()
+        self.partitions = [TopicPartition(self.topic, p) for p in range(options.partitions)]
+        self.ledger = OwnershipLedger(self.partitions, self.t0)
+        self.audit = OffsetAudit()
+        self.owned: dict[str, set[TopicPartition]] = {}
+        self.open: dict[TopicPartition, tuple[str, int]] = {}
+        self.generations: dict[int, int] = {}
+        self.restores = 0
+        self.last_value: dict[str, int] = {}
+        self.produced_per_key: dict[str, int] = {}
+        self.result = DrillResult(
+            drill=spec.name, broker=bootstrap, workers=options.workers, partitions=options.partitions,
+            rate=options.rate,
+        )  # fmt: skip
+        self.workers: dict[str, _Worker] = {}
+
+    def seconds(self, at_ms: int) -> float:
+        return round((at_ms - self.t0) / 1000, 3)
+
+    # -- what the workers report --------------------------------------------------------------
+
+    def _take(self, worker: str, tps: list[TopicPartition], at: int) -> None:
+        self.ledger.assigned(worker, tps, at)
+        for tp in tps:
+            self.owned.setdefault(worker, set()).add(tp)
+            self.open[tp] = (worker, at)
+
+    def _give(self, worker: str, tps: list[TopicPartition], at: int, lost: bool = False) -> None:
+        (self.ledger.lost if lost else self.ledger.revoked)(worker, tps, at)
+        for tp in tps:
+            self.owned.setdefault(worker, set()).discard(tp)
+            if self.open.get(tp, ("", 0))[0] == worker:
+                _, since = self.open.pop(tp)
+                self.result.ownership.append((tp.partition, worker, self.seconds(since), self.seconds(at)))
+
+    def on_line(self, worker: str, line: dict[str, Any]) -> None:
+        at = _now_ms()
+        kind = line.get("kind")
+        generation = line.get("generation")
+        if isinstance(generation, int) and generation > 0 and generation not in self.generations:
+            self.generations[generation] = at
+            self.result.markers.append((self.seconds(at), f"generation {generation}"))
+        if kind in ("assigned", "revoked", "lost"):
+            tps = [TopicPartition(t, int(p)) for t, p in line.get("partitions", [])]
+            if kind == "assigned":
+                self._take(worker, tps, at)
+            else:
+                self._give(worker, tps, at, lost=kind == "lost")
+        elif kind == "consumed":
+            for rid in line.get("ids", []):
+                self.audit.processed(rid)
+        elif kind == "event":
+            self._app_event(worker, line, at)
+
+    def _app_event(self, worker: str, line: dict[str, Any], at: int) -> None:
+        event, task = line.get("event"), str(line.get("task", ""))
+        if "_" not in task:
+            return
+        tp = [TopicPartition(self.topic, int(task.split("_")[1]))]
+        if (event == "TaskCreated" and line.get("role") == "active") or (
+            event == "TaskRecycled" and line.get("to_role") == "active"
+        ):
+            self._take(worker, tp, at)
+        elif (event == "TaskClosed" and line.get("role") == "active") or (
+            event == "TaskRecycled" and line.get("from_role") == "active"
+        ):
+            self._give(worker, tp, at)
+        elif event == "RestoreCompleted":
+            self.restores += 1
+
+    def gone(self, worker: str) -> None:
+        self._give(worker, sorted(self.owned.get(worker, set())), _now_ms())
+        self.ledger.member_gone(worker, _now_ms())
+
+    # -- the script ---------------------------------------------------------------------------
+
+    def _argv(self, stage: Stage, state_root: str, name: str) -> tuple[str, list[str]]:
+        if self.spec.worker == "consumer":
+            base = ["--bootstrap-servers", self.bootstrap, "--group", self.group, "--topic", self.topic,
+                    "--report-offsets"]  # fmt: skip
+            return "streamtasks.drills.worker", [*base, *stage.args]
+        base = [
+            "--bootstrap-servers", self.bootstrap, "--app-id", self.group, "--topic", self.topic,
+            "--state-dir", os.path.join(state_root, name), "--standbys", "1",
+            "--acceptable-recovery-lag", "1000", "--audit-topic", self.audit_topic,
+        ]  # fmt: skip
+        return "streamtasks.drills.stateful_worker", [*base, *stage.args]
+
+    def settled(self, names: list[str]) -> bool:
+        """Every partition has a live owner and, when there are enough partitions, every worker
+        owns some (so no member is still joining when the next one is bounced)."""
+        owners = self.ledger.owners()
+        live = set(names)
+        if not all(o is not None and o in live for o in owners.values()):
+            return False
+        return len(owners) < len(names) or all(self.owned.get(n) for n in names)
+
+    async def wait_settled(self, names: list[str], what: str) -> None:
+        deadline = time.monotonic() + self.o.settle_timeout_s
+        while not self.settled(names):
+            if time.monotonic() > deadline:
+                self.result.problems.append(f"group did not settle: {what}")
+                self.say(f"  timed out waiting for: {what}")
+                return
+            await asyncio.sleep(0.2)
+
+    async def phase(self, name: str, body: Callable[[], Any]) -> None:
+        self.say(f"phase: {name}")
+        self.result.markers.append((self.seconds(_now_ms()), name))
+        start = _now_ms()
+        before = self.ledger.report(start)
+        gens, restores = len(self.generations), self.restores
+        await body()
+        end = _now_ms()
+        after = self.ledger.report(end)
+        self.result.phases.append(
+            PhaseResult(
+                name=name,
+                seconds=round((end - start) / 1000, 1),
+                rebalances=len(self.generations) - gens,
+                revoked=after.revocations - before.revocations,
+                longest_unowned_ms=self.ledger.longest_unowned_between(start, end),
+                double_owned=len(after.violations) - len(before.violations),
+                restores=self.restores - restores,
+            )
+        )
+
+    async def produce(self, stop: asyncio.Event) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
+        await producer.start()
+        seq = 0
+        try:
+            while not stop.is_set():
+                for _ in range(max(1, self.o.rate // 20)):
+                    key, value = record_for(seq, self.o.keys)
+                    await self.audit.send(producer, self.topic, key=key, value=value)
+                    self.last_value[key.decode()] = seq
+                    self.produced_per_key[key.decode()] = self.produced_per_key.get(key.decode(), 0) + 1
+                    seq += 1
+                await asyncio.sleep(0.05)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    async def sample(self) -> None:
+        while True:
+            report = self.audit.report(max_runs=0)
+            self.result.samples.append((self.seconds(_now_ms()), report.acknowledged, report.processed))
+            await asyncio.sleep(0.5)
+
+    async def run(self) -> DrillResult:
+        o, spec = self.o, self.spec
+        topics = {self.topic: o.partitions}
+        if spec.worker == "app":
+            topics[self.audit_topic] = 1
+        await create_topics_async(self.bootstrap, topics)
+        reader = (
+            AuditTopicReader(self.bootstrap, self.audit_topic, self.audit) if spec.worker == "app" else None
+        )
+        if reader is not None:
+            await reader.start()
+        names = [f"w{i + 1}" for i in range(o.workers)]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        producing = loop.create_task(self.produce(stop))
+        sampling = loop.create_task(self.sample())
+        with tempfile.TemporaryDirectory(prefix="streamtasks-drill-") as state_root:
+            try:
+                await self._script(names, state_root)
+                stop.set()
+                await producing
+                self.say("producer stopped; draining")
+                deadline = time.monotonic() + o.drain_timeout_s
+                while not self.audit.complete() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.25)
+                await asyncio.sleep(1.0)
+            finally:
+                stop.set()
+                with contextlib.suppress(Exception):
+                    await producing
+                for name, w in self.workers.items():
+                    await w.stop()
+                    self.gone(name)
+                if reader is not None:
+                    await asyncio.sleep(1.0)
+                    await reader.stop()
+                sampling.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sampling
+        await self._verdict()
+        return self.result
+
+    async def _script(self, names: list[str], state_root: str) -> None:
+        first = self.spec.stages[0]
+
+        async def start_all() -> None:
+            for n in names:
+                module, argv = self._argv(first, state_root, n)
+                self.workers[n] = _Worker(n, module, argv, self.on_line)
+                await self.workers[n].start()
+            await self.wait_settled(names, "every worker started")
+
+        await self.phase(f"start {len(names)} workers: {first.label}", start_all)
+        for index, stage in enumerate(self.spec.bounces, start=1):
+
+            async def bounce(stage: Stage = stage) -> None:
+                for n in names:
+                    await self.workers[n].stop()
+                    self.gone(n)
+                    module, argv = self._argv(stage, state_root, n)
+                    self.workers[n] = _Worker(n, module, argv, self.on_line)
+                    await self.workers[n].start()
+                    self.say(f"  {n} now runs {stage.label}")
+                    await self.wait_settled(names, f"{n} back on {stage.label}")
+
+            await self.phase(f"bounce {index}: {stage.label}", bounce)
+
+    async def _verdict(self) -> None:
+        r, end = self.result, _now_ms()
+        for tp, (worker, since) in sorted(self.open.items()):
+            r.ownership.append((tp.partition, worker, self.seconds(since), None))
+        final = self.ledger.report(end)
+        r.double_owned = len(final.violations)
+        r.violations = [
+            f"{v.partition} given to {v.claimant} at {self.seconds(v.at_ms)}s while {v.holder} held it"
+            for v in final.violations
+        ]
+        r.violation_marks = [(v.partition.partition, self.seconds(v.at_ms)) for v in final.violations]
+        offsets = self.audit.report()
+        r.acknowledged, r.lost, r.duplicates = offsets.acknowledged, offsets.lost, offsets.duplicates
+        r.lost_runs = list(offsets.lost_runs)
+        r.rebalances = len(self.generations)
+        r.revoked = final.revocations
+        r.restores = self.restores
+        r.longest_unowned_ms = _longest_gaps(r.ownership, self.o.partitions)
+        if self.spec.worker == "app":
+            latest = await _read_changelog(self.bootstrap, f"{self.group}-latest-changelog")
+            counts = await _read_changelog(self.bootstrap, f"{self.group}-counts-changelog")
+            r.state_checked = True
+            r.state_wrong_latest = sum(1 for k, v in self.last_value.items() if latest.get(k) != v)
+            r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)
+
+
+def _longest_gaps(ownership: list[tuple[int, str, float, float | None]], partitions: int) -> dict[int, int]:
+    """Per partition, the longest time between one owner's end and the next owner's start
+    (from its first owner on)."""
+    out: dict[int, int] = {}
+    for p in range(partitions):
+        spans = sorted((s, e) for q, _, s, e in ownership if q == p)
+        longest, covered = 0.0, None
+        for start, end in spans:
+            if covered is not None and start > covered:
+                longest = max(longest, start - covered)
+            end_s = float("inf") if end is None else end
+            covered = end_s if covered is None else max(covered, end_s)
+        out[p] = round(longest * 1000)
+    return out
+
+
+async def run_live_drill(
+    spec: DrillSpec, options: DrillOptions, bootstrap: str, say: Callable[[str], None]
+) -> DrillResult:
+    """Run ``spec`` against the cluster at ``bootstrap`` (see the module docstring)."""
+    return await _Run(spec, options, bootstrap, say).run()
