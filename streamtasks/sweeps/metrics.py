@@ -1,0 +1,218 @@
+"""One scenario of a sweep: run a point's drill for a seed in the simulator, return its row.
+
+The drill's own cost is the full run's figures less those of the same scenario's formation
+(the starts only, run to convergence): rebalances, partitions revoked/moved/lost, unowned
+partition-time, restore records, hand-overs and coordinator records are the drill's; events,
+simulated time, the longest unowned stretch and convergence are the full run's.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from streamtasks.sim.kip848 import ConsumerSettings, ConsumerWorld
+from streamtasks.sim.ledger import OwnershipLedger
+from streamtasks.sim.scenario import Scenario
+from streamtasks.sim.trace import Violation
+from streamtasks.sim.world import World, WorldSettings
+from streamtasks.sweeps.drills import drill_changes, drill_scenario, drill_start_ms, formation
+from streamtasks.sweeps.grid import DIMENSIONS, Point
+from topology.ids import TopicPartition
+
+__all__ = ["COLUMNS", "DrillLedger", "Outcome", "replay_command", "run_point", "simulate"]
+
+#: Row columns after the grid's dimensions, with their Parquet types.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("seed", "int64"),
+    ("violations", "int64"),
+    ("violation", "string"),
+    ("replay", "string"),
+    ("membership_changes", "int64"),
+    ("rebalances", "int64"),
+    ("rebalances_per_change", "float64"),
+    ("partitions_revoked", "int64"),
+    ("partitions_moved", "int64"),
+    ("partitions_lost", "int64"),
+    ("moved_per_change", "float64"),
+    ("converge_ms", "int64"),
+    ("unowned_partition_ms", "int64"),
+    ("unowned_ms_per_change", "float64"),
+    ("longest_unowned_ms", "int64"),
+    ("warm_handovers", "int64"),
+    ("restore_records", "int64"),
+    ("coordinator_records", "int64"),
+    ("events", "int64"),
+    ("sim_ms", "int64"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What one world run yields for the row (``records``: ``None`` where the model keeps no log)."""
+
+    violations: tuple[Violation, ...]
+    events: int
+    sim_ms: int
+    converged_after_ms: int | None
+    rebalances: int
+    revoked: int
+    moved: int
+    lost: int
+    orphan_ms: int
+    longest_orphan_ms: int
+    warm_handovers: int
+    restore_records: int
+    records: int | None
+    trace: tuple[str, ...]
+
+
+class DrillLedger(OwnershipLedger):
+    """The world's ledger, measuring unowned time from the drill's start for both simulators
+    (the classic world would start at its first stable generation, the KIP-848 world never):
+    the group forming is not the drill's cost."""
+
+    def __init__(self, existing: frozenset[TopicPartition], start_ms: int) -> None:
+        super().__init__()
+        self.set_partitions(existing, 0)
+        self._start_ms = start_ms
+
+    @classmethod
+    def replacing(cls, ledger: OwnershipLedger, start_ms: int) -> DrillLedger:
+        if ledger.holders or ledger.measuring:
+            raise AssertionError("replace the ledger before the world runs")
+        return cls(frozenset(ledger.existing), start_ms)
+
+    def start_measuring(self, now_ms: int) -> None:
+        """Ignored: measuring starts at the drill's start."""
+
+    def _tick(self, now_ms: int) -> None:
+        if not self.measuring and now_ms >= self._start_ms:
+            super().start_measuring(self._start_ms)
+
+    def acquire(self, conn: str, **kw: Any) -> None:
+        self._tick(kw["now_ms"])
+        super().acquire(conn, **kw)
+
+    def release(
+        self, conn: str, partitions: tuple[TopicPartition, ...], now_ms: int, *a: Any, **kw: Any
+    ) -> Any:
+        self._tick(now_ms)
+        return super().release(conn, partitions, now_ms, *a, **kw)
+
+    def set_partitions(self, partitions: frozenset[TopicPartition], now_ms: int) -> None:
+        if hasattr(self, "_start_ms"):
+            self._tick(now_ms)
+        super().set_partitions(partitions, now_ms)
+
+    def orphan_total_ms(self, now_ms: int) -> int:
+        self._tick(now_ms)
+        return super().orphan_total_ms(now_ms)
+
+    def longest_orphan_stretch_ms(self, now_ms: int) -> int:
+        self._tick(now_ms)
+        return super().longest_orphan_stretch_ms(now_ms)
+
+
+def _max_events(point: Point) -> int:
+    rounds = 2 if point.drill == "upgrade" else 1
+    return 400_000 + 60 * point.members * (point.members + 10) * rounds
+
+
+def simulate(scenario: Scenario, point: Point) -> Outcome:
+    """Run ``scenario`` in the point's simulator; an exception from the simulated parts is a
+    ``no-exception`` violation (as ``python -m streamtasks.sim`` reports it)."""
+    world: Any
+    if point.protocol in ("consumer", "consumer-client"):
+        world = ConsumerWorld(
+            scenario,
+            point.protocol,
+            ConsumerSettings(standby_replicas=point.standbys, max_events=_max_events(point)),
+        )
+    else:
+        world = World(scenario, WorldSettings(max_events=_max_events(point)))
+    # the ledger belongs to the world, or to the driver it holds
+    owner = getattr(world, "driver", world)
+    owner.ledger = DrillLedger.replacing(owner.ledger, drill_start_ms(point.members))
+    violations: tuple[Violation, ...]
+    try:
+        result = world.run()
+        violations, converged, trace = result.violations, result.converged_after_ms, result.trace
+    except Exception as exc:  # reported with its seed; the sweep goes on
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        violations = (
+            *world.violations,
+            Violation(
+                invariant="no-exception",
+                time_ms=world.now,
+                detail=f"{detail} (at {where.filename}:{where.lineno})",
+            ),
+        )
+        converged, trace = None, tuple(world.trace.lines())
+    ledger = world.ledger
+    if isinstance(world, ConsumerWorld):
+        group = world.group()
+        rebalances = 0 if group is None else int(group.group_epoch)
+        records: int | None = len(world.log)
+    else:
+        rebalances, records = world.coordinator.rebalances, None
+    return Outcome(
+        violations=violations,
+        events=world.events,
+        sim_ms=world.now,
+        converged_after_ms=converged,
+        rebalances=rebalances,
+        revoked=ledger.revoked,
+        moved=ledger.moved,
+        lost=ledger.lost,
+        orphan_ms=ledger.orphan_total_ms(world.now),
+        longest_orphan_ms=ledger.longest_orphan_stretch_ms(world.now),
+        warm_handovers=ledger.warm_handovers,
+        restore_records=ledger.restore_records,
+        records=records,
+        trace=trace,
+    )
+
+
+def replay_command(point: Point, seed: int) -> str:
+    return f"python -m streamtasks.sweeps replay {point.key} --seed {seed}"
+
+
+def run_point(point: Point, seed: int) -> dict[str, object]:
+    """The row of one scenario: the point's dimensions, then :data:`COLUMNS`."""
+    scenario = drill_scenario(point, seed)
+    full = simulate(scenario, point)
+    base = simulate(formation(scenario, point), point)
+    changes = drill_changes(point)
+    rebalances = full.rebalances - base.rebalances
+    moved = full.moved - base.moved
+    orphan_ms = full.orphan_ms - base.orphan_ms
+    first = full.violations[0] if full.violations else None
+    row: dict[str, object] = {d: getattr(point, d) for d in DIMENSIONS}
+    row.update(
+        seed=seed,
+        violations=len(full.violations),
+        violation="" if first is None else f"{first.invariant} at {first.time_ms} ms: {first.detail}"[:500],
+        replay="" if first is None else replay_command(point, seed),
+        membership_changes=changes,
+        rebalances=rebalances,
+        rebalances_per_change=rebalances / changes,
+        partitions_revoked=full.revoked - base.revoked,
+        partitions_moved=moved,
+        partitions_lost=full.lost - base.lost,
+        moved_per_change=moved / changes,
+        converge_ms=full.converged_after_ms,
+        unowned_partition_ms=orphan_ms,
+        unowned_ms_per_change=orphan_ms / changes,
+        longest_unowned_ms=full.longest_orphan_ms,
+        warm_handovers=full.warm_handovers - base.warm_handovers,
+        restore_records=full.restore_records - base.restore_records,
+        coordinator_records=None
+        if full.records is None or base.records is None
+        else full.records - base.records,
+        events=full.events,
+        sim_ms=full.sim_ms,
+    )
+    return row
