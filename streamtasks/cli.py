@@ -62,6 +62,12 @@ def _cmd_drill(args: argparse.Namespace) -> int:
     return run_drill_command(args)
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from streamtasks.sweeps.command import run_sweep_command
+
+    return run_sweep_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
