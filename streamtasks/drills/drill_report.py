@@ -81,23 +81,15 @@ def _ownership_png(result: DrillResult) -> bytes:
         ax.plot([at], [p], marker="x", color="red", markersize=12, markeredgewidth=3)
     for t, label in _bounces(result):
         ax.axvline(t, color="black", linewidth=0.8, linestyle="--")
-        ax.text(
-            t,
-            1.02,
-            label,
-            rotation=20,
-            ha="left",
-            va="bottom",
-            fontsize=8,
-            transform=ax.get_xaxis_transform(),
-        )
+        short = label.split(":")[0]  # "bounce 1"; the phase table has the full names
+        ax.text(t, 1.01, " " + short, ha="left", va="bottom", fontsize=8, transform=ax.get_xaxis_transform())
     ax.set_yticks(range(result.partitions))
     ax.set_yticklabels([f"p{p}" for p in range(result.partitions)])
     ax.set_ylim(-0.6, result.partitions - 0.4)
     ax.invert_yaxis()
     ax.set_xlim(0, end)
     ax.set_xlabel("seconds since the drill started")
-    ax.set_title(f"{result.drill}: who owned each partition (white = nobody, red x = a second owner)", pad=48)
+    ax.set_title(f"{result.drill}: who owned each partition (white = nobody, red x = a second owner)", pad=18)
     from matplotlib.patches import Patch
 
     handles = [Patch(color=colour[w]) for w in workers]
