@@ -349,6 +349,8 @@ class Consumer:
         self._raise_pending_errors()
         if self._fetcher is None:
             raise StreamTasksError("consumer is not started")
+        if isinstance(self._driver, ConsumerGroupDriver):
+            self._driver.note_poll()
         if not self._fetchable:
             await asyncio.sleep(min(timeout_ms, 100) / 1000)
             return {}

@@ -27,11 +27,14 @@ from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
 from streamtasks.errors import BrokerError, LocalProtocolError
 from streamtasks.membership.consumer import (
+    ApplicationPolled,
     ConsumerMember,
     MemberState,
     MetadataUpdated,
+    PollTimerExpired,
     ResponseReceived,
 )
+from streamtasks.membership.consumer.transitions import IN_GROUP
 from streamtasks.protocol import assignment_rpc as rpc
 from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.consumer_group import (
@@ -131,9 +134,42 @@ async def send_consumer_group_request(
 
 
 class ConsumerGroupDriver(MemberLoop[ConsumerMember]):
-    """Runs one KIP-848 member until it has left the group (or failed)."""
+    """Runs one KIP-848 member until it has left the group (or failed).
+
+    It also keeps Apache Kafka's poll timer (``max.poll.interval.ms``, the member's rebalance
+    timeout): the host calls :meth:`note_poll` whenever the application asks for records; with
+    no call for longer than the rebalance timeout the member gives its partitions up (lost),
+    leaves, and waits in ``STALE`` until the next :meth:`note_poll` makes it rejoin."""
 
     _host: ConsumerGroupHost
+    #: When the application last asked for records; when the member went stale.
+    _last_poll_ms: int | None = None
+    _stale_since_ms: int = 0
+
+    def note_poll(self) -> None:
+        """The application asked for records (``Consumer.getmany``)."""
+        self._last_poll_ms = self._clock()
+        if self.member.state is MemberState.STALE:
+            self.wake()
+
+    def due_events(self, now_ms: int) -> list[Any]:
+        if self._last_poll_ms is None:
+            self._last_poll_ms = now_ms  # the timer starts with the loop
+        state = self.member.state
+        if state is MemberState.STALE:
+            return [ApplicationPolled()] if self._last_poll_ms > self._stale_since_ms else []
+        limit = self.member.config.rebalance_timeout_ms
+        if state in IN_GROUP and now_ms - self._last_poll_ms > limit:
+            self._stale_since_ms = now_ms
+            return [
+                PollTimerExpired(reason=f"no poll for {now_ms - self._last_poll_ms} ms (limit {limit} ms)")
+            ]
+        return []
+
+    def own_deadline_ms(self) -> int | None:
+        if self._last_poll_ms is None or self.member.state not in IN_GROUP:
+            return None
+        return self._last_poll_ms + self.member.config.rebalance_timeout_ms + 1
 
     def finished(self) -> bool:
         return self.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL)

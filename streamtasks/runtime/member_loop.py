@@ -146,6 +146,14 @@ class MemberLoop(Generic[M]):
         """The member's metadata event and the subscribed topics the metadata did not name."""
         raise NotImplementedError
 
+    def due_events(self, now_ms: int) -> list[Any]:
+        """Events the driver raises itself when their time has come (none by default)."""
+        return []
+
+    def own_deadline_ms(self) -> int | None:
+        """When :meth:`due_events` may next have one (``None``: only after another event)."""
+        return None
+
     def other_action(self, action: Any) -> None:
         """An action of the protocol's own (its ``SendRequest``)."""
         request_id, request = action.request_id, action.request
@@ -191,6 +199,8 @@ class MemberLoop(Generic[M]):
 
     async def _step(self) -> None:
         before = self.describe()[0]
+        for event in self.due_events(self._clock()):
+            await self._execute(self.member.handle(event, self._clock()))
         while not self._events.empty():
             event = self._events.get_nowait()
             await self._execute(self.member.handle(event, self._clock()))
@@ -206,8 +216,8 @@ class MemberLoop(Generic[M]):
             )
 
     async def _wait(self) -> None:
-        deadline = self.member.next_deadline_ms()
-        timeout = None if deadline is None else max(0.0, (deadline - self._clock()) / 1000)
+        deadlines = [d for d in (self.member.next_deadline_ms(), self.own_deadline_ms()) if d is not None]
+        timeout = max(0.0, (min(deadlines) - self._clock()) / 1000) if deadlines else None
         if not self._events.empty():
             return
         getter = asyncio.ensure_future(self._events.get())

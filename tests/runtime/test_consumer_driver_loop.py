@@ -123,26 +123,38 @@ async def until(check: Any, what: str, timeout_s: float = 20) -> None:
             await asyncio.sleep(0.01)
 
 
+def _members(rebalance_timeout_ms: int = 30_000, **config: Any) -> dict[str, ConsumerMember]:
+    return {
+        n: ConsumerMember(
+            ConsumerMemberConfig(
+                group_id="g",
+                member_id=consumer_driver.new_member_id(),
+                topics=(TOPIC,),
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                session_timeout_ms=3_000,
+                **config,
+            ),
+            monotonic_ms(),
+        )
+        for n in ("a", "b")
+    }
+
+
+def _shared(hosts: dict[str, Host]) -> Any:
+    return lambda: (
+        hosts["a"].owned | hosts["b"].owned == ALL
+        and not hosts["a"].owned & hosts["b"].owned
+        and len(hosts["b"].owned) == 2
+    )
+
+
 async def two_members_client_side() -> tuple[
     InProcessCoordinator, dict[str, Host], dict[str, ConsumerMember]
 ]:
     server = InProcessCoordinator()
     timers = asyncio.get_running_loop().create_task(server.timers())
     hosts = {n: Host() for n in ("a", "b")}
-    members = {
-        n: ConsumerMember(
-            ConsumerMemberConfig(
-                group_id="g",
-                member_id=consumer_driver.new_member_id(),
-                topics=(TOPIC,),
-                client_assignors=(RangeAssignor(),),
-                rebalance_timeout_ms=5_000,
-                session_timeout_ms=3_000,
-            ),
-            monotonic_ms(),
-        )
-        for n in hosts
-    }
+    members = _members(client_assignors=(RangeAssignor(),))
     drivers = {n: ConsumerGroupDriver(members[n], server, hosts[n]) for n in hosts}  # type: ignore[arg-type]
     runs = {}
     try:
@@ -151,14 +163,7 @@ async def two_members_client_side() -> tuple[
             runs[name] = asyncio.get_running_loop().create_task(driver.run())
             if name == "a":
                 await until(lambda: hosts["a"].owned == ALL, "a owns everything")
-        await until(
-            lambda: (
-                hosts["a"].owned | hosts["b"].owned == ALL
-                and not hosts["a"].owned & hosts["b"].owned
-                and len(hosts["b"].owned) == 2
-            ),
-            "a and b share",
-        )
+        await until(_shared(hosts), "a and b share")
         await drivers["b"].leave("test", timeout_s=5)
         await until(lambda: hosts["a"].owned == ALL, "a owns everything again")
         await drivers["a"].leave("test", timeout_s=5)
@@ -182,3 +187,51 @@ def test_client_side_assignment_runs_through_the_driver() -> None:
     assert server.commits
     assert min(server.commits) > 0
     assert not [e for e in hosts["a"].errors + hosts["b"].errors if e.fatal]
+
+
+async def poll_timer() -> tuple[list[tuple[ListenerKind, tuple[TopicPartition, ...]]], list[MemberState]]:
+    """Member b's application stops asking for records for longer than its rebalance timeout
+    (Kafka's max.poll.interval.ms); a keeps polling."""
+    server = InProcessCoordinator()
+    timers = asyncio.get_running_loop().create_task(server.timers())
+    hosts = {n: Host() for n in ("a", "b")}
+    members = _members(rebalance_timeout_ms=1_500)
+    drivers = {n: ConsumerGroupDriver(members[n], server, hosts[n]) for n in hosts}  # type: ignore[arg-type]
+    runs = {}
+    states: list[MemberState] = []
+
+    async def a_polls() -> None:
+        while True:
+            drivers["a"].note_poll()
+            await asyncio.sleep(0.05)
+
+    polling = asyncio.get_running_loop().create_task(a_polls())
+    try:
+        for name, driver in drivers.items():
+            await driver.refresh_metadata()
+            runs[name] = asyncio.get_running_loop().create_task(driver.run())
+            driver.note_poll()
+        await until(_shared(hosts), "a and b share")
+        await until(lambda: members["b"].state is MemberState.STALE, "b stale after 1.5 s without a poll")
+        states.append(members["b"].state)
+        await until(lambda: hosts["a"].owned == ALL, "a owns everything")
+        drivers["b"].note_poll()  # the application is back: b rejoins at epoch 0
+        await until(_shared(hosts), "a and b share again")
+        states.append(members["b"].state)
+    finally:
+        polling.cancel()
+        timers.cancel()
+        for task in runs.values():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(polling, timers, *runs.values(), return_exceptions=True)
+    return hosts["b"].calls, states
+
+
+def test_a_member_whose_application_stops_polling_goes_stale_and_rejoins_when_it_polls() -> None:
+    calls, states = asyncio.run(poll_timer())
+    assert states[0] is MemberState.STALE
+    assert states[1] in (MemberState.RECONCILING, MemberState.ACKNOWLEDGING, MemberState.STABLE)
+    kinds = [kind for kind, parts in calls if parts]
+    # b's partitions were lost (no commit, no revocation) when it went stale, then assigned again
+    assert kinds == [ListenerKind.ASSIGNED, ListenerKind.LOST, ListenerKind.ASSIGNED]
