@@ -113,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_drill_arguments(drill)
     drill.set_defaults(func=_cmd_drill)
+
+    from streamtasks.sweeps.command import add_sweep_arguments
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a scenario grid through the simulator on Spark (local or any master): Parquet rows, "
+        "report.html, summary.json",
+    )
+    add_sweep_arguments(sweep)
+    sweep.set_defaults(func=_cmd_sweep)
     return parser
 
 
