@@ -21,8 +21,9 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output directory (re-run it to resume)")
     parser.add_argument(
         "--master",
-        default="local[*]",
-        help="Spark master URL, unchanged: local[*] (default), local[N], spark://host:port, yarn, k8s://…",
+        default=None,
+        help="Spark master URL, unchanged: local[*] (the default, unless run by spark-submit: its "
+        "--master), local[N], spark://host:port, yarn, k8s://…",
     )
     parser.add_argument("--chunk-size", type=int, default=None, help="seeds per chunk (default: the grid's)")
     parser.add_argument("--no-report", action="store_true", help="write the rows only")

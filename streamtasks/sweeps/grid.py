@@ -30,6 +30,7 @@ __all__ = [
     "Seeds",
     "chunks",
     "load_grid",
+    "parse_grid",
     "parse_point",
     "points",
     "with_chunk_size",
@@ -202,7 +203,7 @@ def parse_point(key: str) -> Point:
         ) from exc
 
 
-def _validate(data: object, name: str) -> Grid:
+def parse_grid(data: object, name: str) -> Grid:
     if not isinstance(data, dict):
         raise ConfigError(f"grid {name!r}: expected a mapping of dimensions, got {type(data).__name__}")
     data = {"name": name, **data}
@@ -258,7 +259,7 @@ BUILTIN_GRIDS: dict[str, dict[str, object]] = {
 def load_grid(spec: str) -> Grid:
     """A built-in grid's name, or a YAML file's path."""
     if spec in BUILTIN_GRIDS:
-        return _validate(BUILTIN_GRIDS[spec], spec)
+        return parse_grid(BUILTIN_GRIDS[spec], spec)
     path = Path(spec)
     if not path.is_file():
         raise ConfigError(f"grid {spec!r}: neither a built-in grid ({', '.join(BUILTIN_GRIDS)}) nor a file")
@@ -266,7 +267,7 @@ def load_grid(spec: str) -> Grid:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"grid {spec!r}: not valid YAML: {exc}") from None
-    return _validate(data, path.stem)
+    return parse_grid(data, path.stem)
 
 
 def with_chunk_size(grid: Grid, chunk_size: int) -> Grid:
@@ -274,4 +275,4 @@ def with_chunk_size(grid: Grid, chunk_size: int) -> Grid:
     data = grid.model_dump(mode="json")
     name = data.pop("name")
     data["chunk_size"] = chunk_size
-    return _validate(data, str(name))
+    return parse_grid(data, str(name))

@@ -132,19 +132,23 @@ def _local_host(master: str) -> bool:
     return host in ("localhost", "127.0.0.1", "::1")
 
 
-def spark_session(master: str, app_name: str) -> Any:
+def spark_session(master: str | None, app_name: str) -> Any:
     """A SparkSession on ``master``. On this machine (``local[*]``, a loopback cluster) the
     executors run this interpreter; elsewhere ``PYSPARK_PYTHON`` / ``spark.pyspark.python``
     name theirs (docs/spark.md)."""
     from pyspark.sql import SparkSession
 
+    if master is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        master = "local[*]"  # under spark-submit (a gateway is up) its --master stands
+    builder = SparkSession.builder
+    if master is not None:
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    if _local_host(master):
+    if master is not None and _local_host(master):
         # executors on this machine run this interpreter (PySpark reads the variable when the
         # context starts), and Spark binds to loopback only
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -161,12 +165,12 @@ def run_sweep(
     grid: Grid,
     out: Path,
     *,
-    master: str = "local[*]",
+    master: str | None = None,
     session: Any = None,
     log: Callable[[str], None] = print,
 ) -> SweepStats:
-    """Run every chunk of ``grid`` not yet under ``out``; ``session``: an existing SparkSession
-    (its master wins over ``master``)."""
+    """Run every chunk of ``grid`` not yet under ``out`` on ``master`` (``None``: ``local[*]``, or
+    spark-submit's); ``session``: an existing SparkSession (its master wins over ``master``)."""
     _check_manifest(out, grid)
     every = chunks(grid)
     pending = [c for c in every if not chunk_path(out, c).exists()]

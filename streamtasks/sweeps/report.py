@@ -26,8 +26,10 @@ __all__ = ["COSTS", "percentile", "summarise", "write_report"]
 COSTS: tuple[tuple[str, str], ...] = (
     ("rebalances_per_change", "rebalances per membership change"),
     ("moved_per_change", "partitions moved per membership change"),
-    ("unowned_ms_per_change", "unowned partition-ms per membership change"),
+    ("unowned_ms_per_change", "unowned partition-s per membership change"),
 )
+#: Plotted values are the column's times this (ms to s).
+PLOT_SCALE = {"unowned_ms_per_change": 0.001}
 #: Columns summarised per point (p50, p99, mean).
 FIGURES = (
     "rebalances",
@@ -137,7 +139,7 @@ def _cost_figures(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
                 by_size: dict[int, list[float]] = defaultdict(list)
                 for r in mine:
                     if _series(r) == name:
-                        by_size[int(r["members"])].append(float(r[column]))
+                        by_size[int(r["members"])].append(float(r[column]) * PLOT_SCALE.get(column, 1.0))
                 sizes = sorted(by_size)
                 medians = [percentile(by_size[s], 50) for s in sizes]
                 medians = [m if m > 0 else float("nan") for m in medians]
@@ -176,7 +178,7 @@ def _cost_figures(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def _unavailability_figure(rows: Sequence[dict[str, Any]]) -> tuple[str, str]:
-    """p50 and p99 of unowned partition-ms per membership change, per drill and series."""
+    """p50 and p99 of unowned partition-seconds per membership change, per drill and series."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,27 +189,28 @@ def _unavailability_figure(rows: Sequence[dict[str, Any]]) -> tuple[str, str]:
     for ax, drill in zip(axes[:, 0], drills, strict=True):
         mine = [r for r in rows if r["drill"] == drill]
         series = sorted({_series(r) for r in mine})
-        p50 = [
-            percentile([float(r["unowned_ms_per_change"]) for r in mine if _series(r) == s], 50)
-            for s in series
+        per_series = [
+            [float(r["unowned_ms_per_change"]) / 1000 for r in mine if _series(r) == s] for s in series
         ]
-        p99 = [
-            percentile([float(r["unowned_ms_per_change"]) for r in mine if _series(r) == s], 99)
-            for s in series
-        ]
+        p50 = [percentile(values, 50) for values in per_series]
+        p99 = [percentile(values, 99) for values in per_series]
         ys = range(len(series))
         ax.barh([y - 0.2 for y in ys], p50, height=0.4, label="p50", color="#4C72B0")
         ax.barh([y + 0.2 for y in ys], p99, height=0.4, label="p99", color="#DD8452")
         for y, a, b in zip(ys, p50, p99, strict=True):
-            ax.text(a, y - 0.2, f" {a:,.0f}", va="center", fontsize=9)
-            ax.text(b, y + 0.2, f" {b:,.0f}", va="center", fontsize=9)
+            ax.text(a, y - 0.2, f" {a:,.1f}", va="center", fontsize=9)
+            ax.text(b, y + 0.2, f" {b:,.1f}", va="center", fontsize=9)
         ax.set_xlim(0, max([*p99, 1.0]) * 1.15)
         ax.set_yticks(list(ys), series)
         ax.invert_yaxis()
-        ax.set_title(f"{drill}: unowned partition-ms per membership change (all group sizes)", fontsize=11)
+        ax.set_title(
+            f"{drill}: unowned partition-seconds per membership change (all group sizes)", fontsize=11
+        )
         ax.grid(True, axis="x", alpha=0.3)
         ax.legend(loc="lower right")
-    axes[-1, 0].set_xlabel("partition-ms without an owner per membership change")
+    axes[-1, 0].set_xlabel(
+        "partition-seconds without an owner per membership change (p50, p99 over scenarios)"
+    )
     fig.tight_layout()
     png = _png(fig)
     plt.close(fig)
