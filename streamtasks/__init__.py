@@ -11,14 +11,18 @@ from streamtasks.errors import (
     AssignorError,
     AssignorInputError,
     BrokerError,
+    CommitFailedError,
     ConfigError,
+    ConsumerFailedError,
     CopartitionError,
     DecodeError,
     LocalProtocolError,
+    ProcessingError,
     RemoteProtocolError,
     StreamTasksError,
     TopologyError,
     UnknownAssignorError,
+    UnknownStoreError,
     UnsupportedVersionError,
 )
 
@@ -28,7 +32,7 @@ __version__ = "0.4.0"
 def __getattr__(name: str) -> object:
     # The runtime (asyncio, aiokafka) loads only when asked for, keeping ``import streamtasks``
     # light for the pure layers that import ``streamtasks.errors``.
-    if name in ("Consumer", "CommitFailedError", "ConsumerFailedError"):
+    if name == "Consumer":
         from streamtasks.runtime import consumer
 
         return getattr(consumer, name)
@@ -46,14 +50,18 @@ __all__ = [
     "AssignorError",
     "AssignorInputError",
     "BrokerError",
+    "CommitFailedError",
     "ConfigError",
+    "ConsumerFailedError",
     "CopartitionError",
     "DecodeError",
     "LocalProtocolError",
+    "ProcessingError",
     "RemoteProtocolError",
     "StreamTasksError",
     "TopologyError",
     "UnknownAssignorError",
+    "UnknownStoreError",
     "UnsupportedVersionError",
     "__version__",
 ]

@@ -100,3 +100,31 @@ class SerdeError(StateError, ValueError):
 
 class StateDirectoryLockedError(StateError):
     """Another process holds the lock of the application's state directory."""
+
+
+# -- the consumer and the app (streamtasks.runtime, streamtasks.app) -------------------------
+
+__all__ += [
+    "CommitFailedError",
+    "ConsumerFailedError",
+    "ProcessingError",
+    "UnknownStoreError",
+]
+
+
+class CommitFailedError(StreamTasksError):
+    """The coordinator rejected an offset commit (e.g. this member was fenced or the group
+    rebalanced); the offsets were not stored."""
+
+
+class ConsumerFailedError(StreamTasksError):
+    """The member hit a fatal group error (e.g. FENCED_INSTANCE_ID) and cannot continue."""
+
+
+class ProcessingError(StreamTasksError):
+    """A processor raised, or a changelog / output record could not be delivered. The app
+    stops; offsets are committed only up to the last record whose effects were delivered."""
+
+
+class UnknownStoreError(StreamTasksError):
+    """A processor asked for a store or repartition topic its subtopology does not declare."""

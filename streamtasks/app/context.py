@@ -22,15 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamtasks.errors import StreamTasksError
+from streamtasks.errors import UnknownStoreError
 from streamtasks.state import TypedStore
 from topology.ids import TaskId
 
 __all__ = ["Output", "ProcessorContext", "Record", "UnknownStoreError"]
-
-
-class UnknownStoreError(StreamTasksError):
-    """A processor asked for a store or repartition topic its subtopology does not declare."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

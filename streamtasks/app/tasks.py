@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from streamtasks.app.context import Output, ProcessorContext, Record
 from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled, wall_ms
 from streamtasks.app.task import Role, StreamTask
-from streamtasks.errors import DecodeError, StreamTasksError, TopologyError
+from streamtasks.errors import DecodeError, ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo, decode_assignment_info
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
@@ -35,11 +35,6 @@ log = logging.getLogger("streamtasks.app.tasks")
 
 #: A processor: ``fn(ctx, record)``, sync or async.
 Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
-
-
-class ProcessingError(StreamTasksError):
-    """A processor raised, or a changelog / output record could not be delivered. The app
-    stops; offsets are committed only up to the last record whose effects were delivered."""
 
 
 class TaskSet:

@@ -31,7 +31,7 @@ from kio.static.constants import uuid_zero
 
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
-from streamtasks.errors import ConfigError, StreamTasksError
+from streamtasks.errors import CommitFailedError, ConfigError, ConsumerFailedError, StreamTasksError
 from streamtasks.membership.classic import (
     AssignmentChanged,
     ClassicMember,
@@ -66,15 +66,6 @@ from topology.ids import TopicPartition
 __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
 
 log = logging.getLogger("streamtasks.consumer")
-
-
-class CommitFailedError(StreamTasksError):
-    """The coordinator rejected an offset commit (e.g. this member was fenced or the group
-    rebalanced); the offsets were not stored."""
-
-
-class ConsumerFailedError(StreamTasksError):
-    """The member hit a fatal group error (e.g. FENCED_INSTANCE_ID) and cannot continue."""
 
 
 def _tp(tp: TopicPartition) -> AioTopicPartition:
