@@ -17,9 +17,14 @@ import pytest
 from streamtasks.embedded import Cluster, EmbeddedBroker
 from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.consumer_group import (
+    CONSUMER_GROUP_DESCRIBE_API_KEY,
     CONSUMER_GROUP_HEARTBEAT_API_KEY,
+    ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
+    DescribedGroup,
+    DescribedMember,
 )
+from streamtasks.protocol.consumer_group_codec import decode_describe_response, encode_describe_request
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.connection import ConnectionLost, GroupCoordinatorClient
 from streamtasks.runtime.consumer import CommitFailedError, Consumer
@@ -85,6 +90,24 @@ async def _stop_all(workers: dict[str, StreamtasksWorker]) -> None:
             await w.stop()
 
 
+async def describe_group(bootstrap: str, group: str) -> DescribedGroup:
+    """The group as its coordinator describes it (ConsumerGroupDescribe v1)."""
+    client = GroupCoordinatorClient(bootstrap, group)
+    try:
+        body = encode_describe_request(ConsumerGroupDescribeRequest(group_ids=(group,)), 1)
+        raw = await client.send_raw(CONSUMER_GROUP_DESCRIBE_API_KEY, 1, body, timeout_s=10)
+    finally:
+        await client.close()
+    (found,) = decode_describe_response(raw, 1).groups
+    assert found.error is KafkaErrorCode.NONE, found
+    return found
+
+
+async def describe(bootstrap: str, group: str) -> list[DescribedMember]:
+    """The group's members as its coordinator describes them."""
+    return list((await describe_group(bootstrap, group)).members)
+
+
 # -- join, share, leave and rejoin --------------------------------------------------------------
 
 
@@ -101,7 +124,10 @@ async def rolling_bounce(kafka: Cluster, assignor: str) -> Audit:
             await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} to get partitions")
         first = workers["w1"].consumer
         assert first is not None
-        assert first.generation > 0
+        assert first.generation > 0  # a member epoch from the coordinator
+        described = await describe_group(kafka.bootstrap_servers, f"g-{topic}")
+        assert described.assignor_name == assignor  # the coordinator ran the one asked for
+        assert {m.member_type for m in described.members} == {1}
         for name in list(workers):  # leave (epoch -1) and rejoin as a new member (epoch 0)
             await workers.pop(name).stop()
             audit.gone(name)

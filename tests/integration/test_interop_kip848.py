@@ -23,15 +23,7 @@ from typing import Any
 import pytest
 
 from streamtasks.embedded import Cluster, EmbeddedBroker
-from streamtasks.protocol.consumer_group import (
-    CONSUMER_GROUP_DESCRIBE_API_KEY,
-    CONSUMER_GROUP_HEARTBEAT_API_KEY,
-    ConsumerGroupDescribeRequest,
-    DescribedMember,
-)
-from streamtasks.protocol.consumer_group_codec import decode_describe_response, encode_describe_request
-from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY, DescribedMember
 from tests.integration.harness import (
     Audit,
     JavaPeer,
@@ -43,7 +35,7 @@ from tests.integration.harness import (
     java_peer,
     rolling_bounce_group,
 )
-from tests.integration.test_consumer_kip848 import KIP848, TANSU_SKIP
+from tests.integration.test_consumer_kip848 import KIP848, TANSU_SKIP, describe
 from topology import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -122,19 +114,6 @@ async def kip848_group(
         make, order, audit, partitions, producer, static=static, log_dir=log_dir, wait_s=WAIT_S, joined=joined
     )
     return audit, described
-
-
-async def describe(bootstrap: str, group: str) -> list[DescribedMember]:
-    """The group's members as its coordinator describes them (ConsumerGroupDescribe v1)."""
-    client = GroupCoordinatorClient(bootstrap, group)
-    try:
-        body = encode_describe_request(ConsumerGroupDescribeRequest(group_ids=(group,)), 1)
-        raw = await client.send_raw(CONSUMER_GROUP_DESCRIBE_API_KEY, 1, body, timeout_s=10)
-    finally:
-        await client.close()
-    (found,) = decode_describe_response(raw, 1).groups
-    assert found.error is KafkaErrorCode.NONE, found
-    return list(found.members)
 
 
 @pytest.mark.parametrize(
