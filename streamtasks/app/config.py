@@ -65,6 +65,8 @@ class AppConfig(BaseModel):
     metadata_max_age_ms: int = Field(default=300_000, alias="metadata.max.age.ms", ge=100)
     auto_offset_reset: Literal["earliest", "latest"] = Field(default="earliest", alias="auto.offset.reset")
     client_id: str = Field(default="streamtasks-app", alias="client.id")
+    #: Handed to the consumer (:class:`streamtasks.runtime.config.ConsumerConfig`): false on Tansu.
+    lose_on_missed_generation: bool = Field(default=True, alias="lose.on.missed.generation")
 
     @model_validator(mode="after")
     def _check(self) -> AppConfig:
@@ -91,6 +93,7 @@ class AppConfig(BaseModel):
             "metadata_max_age_ms": self.metadata_max_age_ms,
             "auto_offset_reset": self.auto_offset_reset,
             "enable_auto_commit": False,
+            "lose_on_missed_generation": self.lose_on_missed_generation,
         }
 
 

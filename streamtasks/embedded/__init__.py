@@ -22,6 +22,7 @@ from streamtasks.embedded.choice import (
     DEFAULT_BROKER,
     BrokerChoice,
     choose_broker,
+    client_settings,
     cluster_from_env,
     start_broker,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "api_versions",
     "broker_binary",
     "choose_broker",
+    "client_settings",
     "cluster_from_env",
     "create_topics",
     "kafka_classpath",

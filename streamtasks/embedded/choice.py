@@ -13,7 +13,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from streamtasks.embedded.cluster import BOOTSTRAP_ENV, ExternalCluster
 from streamtasks.embedded.kafka_broker import (
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_BROKER",
     "BrokerChoice",
     "choose_broker",
+    "client_settings",
     "cluster_from_env",
     "start_broker",
 ]
@@ -41,6 +42,10 @@ BROKER_ENV = "STREAMTASKS_BROKER"
 BROKER_KINDS = ("auto", "kafka", "tansu")
 #: The choice when neither ``--broker`` nor ``$STREAMTASKS_BROKER`` says.
 DEFAULT_BROKER = "auto"
+#: Consumer and App settings members need on the embedded Tansu broker only: it skips
+#: generation numbers for members that took part in every generation, so the missed-generation
+#: rule would drop their partitions for nothing (docs/testing.md, "generation gaps").
+TANSU_CLIENT_SETTINGS: dict[str, Any] = {"lose_on_missed_generation": False}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,3 +122,10 @@ def cluster_from_env() -> EmbeddedBroker | KafkaBroker | ExternalCluster:
     if bootstrap:
         return ExternalCluster(bootstrap)
     return start_broker()
+
+
+def client_settings(cluster: object) -> dict[str, Any]:
+    """Settings (``streamtasks.Consumer`` / ``App`` keywords) that members of ``cluster`` need:
+    :data:`TANSU_CLIENT_SETTINGS` on the embedded Tansu broker, nothing on Apache Kafka or an
+    existing cluster (Apache Kafka's defaults are the library's)."""
+    return dict(TANSU_CLIENT_SETTINGS) if isinstance(cluster, EmbeddedBroker) else {}

@@ -143,6 +143,7 @@ class Consumer:
             request_timeout_ms=cfg.request_timeout_ms,
             rack=cfg.client_rack,
             user_data_provider=user_data_provider,
+            lose_on_missed_generation=cfg.lose_on_missed_generation,
         )
 
     def _consumer_member_config(

@@ -64,3 +64,8 @@ def test_consumer_settings_join_the_application_group_without_auto_commit() -> N
     assert settings["group_id"] == "orders"
     assert settings["group_instance_id"] == "p1"
     assert settings["enable_auto_commit"] is False
+    assert settings["lose_on_missed_generation"] is True
+    tansu = make_app_config(
+        {"application.id": "orders", "bootstrap.servers": "h:1", "lose.on.missed.generation": False}
+    )
+    assert tansu.consumer_settings()["lose_on_missed_generation"] is False

@@ -17,6 +17,7 @@ from streamtasks.embedded import (
     ExternalCluster,
     KafkaBroker,
     choose_broker,
+    client_settings,
     cluster_from_env,
     start_broker,
 )
@@ -133,3 +134,11 @@ def test_demo_takes_a_broker_choice() -> None:
     assert build_parser().parse_args(["demo"]).broker is None
     with pytest.raises(SystemExit):
         build_parser().parse_args(["demo", "--broker", "redpanda"])
+
+
+def test_only_tansu_members_turn_the_missed_generation_rule_off() -> None:
+    """Tansu skips generation numbers for members that took part (docs/testing.md, "generation
+    gaps"); on Apache Kafka and an existing cluster the library's defaults (Kafka's) hold."""
+    assert client_settings(EmbeddedBroker()) == {"lose_on_missed_generation": False}
+    assert client_settings(KafkaBroker()) == {}
+    assert client_settings(ExternalCluster("127.0.0.1:9092")) == {}

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 import streamtasks
-from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster, client_settings
 from streamtasks.protocol.classic_group import CommittedOffset, OffsetCommitRequest
 from streamtasks.runtime.driver import monotonic_ms
 from tests.integration.harness import FAST_GROUP, Audit, SteadyProducer, wait_until
@@ -31,6 +31,7 @@ async def records_flow_while_rebalancing(
         "group_id": f"g-{topic}",
         "assignors": [assignor],
         "auto_offset_reset": "earliest",
+        **client_settings(kafka),
     }
     first = streamtasks.Consumer([topic], **settings)
     second = streamtasks.Consumer([topic], **settings)
@@ -157,7 +158,12 @@ def test_a_stopped_member_has_left_the_group_when_stop_returns(
         topic = f"leave-{uuid.uuid4().hex[:6]}"
         group = f"g-{topic}"
         kafka.create_topics({topic: 2})
-        settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, **FAST_GROUP}
+        settings = {
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "group_id": group,
+            **FAST_GROUP,
+            **client_settings(kafka),
+        }
         first = streamtasks.Consumer([topic], **settings)
         second = streamtasks.Consumer([topic], **settings)
         await first.start()

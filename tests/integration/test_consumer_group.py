@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster, client_settings
 from tests.integration.harness import Audit, SteadyProducer, StreamtasksWorker, stable, wait_until
 from topology import TopicPartition
 
@@ -22,7 +22,12 @@ async def rolling_bounce(kafka: EmbeddedBroker | ExternalCluster, assignor: str)
     audit = Audit(partitions)
     producer = SteadyProducer(kafka.bootstrap_servers, topic, audit, partitions=6)
     await producer.start()
-    settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, "assignors": [assignor]}
+    settings = {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "group_id": group,
+        "assignors": [assignor],
+        **client_settings(kafka),
+    }
     workers = {n: StreamtasksWorker(n, audit, topic, **settings) for n in ("w1", "w2", "w3")}
     try:
         for w in workers.values():

@@ -18,7 +18,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
-from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster, client_settings
 from tests.integration.harness import (
     Audit,
     SteadyProducer,
@@ -110,7 +110,13 @@ async def mixed_group(kafka: EmbeddedBroker | ExternalCluster, peer: str, peer_l
     def make(name: str) -> Any:
         if name.startswith("st"):
             return StreamtasksWorker(
-                name, audit, topic, bootstrap_servers=bootstrap, group_id=group, assignors=[assignor]
+                name,
+                audit,
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                assignors=[assignor],
+                **client_settings(kafka),
             )
         if peer == "confluent":
             return confluent_worker(name, audit, bootstrap, group, topic)

@@ -3,7 +3,9 @@ from __future__ import annotations
 import pytest
 
 from streamtasks.errors import ConfigError
+from streamtasks.membership.classic import ClassicMember
 from streamtasks.runtime.config import make_config
+from streamtasks.runtime.consumer import Consumer
 
 
 def test_python_and_kafka_names_build_the_same_config() -> None:
@@ -37,6 +39,15 @@ def test_defaults_follow_kafka() -> None:
     assert cfg.heartbeat_interval_ms == 3_000
     assert cfg.rebalance_timeout_ms == 300_000
     assert cfg.auto_offset_reset == "latest"
+    assert cfg.lose_on_missed_generation is True
+
+
+def test_the_missed_generation_rule_can_be_turned_off_for_tansu() -> None:
+    cfg = {"bootstrap.servers": "h:1", "group.id": "g", "lose.on.missed.generation": False}
+    assert make_config(cfg).lose_on_missed_generation is False
+    member = Consumer(["t"], config=cfg)._member
+    assert isinstance(member, ClassicMember)
+    assert member.config.lose_on_missed_generation is False
 
 
 def test_config_is_frozen() -> None:

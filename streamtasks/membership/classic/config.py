@@ -61,13 +61,15 @@ class MemberConfig:
     user_data_provider: UserDataProvider | None = None
     generation_marker: bool = True
     #: Treat owned partitions as lost when a JoinGroup answer's generation is more than one
-    #: above the previous one (the member missed a generation, e.g. a static member paused past
-    #: the rebalance timeout). Sound on Apache Kafka, where a member in the group takes part in
-    #: every generation; off by default because the embedded broker (Tansu) skips generation
-    #: numbers for members that did take part, which made the rule drop partitions for nothing
-    #: and stall cooperative hand-overs (docs/testing.md). The simulator, a model of Kafka's
-    #: coordinator, turns it on.
-    lose_on_missed_generation: bool = False
+    #: above the previous one: a generation completed without this member (a static member
+    #: paused past the rebalance timeout), and Apache Kafka's coordinator then answers its
+    #: Heartbeat, SyncGroup and OffsetCommit with ILLEGAL_GENERATION, which is where Kafka's own
+    #: consumer declares its partitions lost; this rule does the same when the member's first
+    #: word after the gap is a JoinGroup. On Apache Kafka a member that took part in every
+    #: generation never sees a gap (measured, docs/testing.md). Turn it off on Tansu, which
+    #: skips generation numbers for members that took part (the embedded test broker and the
+    #: demo do so there).
+    lose_on_missed_generation: bool = True
     protocol_type: str = "consumer"
 
     def __post_init__(self) -> None:
