@@ -148,6 +148,7 @@ def test_group_protocol_and_remote_assignor_take_kafka_names() -> None:
     [
         ({"group_remote_assignor": "uniform"}, "group.remote.assignor needs group.protocol=consumer"),
         ({"group_protocol": "streams"}, "group_protocol"),
+        ({"group_protocol": "consumer", "assignors": ["range"]}, "partition.assignment.strategy is for"),
     ],
 )
 def test_bad_protocol_settings_are_config_errors(settings: dict[str, object], message: str) -> None:
