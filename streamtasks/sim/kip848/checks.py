@@ -103,6 +103,7 @@ class Checks:
             and proc.alive
             and group is not None
             and group.member(proc.member.member_id) is not None
+            and proc.member.member_id not in self.world.ghosts
         )
 
     def after_actions(self, proc: ConsumerProcess) -> None:

@@ -170,6 +170,8 @@ class ConsumerWorld:
         #: Draws for the late-join fault only, so the other draws of a seed stay as they were.
         self.late_rng = random.Random(f"late-join-{scenario.seed}")
         self.late_joins = 0
+        #: Member ids the coordinator re-created from a late join (see _track_ghost).
+        self.ghosts: set[str] = set()
         self.late_join_fault = any(step.duplication > 0 for step in scenario.steps)
         self.assignment_interval_ms = random.Random(f"interval-{scenario.seed}").choice(
             ASSIGNMENT_INTERVALS_MS
@@ -307,13 +309,32 @@ class ConsumerWorld:
             return
         late = " (late copy)" if item.late else ""
         self.trace.add(self.now, f"{item.conn} -> {describe(item.request)}{late}")
-        response = self._serve(item.request)
+        request = item.request
+        group = self.group()
+        member_id = request.member_id if isinstance(request, ConsumerGroupHeartbeatRequest) else None
+        known = member_id is not None and group is not None and group.member(member_id) is not None
+        response = self._serve(request)
+        if member_id is not None:
+            self._track_ghost(member_id, known, late=item.late, response=response)
         if proc.alive and not item.late:
             for at in self.network.transmit(proc.name, "down", self.now):
                 self.sched.schedule(
                     at, ToMember(conn=item.conn, request_id=item.request_id, response=response)
                 )
         self._rearm_coordinator()
+
+    def _track_ghost(self, member_id: str, known: bool, *, late: bool, response: MemberResponse) -> None:
+        """A late join whose member had been removed meanwhile (its session expired, it was
+        fenced) makes the coordinator create the member anew: a ghost, whose id the process
+        shares but whose membership it never saw (the process may be a paused zombie still
+        holding what it owned). Until the process itself is answered by the coordinator again,
+        it is not counted as that member (``Checks`` reads :attr:`ghosts`)."""
+        group = self.group()
+        if late and not known and group is not None and group.member(member_id) is not None:
+            self.ghosts.add(member_id)
+            self.trace.add(self.now, f"{member_id} re-created by a late join (a ghost)")
+        elif not late and isinstance(response, ConsumerGroupHeartbeatResponse) and not response.error:
+            self.ghosts.discard(member_id)
 
     def _serve(self, request: Request | OffsetCommitRequest) -> MemberResponse:
         down = KafkaErrorCode.NOT_COORDINATOR
