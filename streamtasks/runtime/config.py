@@ -64,6 +64,10 @@ class ConsumerConfig(BaseModel):
     auto_commit_interval_ms: int = Field(default=5_000, alias="auto.commit.interval.ms", ge=100)
     max_poll_records: int = Field(default=500, alias="max.poll.records", ge=1)
     metadata_max_age_ms: int = Field(default=300_000, alias="metadata.max.age.ms", ge=100)
+    #: Classic protocol: owned partitions are lost when a JoinGroup answer skips a generation
+    #: (``MemberConfig.lose_on_missed_generation``). Set false on Tansu, which skips generation
+    #: numbers for members that took part (docs/testing.md, "generation gaps").
+    lose_on_missed_generation: bool = Field(default=True, alias="lose.on.missed.generation")
 
     @field_validator("assignors", mode="before")
     @classmethod
