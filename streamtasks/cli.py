@@ -68,6 +68,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return run_sweep_command(args)
 
 
+def _cmd_coordinator(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from streamtasks.embedded import start_broker
+    from streamtasks.server import config_from_args, run_server
+
+    with contextlib.ExitStack() as stack:
+        bootstrap = args.bootstrap_servers
+        if not bootstrap:
+            bootstrap = stack.enter_context(start_broker(args.broker)).bootstrap_servers
+        return run_server(config_from_args(args, bootstrap), log_level=args.log_level)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
@@ -123,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_sweep_arguments(sweep)
     sweep.set_defaults(func=_cmd_sweep)
+
+    from streamtasks.server import add_coordinator_arguments
+
+    coordinator = sub.add_parser(
+        "coordinator",
+        help="serve streamtasks' KIP-848 group coordinator (client-side assignment) before a Kafka cluster",
+    )
+    add_coordinator_arguments(coordinator)
+    coordinator.set_defaults(func=_cmd_coordinator)
     return parser
 
 

@@ -1,0 +1,268 @@
+"""What the server answers itself: ApiVersions (the backing broker's list, rewritten),
+FindCoordinator for groups (itself), ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+Prepare/InstallAssignment, OffsetCommit, OffsetFetch. Every write is computed and applied at
+once (in arrival order: no await between the two) and answered after its records are durable.
+
+A handler returns the whole response frame; it raises :class:`~streamtasks.errors.DecodeError`
+for a request it cannot read (the connection is then closed, as a Kafka broker does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+
+from streamtasks.coordinator import GroupCoordinator, Record
+from streamtasks.errors import DecodeError
+from streamtasks.protocol import assignment_rpc as rpc
+from streamtasks.protocol import consumer_group_codec as codec
+from streamtasks.protocol.consumer_group import (
+    CONSUMER_GROUP_DESCRIBE_API_KEY,
+    CONSUMER_GROUP_HEARTBEAT_API_KEY,
+    ConsumerGroupHeartbeatResponse,
+)
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.server import offset_api
+from streamtasks.server.log import CoordinatorLog
+from streamtasks.server.offsets import OffsetStore
+from streamtasks.server.wire import (
+    API_VERSIONS,
+    RequestHeader,
+    decode_kio_request,
+    encode_kio_response,
+    kio_response_class,
+    response_frame,
+)
+
+__all__ = ["FIND_COORDINATOR", "REFUSED_APIS", "SERVED_VERSIONS", "Handlers", "Stats", "rewrite_api_versions"]
+
+FIND_COORDINATOR = 10
+#: API key -> the versions the server answers itself (FindCoordinator also capped by the broker's).
+SERVED_VERSIONS: dict[int, tuple[int, int]] = {
+    FIND_COORDINATOR: (0, 6),
+    offset_api.OFFSET_COMMIT: offset_api.OFFSET_COMMIT_VERSIONS,
+    offset_api.OFFSET_FETCH: offset_api.OFFSET_FETCH_VERSIONS,
+    CONSUMER_GROUP_HEARTBEAT_API_KEY: (0, 1),
+    CONSUMER_GROUP_DESCRIBE_API_KEY: (0, 1),
+    rpc.PREPARE_ASSIGNMENT_API_KEY: (0, 0),
+    rpc.INSTALL_ASSIGNMENT_API_KEY: (0, 0),
+}
+#: Group APIs of other protocols the server does not serve and must not forward (the backing
+#: cluster would coordinate a second group of the same id): not advertised; a request for one
+#: closes the connection. JoinGroup, Heartbeat, LeaveGroup, SyncGroup, TxnOffsetCommit,
+#: DeleteGroups, OffsetDelete, ShareGroupHeartbeat/Describe, StreamsGroupHeartbeat/Describe.
+REFUSED_APIS = frozenset({11, 12, 13, 14, 28, 42, 47, 76, 77, 88, 89})
+_GROUP_KEY_TYPE = 0
+_log = logging.getLogger("streamtasks.server")
+_ZERO = datetime.timedelta(0)
+
+
+@dataclass(slots=True)
+class Stats:
+    heartbeats: int = 0
+    commits: int = 0
+    fetches: int = 0
+    forwarded: int = 0
+    closed_malformed: int = 0
+    by_api: dict[int, int] = field(default_factory=dict)
+
+
+def rewrite_api_versions(frame: bytes, version: int) -> bytes:
+    """The backing broker's ApiVersions response frame with the server's own APIs at the
+    versions it serves and the refused ones left out."""
+    payload = frame[4:]
+    (correlation_id,) = struct.unpack_from(">i", payload, 0)
+    body = payload[4:]
+
+    def read(v: int) -> Any:
+        cls = kio_response_class(API_VERSIONS, v)
+        entity, _ = entity_reader(cls)(memoryview(body), 0)
+        return entity
+
+    try:
+        response = read(version)
+    except Exception:  # the broker answered v0 (it does when the requested version is too new)
+        response = read(0)
+    if int(response.error_code.value) != 0:
+        return frame
+    entry_cls = type(response.api_keys[0]) if response.api_keys else None
+    if entry_cls is None:
+        return frame
+    broker = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    out = {k: v for k, v in broker.items() if k not in REFUSED_APIS}
+    for api_key, (lo, hi) in SERVED_VERSIONS.items():
+        if api_key == FIND_COORDINATOR and api_key in broker:
+            out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
+        else:
+            out[api_key] = (lo, hi)
+    entries = tuple(
+        entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(out.items())
+    )
+    return encode_kio_response(dataclasses.replace(response, api_keys=entries), correlation_id)
+
+
+class Handlers:
+    """The server's own APIs over one coordinator, one offset store and one log."""
+
+    def __init__(
+        self,
+        *,
+        coordinator: GroupCoordinator,
+        offsets: OffsetStore,
+        log: CoordinatorLog,
+        clock: Callable[[], int],
+        node_id: int,
+        advertised: tuple[str, int],
+        max_groups: int,
+        on_unknown_topics: Callable[[], None],
+    ) -> None:
+        self.coordinator = coordinator
+        self.offsets = offsets
+        self.log = log
+        self.clock = clock
+        self.node_id = node_id
+        self.advertised = advertised
+        self.max_groups = max_groups
+        self.on_unknown_topics = on_unknown_topics
+        self.stats = Stats()
+
+    def serves(self, api_key: int) -> bool:
+        return api_key in SERVED_VERSIONS
+
+    async def _durable(self, records: tuple[Record, ...] | list[Any]) -> None:
+        await self.log.append(records)
+
+    async def handle(self, header: RequestHeader, body: bytes, client_host: str) -> bytes | None:
+        """The response frame; None when the request must be forwarded instead (FindCoordinator
+        for transactions or share groups)."""
+        api, version = header.api_key, header.api_version
+        lo, hi = SERVED_VERSIONS[api]
+        if not lo <= version <= hi:
+            raise DecodeError(f"api {api} v{version} is not served (only v{lo}-v{hi})")
+        self.stats.by_api[api] = self.stats.by_api.get(api, 0) + 1
+        cid = header.correlation_id
+        if api == CONSUMER_GROUP_HEARTBEAT_API_KEY:
+            return await self._heartbeat(header, body, client_host)
+        if api == CONSUMER_GROUP_DESCRIBE_API_KEY:
+            request = codec.decode_describe_request(body, version)
+            response = self.coordinator.describe(request)
+            await self._durable(())  # answer only what is durable
+            return response_frame(
+                cid, codec.encode_describe_response(response, version), flexible_header=True
+            )
+        if api == rpc.PREPARE_ASSIGNMENT_API_KEY:
+            prepared = self.coordinator.prepare_assignment(
+                rpc.decode_prepare_request(body, version), self.clock()
+            )
+            answer = self.coordinator.apply(prepared)
+            await self._durable(prepared.records)
+            return response_frame(cid, rpc.encode_prepare_response(answer, version), flexible_header=True)
+        if api == rpc.INSTALL_ASSIGNMENT_API_KEY:
+            installed = self.coordinator.install_assignment(
+                rpc.decode_install_request(body, version), self.clock()
+            )
+            done = self.coordinator.apply(installed)
+            await self._durable(installed.records)
+            return response_frame(cid, rpc.encode_install_response(done, version), flexible_header=True)
+        if api == offset_api.OFFSET_COMMIT:
+            request = decode_kio_request(api, version, body)
+            records, response = offset_api.commit(
+                request, version, coordinator=self.coordinator, store=self.offsets, now_ms=self.clock()
+            )
+            for record in records:
+                self.offsets.replay(record)
+            self.stats.commits += 1
+            await self._durable(records)
+            return encode_kio_response(response, cid)
+        if api == offset_api.OFFSET_FETCH:
+            request = decode_kio_request(api, version, body)
+            response = offset_api.fetch(request, version, coordinator=self.coordinator, store=self.offsets)
+            self.stats.fetches += 1
+            await self._durable(())
+            return encode_kio_response(response, cid)
+        return self._find_coordinator(header, body)
+
+    async def _heartbeat(self, header: RequestHeader, body: bytes, client_host: str) -> bytes:
+        version = header.api_version
+        request = codec.decode_heartbeat_request(body, version)
+        self.stats.heartbeats += 1
+        if request.subscribed_topic_regex == "" and request.subscribed_topic_names is not None:
+            # librdkafka sends an empty regex beside its topic names; Apache Kafka reads an empty
+            # regex as none, the coordinator refuses names and a regex together.
+            request = dataclasses.replace(request, subscribed_topic_regex=None)
+        if (
+            request.group_id not in self.coordinator.groups
+            and len(self.coordinator.groups) >= self.max_groups
+        ):
+            refused = ConsumerGroupHeartbeatResponse(
+                error=KafkaErrorCode.GROUP_MAX_SIZE_REACHED,
+                error_message=f"this coordinator serves at most {self.max_groups} groups",
+                member_epoch=-1,
+                heartbeat_interval_ms=0,
+            )
+            return response_frame(
+                header.correlation_id, codec.encode_heartbeat_response(refused, version), flexible_header=True
+            )
+        names = request.subscribed_topic_names or ()
+        if any(n not in self.coordinator.image.by_name for n in names):
+            self.on_unknown_topics()
+        result = self.coordinator.heartbeat(
+            request, self.clock(), client_id=header.client_id, client_host=client_host
+        )
+        response = self.coordinator.apply(result)
+        if response.error is not KafkaErrorCode.NONE:
+            _log.info(
+                "heartbeat of %s in %s: %s %s",
+                request.member_id,
+                request.group_id,
+                response.error.name,
+                response.error_message or "",
+            )
+        await self._durable(result.records)
+        return response_frame(
+            header.correlation_id, codec.encode_heartbeat_response(response, version), flexible_header=True
+        )
+
+    def _find_coordinator(self, header: RequestHeader, body: bytes) -> bytes | None:
+        version = header.api_version
+        request = decode_kio_request(FIND_COORDINATOR, version, body)
+        if int(getattr(request, "key_type", _GROUP_KEY_TYPE)) != _GROUP_KEY_TYPE:
+            return None
+        host, port = self.advertised
+        response_cls = kio_response_class(FIND_COORDINATOR, version)
+        none = ErrorCode(0)
+        if version < 4:
+            response = offset_api.make(
+                response_cls,
+                throttle_time=_ZERO,
+                error_code=none,
+                error_message=None,
+                node_id=self.node_id,
+                host=host,
+                port=port,
+            )
+        else:
+            coordinator_cls = offset_api.element(response_cls, "coordinators")
+            response = response_cls(
+                throttle_time=_ZERO,
+                coordinators=tuple(
+                    coordinator_cls(
+                        key=key,
+                        node_id=self.node_id,
+                        host=host,
+                        port=port,
+                        error_code=none,
+                        error_message=None,
+                    )
+                    for key in request.coordinator_keys
+                ),
+            )
+        return encode_kio_response(response, header.correlation_id)

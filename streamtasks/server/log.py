@@ -1,0 +1,176 @@
+"""The durable log of ``streamtasks coordinator``: one compacted topic in the backing cluster
+holding the coordinator's records and the committed offsets (:mod:`streamtasks.coordinator.record_codec`).
+
+Writes are appended in the order they were applied, by one writer task: each append is
+acknowledged (``acks=all``) before its future resolves, and an append with no records
+resolves only after every earlier one (Kafka's rule: a response that reads state waits until
+that state is durable). A failed write is fatal: the host stops, and a restart replays the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from streamtasks.coordinator.record_codec import LogRecord, decode_log_record, encode_log_record
+from streamtasks.errors import BrokerError
+from streamtasks.runtime.admin import TopicSpec, create_topics_async
+
+__all__ = ["DEFAULT_TOPIC", "CoordinatorLog", "LogStats"]
+
+DEFAULT_TOPIC = "_streamtasks_coordinator"
+#: Large enough for a PreparedAssignment record of a group of many thousand members.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class LogStats:
+    appended_records: int = 0
+    appended_bytes: int = 0
+    batches: int = 0
+    replayed_records: int = 0
+
+
+class CoordinatorLog:
+    """Reads the topic back once at start; appends in order afterwards."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str = DEFAULT_TOPIC,
+        *,
+        client_id: str = "streamtasks-coordinator",
+    ) -> None:
+        self._bootstrap = bootstrap_servers
+        self._topic = topic
+        self._client_id = client_id
+        self._producer: AIOKafkaProducer | None = None
+        self._queue: asyncio.Queue[tuple[list[tuple[bytes, bytes | None]], asyncio.Future[None]]] = (
+            asyncio.Queue()
+        )
+        self._writer: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.failed = asyncio.Event()
+        self.stats = LogStats()
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    async def open(self) -> list[LogRecord]:
+        """Create the topic if needed, read every record in it, start the writer."""
+        await create_topics_async(
+            self._bootstrap,
+            [
+                TopicSpec(
+                    name=self._topic,
+                    partitions=1,
+                    configs={"cleanup.policy": "compact", "max.message.bytes": str(MAX_RECORD_BYTES)},
+                )
+            ],
+            exist_ok=True,
+            client_id=self._client_id,
+        )
+        records = await self._read_all()
+        self.stats.replayed_records = len(records)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap,
+            client_id=self._client_id,
+            acks="all",
+            enable_idempotence=True,
+            max_request_size=MAX_RECORD_BYTES,
+            linger_ms=0,
+        )
+        await self._producer.start()
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        return records
+
+    async def _read_all(self) -> list[LogRecord]:
+        tp = TopicPartition(self._topic, 0)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            client_id=self._client_id,
+            enable_auto_commit=False,
+            group_id=None,
+            max_partition_fetch_bytes=MAX_RECORD_BYTES,
+            fetch_max_bytes=4 * MAX_RECORD_BYTES,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            end = (await consumer.end_offsets([tp]))[tp]
+            records: list[LogRecord] = []
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
+                for message in batch.get(tp, []):
+                    if message.key is None:
+                        raise BrokerError(f"{self._topic}@{message.offset}: a record without a key")
+                    records.append(decode_log_record(message.key, message.value))
+            return records
+        finally:
+            await consumer.stop()
+
+    def append(self, records: Iterable[LogRecord]) -> asyncio.Future[None]:
+        """Queue records (in apply order); the future resolves once they are acknowledged,
+        and not before every earlier append is."""
+        encoded = [encode_log_record(r) for r in records]
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.failure is not None:
+            done.set_exception(BrokerError(f"coordinator log failed: {self.failure}"))
+            return done
+        self._queue.put_nowait((encoded, done))
+        return done
+
+    async def _write_loop(self) -> None:
+        assert self._producer is not None
+        while True:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                acks = []
+                for encoded, _ in batch:
+                    for key, value in encoded:
+                        acks.append(await self._producer.send(self._topic, key=key, value=value, partition=0))
+                        self.stats.appended_bytes += len(key) + len(value or b"")
+                await asyncio.gather(*acks)
+            except Exception as exc:  # any failure to persist is fatal for the server
+                self.failure = exc
+                self.failed.set()
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(BrokerError(f"coordinator log write failed: {exc}"))
+                self._fail_queued(exc)
+                return
+            self.stats.batches += 1
+            for encoded, done in batch:
+                self.stats.appended_records += len(encoded)
+                if not done.done():
+                    done.set_result(None)
+
+    def _fail_queued(self, exc: BaseException) -> None:
+        while not self._queue.empty():
+            _, done = self._queue.get_nowait()
+            if not done.done():
+                done.set_exception(BrokerError(f"coordinator log write failed: {exc}"))
+
+    async def flush(self) -> None:
+        """Wait until everything appended so far is acknowledged (or failed)."""
+        if self._writer is None or self._writer.done():
+            return
+        with contextlib.suppress(BrokerError):
+            await self.append(())
+
+    async def close(self) -> None:
+        await self.flush()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        if self._producer is not None:
+            await self._producer.stop()

@@ -1,0 +1,33 @@
+"""The backing cluster's topics as the coordinator's :class:`~streamtasks.coordinator.MetadataImage`
+(every topic with its id and partition count, from Metadata v12)."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.metadata.v12 import request as metadata_req
+from kio.schema.metadata.v12.response import MetadataResponse
+
+from streamtasks.coordinator import MetadataImage, TopicMetadata
+from streamtasks.runtime.connection import open_any
+
+__all__ = ["fetch_image"]
+
+_NO_ID = uuid.UUID(int=0)
+
+
+async def fetch_image(bootstrap_servers: str, *, client_id: str = "streamtasks-coordinator") -> MetadataImage:
+    conn = await open_any(bootstrap_servers, client_id)
+    try:
+        request = metadata_req.MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        response = await conn.call(request, MetadataResponse)
+    finally:
+        await conn.close()
+    topics = [
+        TopicMetadata(topic_id=t.topic_id, name=str(t.name), num_partitions=len(t.partitions))
+        for t in response.topics
+        if t.error_code.value == 0 and t.topic_id is not None and t.topic_id != _NO_ID and t.partitions
+    ]
+    return MetadataImage(tuple(topics))

@@ -1,0 +1,97 @@
+"""Committed offsets of the groups the server coordinates: the store (changed only by
+:meth:`OffsetStore.replay`, as the coordinator's groups are) and the fencing rules Kafka
+applies to OffsetCommit / OffsetFetch for consumer groups (KIP-848): a member commits and
+fetches with its current member epoch; an admin or simple client (no member id, epoch -1) may
+commit only while the group has no members, and may always fetch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from streamtasks.coordinator import ConsumerGroup
+from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.protocol.errors import KafkaErrorCode
+
+__all__ = ["MAX_METADATA_BYTES", "OffsetCommitCheck", "OffsetStore", "check_commit", "check_fetch"]
+
+#: Kafka's ``offset.metadata.max.bytes`` default.
+MAX_METADATA_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitCheck:
+    """Who is committing: the group, the member id and epoch from the request, its version."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    api_version: int
+
+
+def check_commit(group: ConsumerGroup | None, check: OffsetCommitCheck) -> KafkaErrorCode:
+    """The error every partition of an OffsetCommit gets (NONE: the commit may go ahead)."""
+    if group is None or not group.members:
+        if check.member_epoch < 0:
+            return KafkaErrorCode.NONE  # admin / simple commit to a group with no members
+        if group is None:
+            return (
+                KafkaErrorCode.GROUP_ID_NOT_FOUND
+                if check.api_version >= 9
+                else KafkaErrorCode.ILLEGAL_GENERATION
+            )
+    current = group.current(check.member_id)
+    if group.member(check.member_id) is None or current is None:
+        return KafkaErrorCode.UNKNOWN_MEMBER_ID
+    if check.api_version < 9:
+        return KafkaErrorCode.UNSUPPORTED_VERSION  # a KIP-848 member commits with v9+
+    if check.member_epoch != current.member_epoch:
+        return KafkaErrorCode.STALE_MEMBER_EPOCH
+    return KafkaErrorCode.NONE
+
+
+def check_fetch(group: ConsumerGroup | None, member_id: str | None, member_epoch: int) -> KafkaErrorCode:
+    """The error of an OffsetFetch for one group (NONE: answer the offsets)."""
+    if member_epoch < 0 and not member_id:
+        return KafkaErrorCode.NONE
+    if group is None:
+        return KafkaErrorCode.GROUP_ID_NOT_FOUND
+    current = group.current(member_id or "")
+    if group.member(member_id or "") is None or current is None:
+        return KafkaErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch != current.member_epoch:
+        return KafkaErrorCode.STALE_MEMBER_EPOCH
+    return KafkaErrorCode.NONE
+
+
+class OffsetStore:
+    """The last committed offset per (group, topic, partition)."""
+
+    __slots__ = ("_groups",)
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[tuple[str, int], OffsetCommitRecord]] = {}
+
+    def replay(self, record: OffsetCommitRecord | OffsetCommitTombstone) -> None:
+        key = (record.topic, record.partition)
+        if isinstance(record, OffsetCommitTombstone):
+            offsets = self._groups.get(record.group_id)
+            if offsets is not None:
+                offsets.pop(key, None)
+                if not offsets:
+                    del self._groups[record.group_id]
+            return
+        self._groups.setdefault(record.group_id, {})[key] = record
+
+    def committed(self, group_id: str, topic: str, partition: int) -> OffsetCommitRecord | None:
+        return self._groups.get(group_id, {}).get((topic, partition))
+
+    def partitions(self, group_id: str) -> Iterable[tuple[str, int]]:
+        """Every partition the group has an offset for, sorted."""
+        return sorted(self._groups.get(group_id, {}))
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._groups)
+
+    def __len__(self) -> int:
+        return sum(len(o) for o in self._groups.values())

@@ -1,0 +1,232 @@
+"""``streamtasks coordinator``: the KIP-848 group coordinator in front of a Kafka cluster.
+
+Start: read the log topic back, take the cluster's topics, load the coordinator from the
+records (sessions restart from now) and persist what resuming writes, then listen. Running:
+client connections (:mod:`.session`), the timers (driven by the injected clock), a metadata
+refresh (every few seconds, at once when a member names a topic not known yet), and a one-line
+status. Stop: stop listening, let in-flight requests finish, flush the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from streamtasks.coordinator import GroupCoordinator, Record
+from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.server.config import ServerConfig
+from streamtasks.server.handlers import Handlers
+from streamtasks.server.log import CoordinatorLog
+from streamtasks.server.metadata import fetch_image
+from streamtasks.server.offsets import OffsetStore
+from streamtasks.server.routing import BrokerProxies, rewrite_metadata
+from streamtasks.server.session import ClientSession
+from streamtasks.server.upstream import Upstream
+
+__all__ = ["CoordinatorServer", "wall_clock_ms"]
+
+_log = logging.getLogger("streamtasks.server")
+_TIMER_TICK_S = 0.1
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CoordinatorServer:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        out: TextIO | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.out = out if out is not None else sys.stderr
+        self.log = CoordinatorLog(config.bootstrap_servers, config.topic)
+        self.offsets = OffsetStore()
+        self.coordinator: GroupCoordinator | None = None
+        self.handlers: Handlers | None = None
+        self.replay_ms = 0.0
+        self.replayed_records = 0
+        self.port = config.listen_port
+        self._server: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sessions: set[asyncio.Task[None]] = set()
+        self._listeners: list[asyncio.Server] = []
+        self.proxies = BrokerProxies(self._start_proxy, port_base=config.proxy_port_base)
+        self.advertised: tuple[str, int] = config.advertised
+        self._metadata_poke = asyncio.Event()
+        self._stopped = asyncio.Event()
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    @property
+    def failed(self) -> asyncio.Event:
+        """Set when the log could not be written: the server must stop (a restart replays)."""
+        return self.log.failed
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        records = await self.log.open()
+        image = await fetch_image(self.config.bootstrap_servers)
+        coordinator = GroupCoordinator(self.config.coordinator, image=image)
+        group_records: list[Record] = []
+        for record in records:
+            if isinstance(record, OffsetCommitRecord | OffsetCommitTombstone):
+                self.offsets.replay(record)
+            else:
+                group_records.append(record)
+        resumed = coordinator.load(group_records, self.clock())
+        coordinator.apply(resumed)
+        await self.log.append(resumed.records)
+        self.coordinator = coordinator
+        self.replay_ms = (time.monotonic() - started) * 1000
+        self.replayed_records = len(records)
+        self._server = await asyncio.start_server(
+            self._accept, self.config.listen_host, self.config.listen_port, limit=1 << 20
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        host, _ = self.config.advertised
+        advertised = self.advertised = (host, self.config.advertised_port or self.port)
+        self.handlers = Handlers(
+            coordinator=coordinator,
+            offsets=self.offsets,
+            log=self.log,
+            clock=self.clock,
+            node_id=self.config.node_id,
+            advertised=advertised,
+            max_groups=self.config.max_groups,
+            on_unknown_topics=self._metadata_poke.set,
+        )
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._timers()),
+            loop.create_task(self._metadata()),
+            loop.create_task(self._status()),
+        ]
+        self.say(
+            f"streamtasks coordinator: listening on {self.config.listen_host}:{self.port} "
+            f"(advertised {advertised[0]}:{advertised[1]}, node {self.config.node_id}), "
+            f"backing cluster {self.config.bootstrap_servers}, log {self.config.topic}: "
+            f"replayed {len(records)} records ({len(coordinator.groups)} groups, "
+            f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms"
+        )
+
+    async def _start_proxy(self, node_id: int, host: str, port: int, wanted_port: int) -> int:
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._accept(reader, writer, upstream=f"{host}:{port}")
+
+        listener = await asyncio.start_server(accept, self.config.listen_host, wanted_port, limit=1 << 20)
+        self._listeners.append(listener)
+        bound: int = listener.sockets[0].getsockname()[1]
+        self.say(f"streamtasks coordinator: broker {node_id} ({host}:{port}) served at port {bound}")
+        return bound
+
+    async def _rewrite_metadata(self, frame: bytes, version: int) -> bytes:
+        return await rewrite_metadata(
+            frame,
+            version,
+            coordinator=(self.config.node_id, *self.advertised),
+            proxies=self.proxies if self.config.routing == "proxy" else None,
+            advertised_host=self.advertised[0],
+        )
+
+    async def _accept(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, upstream: str | None = None
+    ) -> None:
+        assert self.handlers is not None
+        target = upstream or self.config.bootstrap_servers
+        if len(self._sessions) >= self.config.max_connections or self._stopped.is_set():
+            writer.close()
+            return
+        session = ClientSession(
+            reader,
+            writer,
+            handlers=self.handlers,
+            upstream=lambda: Upstream(target, max_frame_bytes=self.config.max_frame_bytes),
+            rewrite_metadata=self._rewrite_metadata,
+            max_frame_bytes=self.config.max_frame_bytes,
+            max_in_flight=self.config.max_in_flight_per_connection,
+        )
+        task = asyncio.current_task()
+        assert task is not None
+        self._sessions.add(task)
+        try:
+            await session.run()
+        except Exception:
+            _log.exception("connection handler failed")
+        finally:
+            self._sessions.discard(task)
+
+    async def _timers(self) -> None:
+        assert self.coordinator is not None
+        while True:
+            now = self.clock()
+            for result in self.coordinator.poll(now):
+                self.log.append(result.records)
+            deadline = self.coordinator.next_deadline_ms()
+            delay = _TIMER_TICK_S if deadline is None else (deadline - self.clock()) / 1000
+            await asyncio.sleep(min(_TIMER_TICK_S, max(0.001, delay)))
+
+    async def _metadata(self) -> None:
+        assert self.coordinator is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.metadata_refresh_s):
+                    await self._metadata_poke.wait()
+            self._metadata_poke.clear()
+            try:
+                image = await fetch_image(self.config.bootstrap_servers)
+            except Exception as exc:
+                _log.warning("metadata refresh failed: %s", exc)
+                await asyncio.sleep(1)
+                continue
+            if image.topics != self.coordinator.image.topics:
+                result = self.coordinator.on_metadata_image(image, self.clock())
+                self.coordinator.apply(result)
+                self.log.append(result.records)
+            await asyncio.sleep(0.2)  # at most five refreshes a second
+
+    def status_line(self) -> str:
+        assert self.coordinator is not None
+        assert self.handlers is not None
+        groups = self.coordinator.groups
+        members = sum(len(g.members) for g in groups.values())
+        epochs = " ".join(
+            f"{gid}@{g.group_epoch}/{g.assignment_epoch}:{g.state.value}"
+            for gid, g in sorted(groups.items())[:5]
+        )
+        more = f" +{len(groups) - 5}" if len(groups) > 5 else ""
+        s, ls = self.handlers.stats, self.log.stats
+        return (
+            f"status: groups={len(groups)} members={members} epochs=[{epochs}{more}] "
+            f"connections={len(self._sessions)} heartbeats={s.heartbeats} commits={s.commits} "
+            f"fetches={s.fetches} forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
+            f"log_records={ls.appended_records} log_batches={ls.batches}"
+        )
+
+    async def _status(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.status_interval_s)
+            self.say(self.status_line())
+
+    async def stop(self) -> None:
+        """Stop accepting, end the connections, flush the log."""
+        self._stopped.set()
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in list(self._sessions):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._sessions, return_exceptions=True)
+        await self.log.close()
+        self.say("streamtasks coordinator: stopped")
