@@ -78,6 +78,7 @@ with project_imports():
     from streamtasks.runtime.admin import TopicSpec, create_topics_async
     from streamtasks.state import KeyValueStore, StateDirectory
     from topology.ids import TopicPartition
+    from topology.names import changelog_topic
 
 from _table import format_table
 
@@ -156,7 +157,7 @@ async def changelogged_puts(
     topology = keyed_topology(app_id, topic)
     compact = {"cleanup.policy": "compact"}
     specs = [
-        TopicSpec(name=f"{app_id}-{s}-changelog", partitions=partitions, configs=compact) for s in STORES
+        TopicSpec(name=changelog_topic(app_id, s), partitions=partitions, configs=compact) for s in STORES
     ]
     await create_topics_async(bootstrap, [TopicSpec(name=topic, partitions=partitions), *specs])
 
@@ -328,7 +329,7 @@ def after(end_ms: int | None, start_ms: int) -> float | None:
 async def changelog_records(bootstrap: str, app_id: str, tasks: Sequence[str]) -> int:
     """Records in the changelogs of ``tasks``, read to the high watermark (the embedded broker's
     ListOffsets answer can be short by a batch, docs/testing.md)."""
-    parts = [AioTP(f"{app_id}-{s}-changelog", int(t.split("_")[1])) for t in tasks for s in STORES]
+    parts = [AioTP(changelog_topic(app_id, s), int(t.split("_")[1])) for t in tasks for s in STORES]
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     await consumer.start()
     try:

@@ -3,6 +3,7 @@
 from topology.builder import StreamBuilder, TopologyBuilder
 from topology.ids import TaskId, TopicPartition
 from topology.model import RepartitionTopic, StateStore, Subtopology, TaskInfo, Topology
+from topology.names import changelog_topic, repartition_topic
 
 __all__ = [
     "RepartitionTopic",
@@ -14,4 +15,6 @@ __all__ = [
     "TopicPartition",
     "Topology",
     "TopologyBuilder",
+    "changelog_topic",
+    "repartition_topic",
 ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from streamtasks.errors import CopartitionError, TopologyError
 from topology.ids import TaskId, TopicPartition
+from topology.names import changelog_topic, repartition_topic
 
 __all__ = ["RepartitionTopic", "StateStore", "Subtopology", "TaskInfo", "Topology"]
 
@@ -21,7 +22,7 @@ class StateStore:
     logging: bool = True
 
     def changelog_topic(self, application_id: str) -> str:
-        return f"{application_id}-{self.name}-changelog"
+        return changelog_topic(application_id, self.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +37,7 @@ class RepartitionTopic:
     partitions: int | None = None
 
     def topic(self, application_id: str) -> str:
-        return f"{application_id}-{self.name}-repartition"
+        return repartition_topic(application_id, self.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,7 +182,7 @@ class Topology:
         return distinct.pop()
 
     def _repartition_topic(self, name: str) -> str:
-        return f"{self.application_id}-{name}-repartition"
+        return repartition_topic(self.application_id, name)
 
     # -- tasks ----------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from streamtasks.state import CheckpointError, KeyValueStore, StateDirectory, Ty
 from streamtasks.state.serdes import BYTES, Serde
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo
+from topology.names import changelog_topic
 
 __all__ = ["PendingWrite", "Role", "StreamTask"]
 
@@ -63,7 +64,7 @@ class StreamTask:
         self.changelog_of: dict[str, TopicPartition] = {}
         for name in info.store_names:
             if name in logged_stores:
-                tp = TopicPartition(f"{application_id}-{name}-changelog", info.id.partition)
+                tp = TopicPartition(changelog_topic(application_id, name), info.id.partition)
                 self.store_of[tp] = name
                 self.changelog_of[name] = tp
         self.stores: dict[str, KeyValueStore] = {}

@@ -28,6 +28,7 @@ from streamtasks.state.serdes import Serde
 from streamtasks.streams import TaskKind, plan_tasks
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo, Topology
+from topology.names import repartition_topic
 
 __all__ = ["ProcessingError", "Processor", "TaskSet"]
 
@@ -59,7 +60,7 @@ class TaskSet:
             store.name for sub in topology.subtopologies for store in sub.stores if store.logging
         )
         self._repartition_of: dict[int, dict[str, str]] = {
-            sub.id: {name: f"{topology.application_id}-{name}-repartition" for name in sub.repartition_sinks}
+            sub.id: {name: repartition_topic(topology.application_id, name) for name in sub.repartition_sinks}
             for sub in topology.subtopologies
         }
         self.tasks: dict[TaskId, StreamTask] = {}
