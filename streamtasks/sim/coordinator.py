@@ -10,6 +10,8 @@ another member's request. Simplifications are listed in docs/simulation.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from streamtasks.protocol.classic_group import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
@@ -26,6 +28,7 @@ from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.sim.coordinator_base import (
     AcceptedCommit,
     CoordinatorConfig,
+    CoordinatorState,
     Reply,
     Request,
     Response,
@@ -35,6 +38,7 @@ from streamtasks.sim.coordinator_base import (
 )
 from streamtasks.sim.group_model import GroupModel, GroupState, ReplyTo
 from streamtasks.sim.join_phase import JoinPhase
+from topology.ids import TopicPartition
 
 __all__ = [
     "AcceptedCommit",
@@ -48,28 +52,76 @@ __all__ = [
 E = KafkaErrorCode
 
 
-class ClassicGroupCoordinator(JoinPhase):
-    """One classic group on one coordinator. Not thread-safe; time is passed in."""
+class ClassicGroupCoordinator:
+    """One classic group on one coordinator. Not thread-safe; time is passed in.
+
+    Its state is one :class:`CoordinatorState`, shared with the :class:`JoinPhase` that answers
+    JoinGroup and runs the join barrier; this class answers the other requests."""
+
+    __slots__ = ("_join", "_s")
+
+    def __init__(self, group_id: str, config: CoordinatorConfig | None = None) -> None:
+        self._s = CoordinatorState(group_id, config)
+        self._join = JoinPhase(self._s)
+
+    # ------------------------------------------------------------------ read-only view
+
+    @property
+    def group_id(self) -> str:
+        return self._s.group_id
+
+    @property
+    def config(self) -> CoordinatorConfig:
+        return self._s.config
+
+    @property
+    def group(self) -> GroupModel:
+        return self._s.group
+
+    @property
+    def offsets(self) -> Mapping[TopicPartition, AcceptedCommit]:
+        return self._s.offsets
+
+    @property
+    def notes(self) -> Sequence[tuple[int, str]]:
+        return self._s.notes
+
+    @property
+    def rebalances(self) -> int:
+        """Generations completed with at least one member."""
+        return self._s.rebalances
+
+    @property
+    def available(self) -> bool:
+        return self._s.available
+
+    @property
+    def generation(self) -> int:
+        return self._s.group.generation
+
+    @property
+    def state(self) -> GroupState:
+        return self._s.group.state
+
+    # ------------------------------------------------------------------ entry points
 
     def next_deadline_ms(self) -> int | None:
-        if self._down_until is not None:
-            return self._down_until
-        return min((t[0] for t in self._timers.values()), default=None)
+        return self._s.next_deadline_ms()
 
     def poll(self, now_ms: int) -> list[Reply]:
         """Fire every timer due at ``now_ms``; returns the responses that became ready."""
         self._begin(now_ms)
-        return self._finish()
+        return self._s.finish()
 
     def handle(self, conn: str, request_id: int, request: Request, now_ms: int) -> list[Reply]:
         """Take one request from process ``conn``; returns every response now ready (the
         request's own, unless it is parked, and any it released)."""
         self._begin(now_ms)
         to = ReplyTo(conn=conn, request_id=request_id)
-        if self._down_until is not None:
-            self._reply(to, error_response(request, E.NOT_COORDINATOR))
+        if not self._s.available:
+            self._s.reply(to, error_response(request, E.NOT_COORDINATOR))
         elif isinstance(request, JoinGroupRequest):
-            self._join(to, request)
+            self._join.join(to, request)
         elif isinstance(request, SyncGroupRequest):
             self._sync(to, request)
         elif isinstance(request, HeartbeatRequest):
@@ -78,67 +130,41 @@ class ClassicGroupCoordinator(JoinPhase):
             self._leave(to, request)
         else:
             self._commit(to, request)
-        return self._finish()
+        return self._s.finish()
 
     def fail_over(self, now_ms: int, down_for_ms: int) -> list[Reply]:
         """The coordinator moves: parked requests fail with NOT_COORDINATOR, every request
         until ``now_ms + down_for_ms`` does too, then the group is reloaded from its last
         persisted state (Stable at that generation, or Empty)."""
         self._begin(now_ms)
-        if self._down_until is None:
-            for member in self.group.members.values():
-                if member.awaiting_join is not None:
-                    self._reply(member.awaiting_join, join_error(member.member_id, E.NOT_COORDINATOR))
-                    member.awaiting_join = None
-                if member.awaiting_sync is not None:
-                    self._reply(member.awaiting_sync, SyncGroupResponse(error=E.NOT_COORDINATOR))
-                    member.awaiting_sync = None
-            self._timers.clear()
-            self._note(f"coordinator unavailable until {now_ms + down_for_ms}")
-        self._down_until = max(self._down_until or 0, now_ms + down_for_ms)
-        return self._finish()
+        self._s.go_down(now_ms, down_for_ms)
+        return self._s.finish()
 
     def member_ids(self) -> frozenset[str]:
-        return frozenset(self.group.members)
+        return frozenset(self._s.group.members)
 
     def drain_accepted(self) -> list[AcceptedCommit]:
-        out, self.accepted = self.accepted, []
-        return out
+        return self._s.drain_accepted()
 
     def _begin(self, now_ms: int) -> None:
-        self._now = max(self._now, now_ms)
-        self._out = []
-        if self._down_until is not None and self._now >= self._down_until:
-            self._recover()
-        self._fire_due()
-
-    def _fire_due(self) -> None:
-        while self._timers and self._down_until is None:
-            key, (deadline, _, args) = min(self._timers.items(), key=lambda kv: (kv[1][0], kv[1][1]))
-            if deadline > self._now:
-                return
-            del self._timers[key]
-            kind, name = key
+        self._s.begin(now_ms)
+        while (due := self._s.pop_due()) is not None:
+            kind, name, args = due
             if kind == "join":
                 if args:
-                    self._initial_delay_expired(args[0], args[1])
+                    self._join.initial_delay_expired(args[0], args[1])
                 else:
-                    self._complete_join()
+                    self._join.complete_join()
             elif kind == "sync":
-                self._expire_pending_sync(args[0])
+                self._join.expire_pending_sync(args[0])
             else:
-                self._expire_heartbeat(name)
+                self._join.expire_heartbeat(name)
 
-    def _recover(self) -> None:
-        self._down_until = None
-        self.group = GroupModel.restore(self.group_id, self._snapshot)
-        for member in self.group.members.values():
-            self._schedule("hb", member.member_id, member.session_timeout_ms)
-        self._note(f"coordinator loaded generation {self.group.generation} ({self.group.state.value})")
+    # ------------------------------------------------------------------ the other requests
 
     def _sync(self, to: ReplyTo, req: SyncGroupRequest) -> None:
-        g = self.group
-        error = self._validate_member(req.member_id, req.group_instance_id)
+        g = self._s.group
+        error = self._s.validate_member(req.member_id, req.group_instance_id)
         if error is None and req.generation_id != g.generation:
             error = E.ILLEGAL_GENERATION
         if error is None and (
@@ -147,25 +173,25 @@ class ClassicGroupCoordinator(JoinPhase):
         ):
             error = E.INCONSISTENT_GROUP_PROTOCOL
         if error is not None:
-            self._reply(to, SyncGroupResponse(error=error))
+            self._s.reply(to, SyncGroupResponse(error=error))
         elif g.state is GroupState.PREPARING_REBALANCE:
-            self._reply(to, SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS))
+            self._s.reply(to, SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS))
         elif g.state is GroupState.COMPLETING_REBALANCE:
             member = g.members[req.member_id]
             member.awaiting_sync = to
-            self._synced(req.member_id)
+            self._s.synced(req.member_id)
             if g.is_leader(req.member_id):
                 given = {a.member_id: a.assignment for a in req.assignments}
                 for m in g.members.values():
                     m.assignment = given.get(m.member_id, b"")
-                self._propagate_assignment(E.NONE)
+                self._s.propagate_assignment(E.NONE)
                 g.transition(GroupState.STABLE)
-                self._persist()
-                self._note(f"generation {g.generation} stable")
+                self._s.persist()
+                self._s.note(f"generation {g.generation} stable")
         else:
-            self._synced(req.member_id)
+            self._s.synced(req.member_id)
             member = g.members[req.member_id]
-            self._reply(
+            self._s.reply(
                 to,
                 SyncGroupResponse(
                     error=E.NONE,
@@ -176,19 +202,19 @@ class ClassicGroupCoordinator(JoinPhase):
             )
 
     def _heartbeat(self, to: ReplyTo, req: HeartbeatRequest) -> None:
-        g = self.group
-        error = self._validate_member(req.member_id, req.group_instance_id)
+        g = self._s.group
+        error = self._s.validate_member(req.member_id, req.group_instance_id)
         if error is None and req.generation_id != g.generation:
             error = E.ILLEGAL_GENERATION
         if error is None:
             member = g.members[req.member_id]
-            self._schedule("hb", member.member_id, member.session_timeout_ms)
+            self._s.schedule("hb", member.member_id, member.session_timeout_ms)
             if g.state is GroupState.PREPARING_REBALANCE:
                 error = E.REBALANCE_IN_PROGRESS
-        self._reply(to, HeartbeatResponse(error=error or E.NONE))
+        self._s.reply(to, HeartbeatResponse(error=error or E.NONE))
 
     def _leave(self, to: ReplyTo, req: LeaveGroupRequest) -> None:
-        g = self.group
+        g = self._s.group
         error: KafkaErrorCode | None = None
         if req.member_id == UNKNOWN_MEMBER_ID:
             static_id = g.static_member_id(req.group_instance_id) if req.group_instance_id else None
@@ -198,34 +224,34 @@ class ClassicGroupCoordinator(JoinPhase):
                 self._remove_current_member(static_id)
         elif req.member_id in g.pending_join:
             g.remove(req.member_id)
-            self._cancel("hb", req.member_id)
+            self._s.cancel("hb", req.member_id)
         else:
-            error = self._validate_member(req.member_id, req.group_instance_id)
+            error = self._s.validate_member(req.member_id, req.group_instance_id)
             if error is None:
                 self._remove_current_member(req.member_id)
-        self._reply(to, LeaveGroupResponse(error=error or E.NONE))
+        self._s.reply(to, LeaveGroupResponse(error=error or E.NONE))
         if error is None:
             if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join()
+                self._join.maybe_prepare_rebalance_or_complete_join()
             elif g.state is GroupState.PREPARING_REBALANCE:
-                self._maybe_complete_join_phase()
+                self._join.maybe_complete_join_phase()
 
     def _remove_current_member(self, member_id: str) -> None:
-        member = self.group.members[member_id]
-        self._cancel("hb", member_id)
+        member = self._s.group.members[member_id]
+        self._s.cancel("hb", member_id)
         if member.awaiting_join is not None:
-            self._reply(member.awaiting_join, join_error(UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID))
+            self._s.reply(member.awaiting_join, join_error(UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID))
             member.awaiting_join = None
-        self.group.remove(member_id)
-        self._note(f"member {member_id} left")
+        self._s.group.remove(member_id)
+        self._s.note(f"member {member_id} left")
 
     def _commit(self, to: ReplyTo, req: OffsetCommitRequest) -> None:
-        g = self.group
+        g = self._s.group
         error: KafkaErrorCode | None = None
         if req.generation_id < 0 and g.state is GroupState.EMPTY:
             error = None
         elif req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            error = self._validate_member(req.member_id, req.group_instance_id)
+            error = self._s.validate_member(req.member_id, req.group_instance_id)
             if error is None and req.generation_id != g.generation:
                 error = E.ILLEGAL_GENERATION
         elif g.state is not GroupState.EMPTY:
@@ -240,9 +266,8 @@ class ClassicGroupCoordinator(JoinPhase):
                     member_id=req.member_id,
                     generation=req.generation_id,
                     conn=to.conn,
-                    time_ms=self._now,
+                    time_ms=self._s.now,
                 )
-                self.offsets[item.partition] = commit
-                self.accepted.append(commit)
+                self._s.accept(commit)
         code = error or E.NONE
-        self._reply(to, OffsetCommitResponse(errors=tuple((o.partition, code) for o in req.offsets)))
+        self._s.reply(to, OffsetCommitResponse(errors=tuple((o.partition, code) for o in req.offsets)))

@@ -1,9 +1,11 @@
 """The classic group coordinator model's values and shared plumbing.
 
-:class:`CoordinatorBase` holds one group (:mod:`streamtasks.sim.group_model`), the committed
-offsets, the keyed timers and the helpers every request handler uses;
-:mod:`streamtasks.sim.join_phase` adds JoinGroup and the join barrier,
-:mod:`streamtasks.sim.coordinator` the other requests and the public interface.
+:class:`CoordinatorState` is the one owner of the model's state: one group
+(:mod:`streamtasks.sim.group_model`), the committed offsets, the keyed timers, the notes and the
+replies ready to go out. :class:`~streamtasks.sim.join_phase.JoinPhase` (JoinGroup and the join
+barrier) and :class:`~streamtasks.sim.coordinator.ClassicGroupCoordinator` (the other requests
+and the public interface) both hold the same ``CoordinatorState`` and change it through its
+methods: composition, not a chain of base classes.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from streamtasks.protocol.classic_group import (
     SyncGroupResponse,
 )
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.sim.group_model import GroupModel, GroupSnapshot, GroupState, ReplyTo
+from streamtasks.sim.group_model import GroupModel, GroupSnapshot, ReplyTo
 from topology.ids import TopicPartition
 
 __all__ = [
     "AcceptedCommit",
-    "CoordinatorBase",
+    "CoordinatorState",
     "CoordinatorConfig",
     "Reply",
     "Request",
@@ -78,8 +80,13 @@ class AcceptedCommit:
     time_ms: int
 
 
-class CoordinatorBase:
-    """State and plumbing shared by the request handlers (see ClassicGroupCoordinator)."""
+class CoordinatorState:
+    """The one owner of the coordinator model's state: the group, the committed offsets, the
+    keyed timers, the notes, the replies ready to go out and whether the coordinator is up.
+
+    :class:`~streamtasks.sim.join_phase.JoinPhase` and
+    :class:`~streamtasks.sim.coordinator.ClassicGroupCoordinator` change it only through these
+    methods."""
 
     def __init__(self, group_id: str, config: CoordinatorConfig | None = None) -> None:
         self.group_id = group_id
@@ -88,53 +95,112 @@ class CoordinatorBase:
         self.offsets: dict[TopicPartition, AcceptedCommit] = {}
         self.accepted: list[AcceptedCommit] = []
         self.notes: list[tuple[int, str]] = []
+        self.now = 0
+        #: Generations completed with at least one member.
+        self.rebalances = 0
         self._snapshot: GroupSnapshot = self.group.snapshot()
         self._timers: dict[tuple[str, str], tuple[int, int, tuple[int, ...]]] = {}
         self._timer_seq = 0
         self._ids = 0
-        self._now = 0
         self._out: list[Reply] = []
         self._down_until: int | None = None
-        #: Generations completed with at least one member.
-        self.rebalances = 0
 
     @property
     def available(self) -> bool:
         return self._down_until is None
 
     @property
-    def generation(self) -> int:
-        return self.group.generation
+    def down_until(self) -> int | None:
+        return self._down_until
 
-    @property
-    def state(self) -> GroupState:
-        return self.group.state
+    # ------------------------------------------------------------------ time and timers
 
-    def _finish(self) -> list[Reply]:
+    def begin(self, now_ms: int) -> None:
+        """Start handling something at ``now_ms``: nothing to send yet; reload the group if the
+        coordinator is back."""
+        self.now = max(self.now, now_ms)
+        self._out = []
+        if self._down_until is not None and self.now >= self._down_until:
+            self._recover()
+
+    def finish(self) -> list[Reply]:
         out, self._out = self._out, []
         return out
 
-    def _reply(self, to: ReplyTo, response: Response) -> None:
-        self._out.append(Reply(conn=to.conn, request_id=to.request_id, response=response))
+    def next_deadline_ms(self) -> int | None:
+        if self._down_until is not None:
+            return self._down_until
+        return min((t[0] for t in self._timers.values()), default=None)
 
-    def _note(self, text: str) -> None:
-        self.notes.append((self._now, text))
+    def pop_due(self) -> tuple[str, str, tuple[int, ...]] | None:
+        """The earliest timer due now (removed), as ``(kind, key, args)``; ``None`` when none is
+        due or the coordinator is down."""
+        if not self._timers or self._down_until is not None:
+            return None
+        key, (deadline, _, args) = min(self._timers.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+        if deadline > self.now:
+            return None
+        del self._timers[key]
+        return key[0], key[1], args
 
-    def _schedule(self, kind: str, key: str, delay_ms: int, *args: int) -> None:
+    def schedule(self, kind: str, key: str, delay_ms: int, *args: int) -> None:
         self._timer_seq += 1
-        self._timers[(kind, key)] = (self._now + delay_ms, self._timer_seq, args)
+        self._timers[(kind, key)] = (self.now + delay_ms, self._timer_seq, args)
 
-    def _cancel(self, kind: str, key: str = "") -> None:
+    def cancel(self, kind: str, key: str = "") -> None:
         self._timers.pop((kind, key), None)
 
-    def _persist(self) -> None:
+    def go_down(self, now_ms: int, down_for_ms: int) -> None:
+        """The coordinator moves: parked requests fail with NOT_COORDINATOR, timers stop, and
+        requests fail until ``now_ms + down_for_ms``."""
+        if self._down_until is None:
+            for member in self.group.members.values():
+                if member.awaiting_join is not None:
+                    self.reply(member.awaiting_join, join_error(member.member_id, E.NOT_COORDINATOR))
+                    member.awaiting_join = None
+                if member.awaiting_sync is not None:
+                    self.reply(member.awaiting_sync, SyncGroupResponse(error=E.NOT_COORDINATOR))
+                    member.awaiting_sync = None
+            self._timers.clear()
+            self.note(f"coordinator unavailable until {now_ms + down_for_ms}")
+        self._down_until = max(self._down_until or 0, now_ms + down_for_ms)
+
+    def _recover(self) -> None:
+        self._down_until = None
+        self.group = GroupModel.restore(self.group_id, self._snapshot)
+        for member in self.group.members.values():
+            self.schedule("hb", member.member_id, member.session_timeout_ms)
+        self.note(f"coordinator loaded generation {self.group.generation} ({self.group.state.value})")
+
+    # ------------------------------------------------------------------ what handlers record
+
+    def reply(self, to: ReplyTo, response: Response) -> None:
+        self._out.append(Reply(conn=to.conn, request_id=to.request_id, response=response))
+
+    def note(self, text: str) -> None:
+        self.notes.append((self.now, text))
+
+    def persist(self) -> None:
         self._snapshot = self.group.snapshot()
 
-    def _new_member_id(self, prefix: str) -> str:
+    def new_member_id(self, prefix: str) -> str:
         self._ids += 1
         return f"{prefix}-{self._ids}"
 
-    def _validate_member(self, member_id: str, instance_id: str | None) -> KafkaErrorCode | None:
+    def count_rebalance(self) -> None:
+        self.rebalances += 1
+
+    def accept(self, commit: AcceptedCommit) -> None:
+        self.offsets[commit.partition] = commit
+        self.accepted.append(commit)
+
+    def drain_accepted(self) -> list[AcceptedCommit]:
+        out, self.accepted = self.accepted, []
+        return out
+
+    # ------------------------------------------------------------------ shared request rules
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> KafkaErrorCode | None:
         if instance_id is not None:
             existing = self.group.static_member_id(instance_id)
             if existing is None:
@@ -145,18 +211,18 @@ class CoordinatorBase:
             return E.UNKNOWN_MEMBER_ID
         return None
 
-    def _synced(self, member_id: str) -> None:
+    def synced(self, member_id: str) -> None:
         self.group.pending_sync.pop(member_id, None)
         if not self.group.pending_sync:
-            self._cancel("sync")
+            self.cancel("sync")
 
-    def _propagate_assignment(self, error: KafkaErrorCode) -> None:
+    def propagate_assignment(self, error: KafkaErrorCode) -> None:
         g = self.group
         for member in g.members.values():
             if member.awaiting_sync is None:
                 continue
             ok = error is E.NONE
-            self._reply(
+            self.reply(
                 member.awaiting_sync,
                 SyncGroupResponse(
                     error=error,
@@ -166,7 +232,7 @@ class CoordinatorBase:
                 ),
             )
             member.awaiting_sync = None
-            self._schedule("hb", member.member_id, member.session_timeout_ms)
+            self.schedule("hb", member.member_id, member.session_timeout_ms)
 
 
 def inconsistent(requested: str | None, current: str | None) -> bool:

@@ -1,15 +1,20 @@
 """The half of the simulated world that moves messages and runs the applications.
 
 :class:`Driver` owns the scheduler, the network, the coordinator model, the member processes
-and the ownership ledger. It carries requests and responses over the simulated network, wakes
-the member machines and the coordinator at their deadlines, and executes each member's actions
-the way a small consumer application would (see docs/simulation.md). :class:`~streamtasks.sim.
-world.World` adds the scenario's steps, the per-event checks and the end-of-run result.
+and the ownership ledger, and is the only code that changes them. It carries requests and
+responses over the simulated network, wakes the member machines and the coordinator at their
+deadlines, executes each member's actions the way a small consumer application would (see
+docs/simulation.md), and offers the operations a scenario step needs (start, pause, leave,
+enforce, fail over, grow a topic). :class:`~streamtasks.sim.world.World` holds a ``Driver``
+(composition, not a base class) and adds the scenario's steps, the per-event checks and the
+end-of-run result; it hands the driver the function that applies a step a paused process
+deferred.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from assignors.partition.types import PartitionAssignor, RebalanceProtocol
@@ -23,12 +28,14 @@ from streamtasks.membership.classic import (
     Event,
     FindCoordinator,
     InvokeListener,
+    Leave,
     ListenerKind,
     MemberState,
     MetadataUpdated,
     RequestFailed,
     ResponseReceived,
     SendRequest,
+    Subscribe,
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest, JoinGroupResponse, OffsetCommitResponse
 from streamtasks.protocol.errors import KafkaErrorCode
@@ -123,13 +130,17 @@ Item = ToCoordinator | ToMember | ProcessItem | StepDue | CoordinatorWake
 
 
 class Driver:
-    """State and plumbing of one simulated world; :class:`World` runs it."""
+    """The messages, processes and ledger of one simulated world; :class:`World` runs it.
 
-    def __init__(self, scenario: Scenario, settings: WorldSettings | None = None) -> None:
+    ``apply_step`` applies a scenario step; the driver calls it for steps a paused process
+    deferred, when the process resumes."""
+
+    def __init__(
+        self, scenario: Scenario, settings: WorldSettings, apply_step: Callable[[Step], None]
+    ) -> None:
         self.scenario = scenario
-        self.settings = settings or WorldSettings()
+        self.settings = settings
         self.sched: Scheduler[Item] = Scheduler()
-        self.rng = random.Random(f"world-{scenario.seed}")
         self.network = Network(random.Random(f"net-{scenario.seed}"), scenario.link)
         self.coordinator = ClassicGroupCoordinator(self.settings.group_id, self.settings.coordinator)
         self.ledger = OwnershipLedger()
@@ -137,45 +148,37 @@ class Driver:
         self.trace = Trace(self.settings.trace_limit)
         self.procs: dict[str, SimProcess] = {}
         self.current: dict[str, SimProcess] = {}
-        self.incarnations: dict[str, int] = {}
         self.counts: dict[str, int] = dict(scenario.topics)
         self.violations: list[Violation] = []
         self.listener_log: list[tuple[int, str, ListenerKind, tuple[TopicPartition, ...], int]] = []
-        self.events = 0
+        self._apply_step = apply_step
         self._coord_token: int | None = None
         self._coord_at: int | None = None
-        self._notes_seen = 0
-        self._steps_scheduled = False
-        self._quiet = scenario.quiet_ms
         self._delivered: set[tuple[str, int]] = set()
-        self._quiet_rebalances: int | None = None
-        self.converged_at: int | None = None
-        self.created_at: dict[TopicPartition, int] = {}
-        self.kip814_blind: frozenset[TopicPartition] = frozenset()
-        self.ledger.set_partitions(self._existing(), 0)
+        self.ledger.set_partitions(self.existing(), 0)
 
     @property
     def now(self) -> int:
         return self.sched.now_ms
 
-    def _at_coordinator(self, item: ToCoordinator) -> None:
+    def at_coordinator(self, item: ToCoordinator) -> None:
         proc = self.procs.get(item.conn)
         if proc is None or not self.network.arrives(proc.name, self.now):
             return
         self.trace.add(self.now, f"{item.conn} -> coordinator: {describe_message(item.request)}")
-        self._route(self.coordinator.handle(item.conn, item.request_id, item.request, self.now))
-        self._rearm_coordinator()
+        self.route(self.coordinator.handle(item.conn, item.request_id, item.request, self.now))
+        self.rearm_coordinator()
         key = (item.conn, item.request_id)
         duplicate = key in self._delivered
         self._delivered.add(key)
         for commit in self.coordinator.drain_accepted():
-            self._collect(
+            self.collect(
                 self.invariants.accepted_commit(
-                    commit, self.ledger, self.procs, self._is_current, duplicate=duplicate
+                    commit, self.ledger, self.procs, self.is_current, duplicate=duplicate
                 )
             )
 
-    def _at_member(self, item: ToMember) -> None:
+    def at_member(self, item: ToMember) -> None:
         proc = self.procs.get(item.conn)
         if proc is None or not proc.alive or not self.network.arrives(proc.name, self.now):
             return
@@ -194,9 +197,9 @@ class Driver:
             for tp, error in response.errors:
                 if error is KafkaErrorCode.NONE and tp in sent:
                     proc.committed[tp] = sent[tp]
-        self._drive(proc, ResponseReceived(request_id=item.request_id, response=response))
+        self.drive(proc, ResponseReceived(request_id=item.request_id, response=response))
 
-    def _process_item(self, item: ProcessItem) -> None:
+    def process_item(self, item: ProcessItem) -> None:
         proc = self.procs.get(item.conn)
         if proc is None or not proc.alive:
             return
@@ -213,39 +216,39 @@ class Driver:
             if self.now == proc.last_wake_ms:
                 proc.same_ms_wakes += 1
                 if proc.same_ms_wakes > 1_000:
-                    self._violate("livelock", f"{proc.conn} keeps asking to be polled at {self.now} ms")
+                    self.violate("livelock", f"{proc.conn} keeps asking to be polled at {self.now} ms")
                     return
             else:
                 proc.same_ms_wakes = 0
             proc.last_wake_ms = self.now
             self._execute(proc, proc.member.poll(self.now))
-            self._rearm(proc)
+            self.rearm(proc)
         elif item.kind == "lookup":
             self._lookup_done(proc, item.request_id)
         else:
             # a refresh reads the cluster's metadata as it is now (never older than before)
-            self._drive(proc, MetadataUpdated(partitions_per_topic=dict(self.counts)))
+            self.drive(proc, MetadataUpdated(partitions_per_topic=dict(self.counts)))
 
     def _lookup_done(self, proc: SimProcess, request_id: int) -> None:
         if self.coordinator.available and not self.network.is_cut(proc.name, self.now):
-            self._drive(proc, CoordinatorDiscovered(request_id=request_id))
+            self.drive(proc, CoordinatorDiscovered(request_id=request_id))
         else:
             error = (
                 KafkaErrorCode.REQUEST_TIMED_OUT
                 if self.network.is_cut(proc.name, self.now)
                 else KafkaErrorCode.COORDINATOR_NOT_AVAILABLE
             )
-            self._drive(proc, RequestFailed(request_id=request_id, error=error))
+            self.drive(proc, RequestFailed(request_id=request_id, error=error))
 
-    def _drive(self, proc: SimProcess, event: Event) -> None:
+    def drive(self, proc: SimProcess, event: Event) -> None:
         self._execute(proc, proc.member.handle(event, self.now))
-        self._rearm(proc)
+        self.rearm(proc)
 
     def _execute(self, proc: SimProcess, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, SendRequest):
                 if isinstance(action.request, JoinGroupRequest) and proc.protocol is RebalanceProtocol.EAGER:
-                    self._collect(self.invariants.eager_join(self.now, proc, self.ledger))
+                    self.collect(self.invariants.eager_join(self.now, proc, self.ledger))
                 self._send(proc, action.request_id, action.request)
             elif isinstance(action, CommitOffsets):
                 offsets = self._positions(proc, action.partitions)
@@ -268,11 +271,11 @@ class Driver:
                 self.trace.add(
                     self.now, f"{proc.conn} error{' (fatal)' if action.fatal else ''}: {action.reason}"
                 )
-        self._collect(self.invariants.process_generation_seen(self.now, proc))
+        self.collect(self.invariants.process_generation_seen(self.now, proc))
         if proc.member.state in (MemberState.CLOSED, MemberState.FAILED) and proc.alive:
-            self._stop(proc, ReleaseKind.CLOSED)
+            self.stop(proc, ReleaseKind.CLOSED)
         else:
-            self._collect(self.invariants.ledger_matches(self.now, proc, self.ledger))
+            self.collect(self.invariants.ledger_matches(self.now, proc, self.ledger))
 
     def _listener(self, proc: SimProcess, action: InvokeListener) -> None:
         parts = action.partitions
@@ -282,7 +285,7 @@ class Driver:
         )
         if action.kind is ListenerKind.ASSIGNED:
             starts = {tp: c.offset for tp in parts if (c := self.coordinator.offsets.get(tp)) is not None}
-            self._collect(self.invariants.handover(self.now, proc, self.ledger, parts, starts))
+            self.collect(self.invariants.handover(self.now, proc, self.ledger, parts, starts))
             for tp in parts:
                 proc.committed.pop(tp, None)
             self.ledger.acquire(
@@ -315,7 +318,7 @@ class Driver:
         for at in self.network.transmit(proc.name, "up", self.now, type(request).__name__):
             self.sched.schedule(at, ToCoordinator(conn=proc.conn, request_id=request_id, request=request))
 
-    def _route(self, replies: list[Reply]) -> None:
+    def route(self, replies: list[Reply]) -> None:
         for reply in replies:
             proc = self.procs.get(reply.conn)
             if proc is None or not proc.alive:
@@ -325,7 +328,7 @@ class Driver:
                     at, ToMember(conn=reply.conn, request_id=reply.request_id, response=reply.response)
                 )
 
-    def _rearm(self, proc: SimProcess) -> None:
+    def rearm(self, proc: SimProcess) -> None:
         if not proc.alive or proc.paused:
             return
         deadline = proc.member.next_deadline_ms()
@@ -339,7 +342,7 @@ class Driver:
             None if at is None else self.sched.schedule(at, ProcessItem(kind="wake", conn=proc.conn))
         )
 
-    def _rearm_coordinator(self) -> None:
+    def rearm_coordinator(self) -> None:
         deadline = self.coordinator.next_deadline_ms()
         at = None if deadline is None else max(deadline, self.now)
         if at == self._coord_at and self._coord_token is not None:
@@ -349,7 +352,7 @@ class Driver:
         self._coord_at = at
         self._coord_token = None if at is None else self.sched.schedule(at, CoordinatorWake())
 
-    def _stop(self, proc: SimProcess, kind: ReleaseKind) -> None:
+    def stop(self, proc: SimProcess, kind: ReleaseKind) -> None:
         proc.alive = False
         proc.deferred.clear()
         if proc.wake_token is not None:
@@ -370,34 +373,83 @@ class Driver:
             if item.kind == "response" and isinstance(item.payload, ToMember):
                 self._receive(proc, item.payload)
             elif item.kind == "step" and isinstance(item.payload, Step):
-                self._apply(item.payload)
+                self._apply_step(item.payload)
             elif isinstance(item.payload, ProcessItem):
-                self._process_item(item.payload)
+                self.process_item(item.payload)
         if proc.alive:
             self._execute(proc, proc.member.poll(self.now))
-            self._rearm(proc)
+            self.rearm(proc)
 
-    def _is_current(self, holding: Holding) -> bool:
+    def is_current(self, holding: Holding) -> bool:
         proc = self.procs.get(holding.conn)
         return proc is not None and is_current(proc, self.coordinator)
 
-    def _existing(self) -> frozenset[TopicPartition]:
+    def existing(self) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t, p) for t, n in self.counts.items() for p in range(n))
 
-    def _live(self) -> list[SimProcess]:
+    def live(self) -> list[SimProcess]:
         return [p for p in self.current.values() if p.alive]
 
-    def _collect(self, found: list[Violation]) -> None:
+    def collect(self, found: list[Violation]) -> None:
         for v in found:
             self.violations.append(v)
             self.trace.add(v.time_ms, f"VIOLATION {v}")
 
-    def _violate(self, invariant: str, detail: str) -> None:
-        self._collect([Violation(invariant=invariant, time_ms=self.now, detail=detail)])
+    def violate(self, invariant: str, detail: str) -> None:
+        self.collect([Violation(invariant=invariant, time_ms=self.now, detail=detail)])
 
-    def _apply(self, step: Step) -> None:
-        """Apply a scenario step (the world's business; paused processes defer theirs)."""
-        raise NotImplementedError
+    # ------------------------------------------------------------------ what a scenario step does
+
+    def coordinator_wake(self) -> None:
+        """The coordinator's timer fired."""
+        self._coord_at = self._coord_token = None
+        self.route(self.coordinator.poll(self.now))
+        self.rearm_coordinator()
+
+    def fail_over(self, duration_ms: int) -> None:
+        self.route(self.coordinator.fail_over(self.now, duration_ms))
+        self.rearm_coordinator()
+
+    def start(self, proc: SimProcess) -> None:
+        """A new process (a member incarnation) starts: metadata first, then its subscription."""
+        self.procs[proc.conn] = proc
+        self.current[proc.name] = proc
+        self.drive(proc, MetadataUpdated(partitions_per_topic=dict(self.counts)))
+        self.drive(proc, Subscribe(topics=tuple(self.counts)))
+
+    def grow_topic(self, topic: str, partitions: int) -> tuple[TopicPartition, ...]:
+        """``topic`` gets ``partitions`` partitions; returns the new ones (none if it is not
+        larger)."""
+        if partitions <= self.counts.get(topic, 0):
+            return ()
+        new = tuple(TopicPartition(topic, p) for p in range(self.counts[topic], partitions))
+        self.counts[topic] = partitions
+        self.ledger.set_partitions(self.existing(), self.now)
+        return new
+
+    def pause(self, proc: SimProcess, duration_ms: int) -> None:
+        """The application stops polling for ``duration_ms`` (a pause in progress is extended)."""
+        if proc.paused_until is not None:
+            proc.paused_until = max(proc.paused_until, self.now + duration_ms)
+        else:
+            proc.paused_until = self.now + duration_ms
+            if proc.wake_token is not None:
+                self.sched.cancel(proc.wake_token)
+                proc.wake_token = proc.wake_at = None
+        self.sched.schedule(proc.paused_until, ProcessItem(kind="resume", conn=proc.conn))
+
+    def defer(self, proc: SimProcess, step: Step) -> None:
+        """A step for a paused process waits until it resumes."""
+        proc.deferred.append(DeferredInput(kind="step", payload=step))
+
+    def leave(self, proc: SimProcess) -> None:
+        proc.leaving = True
+        self.drive(proc, Leave(reason="scenario"))
+
+    def enforce(self, proc: SimProcess) -> None:
+        took = proc.member.enforce_rebalance("scenario")
+        self.trace.add(self.now, f"{proc.conn} enforce_rebalance -> {took}")
+        self.rearm(proc)
 
 
 _ASSIGNOR_TYPES: dict[str, type[PartitionAssignor]] = {}

@@ -1,17 +1,21 @@
 """The simulated world: one scenario run from start to convergence.
 
-:class:`World` (on top of :class:`~streamtasks.sim.driver.Driver`, which moves messages and
-runs the member applications) applies the scenario's steps at their times, checks the
-invariants after every event and, after the last step, keeps running until the group
-converges or the convergence bound passes.
+:class:`World` holds a :class:`~streamtasks.sim.driver.Driver` (which moves messages, runs the
+member applications and owns them), applies the scenario's steps at their times through it,
+checks the invariants after every event and, after the last step, keeps running until the group
+converges or the convergence bound passes. The world owns only the run's own bookkeeping: the
+event count, the incarnations, when partitions were created, convergence.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.membership.classic import Leave, MemberConfig, MetadataUpdated, Subscribe
+from streamtasks.membership.classic import ListenerKind, MemberConfig
+from streamtasks.sim.coordinator import ClassicGroupCoordinator
 from streamtasks.sim.driver import (
     Driver,
     Item,
@@ -24,11 +28,11 @@ from streamtasks.sim.driver import (
     make_assignor,
 )
 from streamtasks.sim.invariants import convergence_gaps
-from streamtasks.sim.ledger import ReleaseKind
+from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
 from streamtasks.sim.network import LinkProfile
-from streamtasks.sim.process import DeferredInput, SimProcess
-from streamtasks.sim.scenario import Step
-from streamtasks.sim.trace import Violation
+from streamtasks.sim.process import SimProcess
+from streamtasks.sim.scenario import Scenario, Step
+from streamtasks.sim.trace import Trace, Violation
 from topology.ids import TopicPartition
 
 __all__ = ["RunResult", "World", "WorldSettings"]
@@ -59,8 +63,59 @@ class RunResult:
     trace: tuple[str, ...] = ()
 
 
-class World(Driver):
+class World:
     """One scenario's simulation. ``run()`` once; read the attributes after for details."""
+
+    def __init__(self, scenario: Scenario, settings: WorldSettings | None = None) -> None:
+        self.scenario = scenario
+        self.settings = settings or WorldSettings()
+        self.driver = Driver(scenario, self.settings, self._apply)
+        self.rng = random.Random(f"world-{scenario.seed}")
+        self.incarnations: dict[str, int] = {}
+        self.events = 0
+        self.converged_at: int | None = None
+        self.created_at: dict[TopicPartition, int] = {}
+        self.kip814_blind: frozenset[TopicPartition] = frozenset()
+        self._notes_seen = 0
+        self._steps_scheduled = False
+        self._quiet = scenario.quiet_ms
+        self._quiet_rebalances: int | None = None
+
+    # ------------------------------------------------------------------ the driver's parts, read-only
+
+    @property
+    def now(self) -> int:
+        return self.driver.now
+
+    @property
+    def coordinator(self) -> ClassicGroupCoordinator:
+        return self.driver.coordinator
+
+    @property
+    def current(self) -> dict[str, SimProcess]:
+        return self.driver.current
+
+    @property
+    def procs(self) -> dict[str, SimProcess]:
+        return self.driver.procs
+
+    @property
+    def ledger(self) -> OwnershipLedger:
+        return self.driver.ledger
+
+    @property
+    def trace(self) -> Trace:
+        return self.driver.trace
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.driver.violations
+
+    @property
+    def listener_log(self) -> Sequence[tuple[int, str, ListenerKind, tuple[TopicPartition, ...], int]]:
+        return self.driver.listener_log
+
+    # ------------------------------------------------------------------ running
 
     def run(self) -> RunResult:
         """Run to convergence (or the bound); may follow ``advance`` calls."""
@@ -72,20 +127,24 @@ class World(Driver):
                 break
             if self.now >= quiet and self._converged():
                 break
-            nxt = self.sched.peek_time()
+            nxt = self.driver.sched.peek_time()
             if nxt is None or nxt > deadline:
                 # nothing left to happen before the bound: let the clock run out the faults
-                self.sched.clock.advance_to(max(self.now, quiet))
+                self.driver.sched.clock.advance_to(max(self.now, quiet))
                 self._converged()
                 break
             self.step_once()
         else:
-            self._violate("event-budget", f"more than {self.settings.max_events} events")
+            self.driver.violate("event-budget", f"more than {self.settings.max_events} events")
         if not self.violations and self.converged_at is None:
             gaps = convergence_gaps(
-                self.coordinator, self._live(), self.ledger, self._existing(), self._kip814_blind()
+                self.coordinator,
+                self.driver.live(),
+                self.ledger,
+                self.driver.existing(),
+                self._kip814_blind(),
             )
-            self._violate(
+            self.driver.violate(
                 "convergence",
                 f"not converged {self.settings.convergence_bound_ms} ms after the "
                 f"last step: {'; '.join(gaps[:6])}",
@@ -94,7 +153,7 @@ class World(Driver):
 
     def step_once(self) -> None:
         """Process one scheduled item and check the per-event invariants."""
-        item = self.sched.pop()
+        item = self.driver.sched.pop()
         if item is None:
             return
         self.events += 1
@@ -104,34 +163,32 @@ class World(Driver):
     def advance(self, until_ms: int) -> None:
         """Process every item due up to ``until_ms`` (for scripted tests)."""
         self._schedule_steps()
-        while (t := self.sched.peek_time()) is not None and t <= until_ms:
+        while (t := self.driver.sched.peek_time()) is not None and t <= until_ms:
             self.step_once()
-        self.sched.clock.advance_to(max(self.now, until_ms))
+        self.driver.sched.clock.advance_to(max(self.now, until_ms))
 
     def inject(self, step: Step, at_ms: int) -> None:
         """Apply ``step`` at ``at_ms`` too (for scripted tests that react to what happened)."""
-        self.sched.schedule(at_ms, StepDue(step=step))
+        self.driver.sched.schedule(at_ms, StepDue(step=step))
 
     def _schedule_steps(self) -> None:
         if not self._steps_scheduled:
             self._steps_scheduled = True
             for step in self.scenario.steps:
-                self.sched.schedule(step.at_ms, StepDue(step=step))
+                self.driver.sched.schedule(step.at_ms, StepDue(step=step))
 
     def _dispatch(self, item: Item) -> None:
         if isinstance(item, ToCoordinator):
-            self._at_coordinator(item)
+            self.driver.at_coordinator(item)
         elif isinstance(item, ToMember):
-            self._at_member(item)
+            self.driver.at_member(item)
         elif isinstance(item, ProcessItem):
-            self._process_item(item)
+            self.driver.process_item(item)
         elif isinstance(item, StepDue):
             self.trace.add(self.now, f"STEP {item.step.describe()}")
             self._apply(item.step)
         else:
-            self._coord_at = self._coord_token = None
-            self._route(self.coordinator.poll(self.now))
-            self._rearm_coordinator()
+            self.driver.coordinator_wake()
 
     def _apply(self, step: Step) -> None:
         proc = self.current.get(step.member)
@@ -146,8 +203,7 @@ class World(Driver):
         elif op == "metadata":
             self._metadata(step.topic, step.partitions)
         elif op == "failover":
-            self._route(self.coordinator.fail_over(self.now, step.duration_ms))
-            self._rearm_coordinator()
+            self.driver.fail_over(step.duration_ms)
         elif op == "degrade":
             profile = LinkProfile(
                 min_delay_ms=self.scenario.link.min_delay_ms,
@@ -155,39 +211,31 @@ class World(Driver):
                 loss=step.loss,
                 duplication=step.duplication,
             )
-            self.network.degrade(profile, self.now + step.duration_ms)
+            self.driver.network.degrade(profile, self.now + step.duration_ms)
         elif op == "partition":
-            self.network.partition(step.member, self.now + step.duration_ms)
+            self.driver.network.partition(step.member, self.now + step.duration_ms)
         elif live is None:
             return
         elif op == "pause" and live.paused_until is not None:
-            live.paused_until = max(live.paused_until, self.now + step.duration_ms)
-            self.sched.schedule(live.paused_until, ProcessItem(kind="resume", conn=live.conn))
+            self.driver.pause(live, step.duration_ms)  # extends the pause
         elif op == "crash":
-            self._stop(live, ReleaseKind.CRASHED)
+            self.driver.stop(live, ReleaseKind.CRASHED)
         elif op == "bounce":
-            self._stop(live, ReleaseKind.CRASHED)
+            self.driver.stop(live, ReleaseKind.CRASHED)
             again = Step(
                 at_ms=0, op="restart", member=step.member, static=live.is_static, assignors=step.assignors
             )
-            self.sched.schedule(self.now + step.duration_ms, StepDue(step=again))
+            self.driver.sched.schedule(self.now + step.duration_ms, StepDue(step=again))
         elif live.paused:
-            live.deferred.append(DeferredInput(kind="step", payload=step))
+            self.driver.defer(live, step)
         elif live.leaving and op in ("leave", "enforce"):
             return  # the application already closed the consumer
         elif op == "leave":
-            live.leaving = True
-            self._drive(live, Leave(reason="scenario"))
+            self.driver.leave(live)
         elif op == "enforce":
-            took = live.member.enforce_rebalance("scenario")
-            self.trace.add(self.now, f"{live.conn} enforce_rebalance -> {took}")
-            self._rearm(live)
+            self.driver.enforce(live)
         elif op == "pause":
-            live.paused_until = self.now + step.duration_ms
-            if live.wake_token is not None:
-                self.sched.cancel(live.wake_token)
-                live.wake_token = live.wake_at = None
-            self.sched.schedule(live.paused_until, ProcessItem(kind="resume", conn=live.conn))
+            self.driver.pause(live, step.duration_ms)
 
     def _start(self, name: str, static: bool, assignors: tuple[str, ...] = ()) -> None:
         incarnation = self.incarnations.get(name, -1) + 1
@@ -195,7 +243,7 @@ class World(Driver):
         t = self.scenario.timeouts
         config = MemberConfig(
             group_id=self.settings.group_id,
-            topics=tuple(self.counts),
+            topics=tuple(self.driver.counts),
             assignors=tuple(make_assignor(n) for n in (assignors or self.scenario.assignors)),
             group_instance_id=name if static else None,
             session_timeout_ms=(t.static_session_ms or t.session_ms) if static else t.session_ms,
@@ -208,22 +256,17 @@ class World(Driver):
             # generation, so a gap means it missed one (see MemberConfig).
             lose_on_missed_generation=True,
         )
-        proc = SimProcess(name=name, incarnation=incarnation, config=config, started_ms=self.now)
-        self.procs[proc.conn] = proc
-        self.current[name] = proc
-        self._drive(proc, MetadataUpdated(partitions_per_topic=dict(self.counts)))
-        self._drive(proc, Subscribe(topics=tuple(self.counts)))
+        self.driver.start(SimProcess(name=name, incarnation=incarnation, config=config, started_ms=self.now))
 
     def _metadata(self, topic: str, partitions: int) -> None:
-        if partitions <= self.counts.get(topic, 0):
+        new = self.driver.grow_topic(topic, partitions)
+        if not new:
             return
-        for p in range(self.counts[topic], partitions):
-            self.created_at[TopicPartition(topic, p)] = self.now
-        self.counts[topic] = partitions
-        self.ledger.set_partitions(self._existing(), self.now)
-        for proc in self._live():
+        for tp in new:
+            self.created_at[tp] = self.now
+        for proc in self.driver.live():
             delay = self.rng.randint(0, self.scenario.metadata_refresh_ms)
-            self.sched.schedule(self.now + delay, ProcessItem(kind="metadata", conn=proc.conn))
+            self.driver.sched.schedule(self.now + delay, ProcessItem(kind="metadata", conn=proc.conn))
 
     def _after_event(self) -> None:
         notes = self.coordinator.notes
@@ -233,22 +276,24 @@ class World(Driver):
             self._notes_seen += 1
             self.trace.add(t, f"coordinator: {text}")
             reloaded = reloaded or text.startswith("coordinator loaded")
-        self._collect(
-            self.invariants.coordinator_generation_seen(
+        self.driver.collect(
+            self.driver.invariants.coordinator_generation_seen(
                 self.now, self.coordinator.generation, reloaded=reloaded
             )
         )
-        self._collect(self.invariants.exclusive_ownership(self.now, self.ledger, self._is_current))
+        self.driver.collect(
+            self.driver.invariants.exclusive_ownership(self.now, self.ledger, self.driver.is_current)
+        )
         if self.coordinator.state.value == "Stable" and not self.ledger.measuring and self._all_owned():
             self.ledger.start_measuring(self.now)
         if self._quiet_rebalances is None and self.now >= self._quiet:
             self._quiet_rebalances = self.coordinator.rebalances
 
     def _converged(self) -> bool:
-        if self.network.faults_active(self.now) or any(p.paused for p in self._live()):
+        if self.driver.network.faults_active(self.now) or any(p.paused for p in self.driver.live()):
             return False
         if convergence_gaps(
-            self.coordinator, self._live(), self.ledger, self._existing(), self._kip814_blind()
+            self.coordinator, self.driver.live(), self.ledger, self.driver.existing(), self._kip814_blind()
         ):
             return False
         self.converged_at = self.now
@@ -256,9 +301,9 @@ class World(Driver):
             self._quiet_rebalances if self._quiet_rebalances is not None else self.coordinator.rebalances
         )
         after = self.coordinator.rebalances - quiet_base
-        bound = self.settings.rebalances_per_member * len(self._live()) + self.settings.rebalance_slack
+        bound = self.settings.rebalances_per_member * len(self.driver.live()) + self.settings.rebalance_slack
         if after > bound:
-            self._violate("convergence", f"converged only after {after} rebalances (bound {bound})")
+            self.driver.violate("convergence", f"converged only after {after} rebalances (bound {bound})")
         return True
 
     def _kip814_blind(self) -> frozenset[TopicPartition]:
@@ -267,7 +312,7 @@ class World(Driver):
         learnt it leads, so the change happened before it started to monitor the metadata
         (see docs/simulation.md)."""
         leader_id = self.coordinator.group.leader
-        leader = next((p for p in self._live() if p.member.member_id == leader_id), None)
+        leader = next((p for p in self.driver.live() if p.member.member_id == leader_id), None)
         if leader is None or leader.skip_assignment_at is None:
             return frozenset()
         since = leader.skip_assignment_at
@@ -282,7 +327,7 @@ class World(Driver):
         return blind
 
     def _all_owned(self) -> bool:
-        return all(self.ledger.owners(tp) for tp in self._existing())
+        return all(self.ledger.owners(tp) for tp in self.driver.existing())
 
     def _result(self) -> RunResult:
         quiet_base = (
@@ -305,8 +350,8 @@ class World(Driver):
             moved=self.ledger.moved,
             returned=self.ledger.returned,
             orphan_partition_ms=self.ledger.orphan_total_ms(self.now),
-            handover_without_commit=self.invariants.handover_without_commit,
+            handover_without_commit=self.driver.invariants.handover_without_commit,
             kip814_blind=len(self.kip814_blind),
-            messages=self.network.stats.sent,
+            messages=self.driver.network.stats.sent,
             trace=tuple(self.trace.lines()) if self.violations else (),
         )
