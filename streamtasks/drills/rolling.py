@@ -45,6 +45,7 @@ from streamtasks.drills.stateful_demo import _read_changelog
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import create_topics_async
 from topology.ids import TopicPartition
+from topology.names import changelog_topic
 
 __all__ = ["DrillOptions", "DrillResult", "PhaseResult", "run_live_drill"]
 
@@ -393,8 +394,8 @@ class _Run:
         r.restores = self.restores
         r.longest_unowned_ms = _longest_gaps(r.ownership, self.o.partitions)
         if self.spec.worker == "app":
-            latest = await _read_changelog(self.bootstrap, f"{self.group}-latest-changelog")
-            counts = await _read_changelog(self.bootstrap, f"{self.group}-counts-changelog")
+            latest = await _read_changelog(self.bootstrap, changelog_topic(self.group, "latest"))
+            counts = await _read_changelog(self.bootstrap, changelog_topic(self.group, "counts"))
             r.state_checked = True
             r.state_wrong_latest = sum(1 for k, v in self.last_value.items() if latest.get(k) != v)
             r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)

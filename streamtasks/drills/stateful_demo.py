@@ -42,6 +42,7 @@ from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, Offse
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.runtime.admin import create_topics_async
 from topology.ids import TopicPartition
+from topology.names import changelog_topic
 
 __all__ = ["DrillRun", "StatefulReport", "WorkerProcess", "print_stateful_report", "run_stateful_phase"]
 
@@ -359,8 +360,8 @@ async def run_stateful_phase(
     await asyncio.sleep(1.0)  # the audit reader reads what the clean stops flushed
     await audit_reader.stop()
     report.offsets = run.offsets.report()
-    latest = await _read_changelog(bootstrap, f"{run.app_id}-latest-changelog")
-    counts = await _read_changelog(bootstrap, f"{run.app_id}-counts-changelog")
+    latest = await _read_changelog(bootstrap, changelog_topic(run.app_id, "latest"))
+    counts = await _read_changelog(bootstrap, changelog_topic(run.app_id, "counts"))
     report.keys = len(run.last_value)
     report.latest_mismatches = sum(1 for k, v in run.last_value.items() if latest.get(k) != v)
     report.missing_counts = sum(1 for k, n in run.produced_per_key.items() if counts.get(k, 0) < n)
@@ -386,7 +387,7 @@ def _quiet(run: DrillRun) -> bool:
 async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
     """Records in the changelog partitions of ``tasks``: what a restore from scratch reads."""
     parts = [
-        TopicPartition(f"{app_id}-{store}-changelog", int(t.split("_")[1]))
+        TopicPartition(changelog_topic(app_id, store), int(t.split("_")[1]))
         for t in tasks
         for store in ("counts", "latest")
     ]
