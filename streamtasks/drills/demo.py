@@ -72,8 +72,9 @@ class DemoOptions:
     #: report's nudges.
     refresh_before_static_restart: bool = True
     refresh_timeout_s: float = 10.0
-    #: Whether the Tansu-only workarounds above (nudges, the refresh before a static restart)
-    #: run, and the static phases are skipped. None: only on the embedded Tansu broker. On
+    #: Whether the Tansu-only workarounds above (nudges, the refresh before a static restart,
+    #: the workers' missed-generation rule off: docs/testing.md, "generation gaps") run, and
+    #: the static phases are skipped. None: only on the embedded Tansu broker. On
     #: Apache Kafka (embedded or ``--bootstrap-servers``) the demo runs every phase with none.
     tansu_workarounds: bool | None = None
 
@@ -278,6 +279,8 @@ class Demo:
             "--bootstrap-servers", cluster.bootstrap_servers, "--group", group, "--topic", topic,
             "--assignor", PROTOCOL_ASSIGNORS[self.o.protocol],
         ]  # fmt: skip
+        if self.o.tansu_workarounds:
+            argv.append("--no-lose-on-missed-generation")
         names = [f"worker-{i + 1}" for i in range(self.o.workers)]
         producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5)
         await producer.start()

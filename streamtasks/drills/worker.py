@@ -25,7 +25,7 @@ from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
 from streamtasks.runtime.driver import monotonic_ms
 from topology.ids import TopicPartition
 
-__all__ = ["main"]
+__all__ = ["main", "make_consumer", "parse_args"]
 
 
 def emit(**fields: Any) -> None:
@@ -74,6 +74,7 @@ def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
         rebalance_timeout_ms=15_000,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        lose_on_missed_generation=args.lose_on_missed_generation,
     )
     ref.append(consumer)
     return consumer
@@ -135,7 +136,7 @@ async def run(args: argparse.Namespace) -> None:
     emit(worker=args.name, kind="stopped")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.worker")
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--group", required=True)
@@ -153,8 +154,18 @@ def main(argv: list[str] | None = None) -> int:
         help="report consumed records as <partition>:<offset> instead of their values",
     )
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument(
+        "--lose-on-missed-generation",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the missed-generation rule (off on Tansu, which skips generation numbers)",
+    )
     parser.add_argument("--log-level", default="WARNING")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     configure_logging(args.log_level)
     asyncio.run(run(args))
     return 0

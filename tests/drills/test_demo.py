@@ -10,6 +10,8 @@ import io
 
 from streamtasks.drills.demo import Demo, DemoOptions, _State, _Worker
 from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.worker import make_consumer, parse_args
+from streamtasks.membership.classic import ClassicMember
 from streamtasks.runtime.driver import monotonic_ms
 from topology import TopicPartition
 
@@ -60,3 +62,13 @@ def test_refresh_gives_up_after_its_timeout_and_says_who_did_not_confirm() -> No
     asyncio.run(demo._refresh({"w1", "w2"}))
     assert _nudged(demo)["w2"] >= 2
     assert "no confirmed rejoin from w2; going on" in out.getvalue()
+
+
+def test_the_demo_worker_turns_the_missed_generation_rule_off_only_when_told() -> None:
+    """The demo passes ``--no-lose-on-missed-generation`` on Tansu only (docs/testing.md,
+    "generation gaps"); by default a worker keeps Apache Kafka's behaviour."""
+    base = ["--bootstrap-servers", "127.0.0.1:9", "--group", "g", "--topic", "t", "--name", "w"]
+    for extra, expected in (([], True), (["--no-lose-on-missed-generation"], False)):
+        member = make_consumer(parse_args([*base, *extra]), [])._member
+        assert isinstance(member, ClassicMember)
+        assert member.config.lose_on_missed_generation is expected
