@@ -40,11 +40,15 @@ def run_server_assignor(
     subscriptions = {}
     for member_id, (subscribed, rack, instance_id) in members.items():
         current = targets.get(member_id)
-        owned = (
-            ()
-            if current is None
-            else tuple(TopicPartition(names_by_id[t], p) for t, p in current.pairs() if t in names_by_id)
-        )
+        owned: tuple[TopicPartition, ...] = ()
+        if current is not None:
+            # topic by topic: one id lookup per topic, not one per partition (10,000 members)
+            pairs: list[TopicPartition] = []
+            for topic_id, partitions in current.items():
+                name = names_by_id.get(topic_id)
+                if name is not None:
+                    pairs += [TopicPartition(name, p) for p in partitions]
+            owned = tuple(pairs)
         subscriptions[member_id] = Subscription(
             topics=tuple(sorted(n for n in subscribed if n in topics)),
             owned_partitions=owned,
@@ -56,12 +60,18 @@ def run_server_assignor(
         members=subscriptions, partitions_per_topic={n: t.num_partitions for n, t in topics.items()}
     )
     result = assignor.assign(group)
+    ids = {name: t.topic_id for name, t in topics.items()}
     out: dict[str, TopicPartitionSet] = {}
     for member_id in members:
-        partitions = result.members.get(member_id, ())
-        out[member_id] = TopicPartitionSet.from_pairs(
-            (topics[tp.topic].topic_id, tp.partition) for tp in partitions
-        )
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for tp in result.members.get(member_id, ()):
+            topic_id = ids[tp.topic]
+            listed = by_topic.get(topic_id)
+            if listed is None:
+                by_topic[topic_id] = [tp.partition]
+            else:
+                listed.append(tp.partition)
+        out[member_id] = TopicPartitionSet(by_topic)
     return out
 
 
