@@ -181,10 +181,6 @@ class ClientState:
         """The lag of ``task`` here, :data:`RUNNING_LAG` when running, ``None`` when unknown."""
         return self.task_lags.get(task)
 
-    @property
-    def previous_tasks(self) -> frozenset[TaskId]:
-        return self.previous_active | self.previous_standby
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApplicationState:

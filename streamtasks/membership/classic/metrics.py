@@ -84,11 +84,6 @@ class RebalanceMetrics:
         self._errors = 0
         self._stale = 0
 
-    @property
-    def rebalance_in_progress(self) -> bool:
-        """Whether a rebalance started and has not completed or failed yet."""
-        return self._started_ms is not None
-
     def rebalance_started(self, now_ms: int) -> None:
         """A rebalance begins (join prepare); a later call while one runs keeps the first start."""
         if self._started_ms is None:
