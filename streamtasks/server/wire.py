@@ -16,7 +16,6 @@ from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import DecodeError as KioDecodeError
 
 from streamtasks.errors import DecodeError
 from streamtasks.protocol._buf import Reader
@@ -100,8 +99,8 @@ def decode_kio_request(api_key: int, version: int, body: bytes) -> Any:
         _readers[cls] = entity_reader(cls)
     try:
         entity, end = _readers[cls](memoryview(body), 0)
-    except (KioDecodeError, ValueError, IndexError, TypeError, struct.error, UnicodeDecodeError) as exc:
-        raise DecodeError(f"malformed {cls.__name__} v{version}: {exc}") from None
+    except Exception as exc:  # kio's native reader raises KeyError, ValueError, its own errors...
+        raise DecodeError(f"malformed {cls.__name__} v{version}: {exc!r}") from None
     if end != len(body):
         raise DecodeError(f"{cls.__name__} v{version}: {len(body) - end} trailing byte(s)")
     return entity
