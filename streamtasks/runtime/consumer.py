@@ -20,47 +20,41 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.structs import TopicPartition as AioTopicPartition
-from kio.schema.metadata.v12.response import MetadataResponse
-from kio.static.constants import uuid_zero
 
-import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import CommitFailedError, ConfigError, ConsumerFailedError, StreamTasksError
 from streamtasks.membership.classic import (
     AssignmentChanged,
-    ClassicMember,
     ErrorReported,
     InvokeListener,
     ListenerKind,
-    MemberConfig,
     UserDataProvider,
 )
-from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
-from streamtasks.protocol.classic_group import (
-    CommittedOffset,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-)
+from streamtasks.membership.consumer import ConsumerMember
+from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.runtime.admin import metadata_request
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
 from streamtasks.runtime.consumer_driver import (
     ConsumerGroupDriver,
     TopicMetadata,
-    new_member_id,
-    require_consumer_group_heartbeat,
-    send_consumer_group_request,
+    open_kip848_bootstrap,
 )
 from streamtasks.runtime.driver import MemberDriver
-from streamtasks.runtime.member_loop import monotonic_ms
+from streamtasks.runtime.group_member import (
+    GroupMember,
+    make_member,
+    member_epoch,
+    member_metrics,
+    read_topic_metadata,
+    send_offset_commit,
+    wait_for_new_epoch,
+)
 from topology.ids import TopicPartition
 
 __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
@@ -91,20 +85,9 @@ class Consumer:
         self.config: ConsumerConfig = make_config(dict(config or {}), **settings)
         self._topics = tuple(sorted(set(topic_list)))
         self._listener = listener
-        explicit_assignors = tuple(partition_assignors or ())
-        if partition_assignors is None:
-            partition_assignors = tuple(
-                assignor_registry.get_partition_assignor(n) for n in self.config.assignors
-            )
-        elif not partition_assignors:
-            raise ConfigError("partition_assignors must name at least one assignor")
-        self._member: ClassicMember | ConsumerMember
-        if self.config.group_protocol == "consumer":
-            if user_data_provider is not None:
-                raise ConfigError("user_data_provider is for the classic protocol (group_protocol='classic')")
-            self._member = ConsumerMember(self._consumer_member_config(explicit_assignors))
-        else:
-            self._member = ClassicMember(self._classic_member_config(partition_assignors, user_data_provider))
+        self._member: GroupMember = make_member(
+            self.config, self._topics, partition_assignors, user_data_provider
+        )
         self._fetcher: AIOKafkaConsumer | None = None
         self._client: GroupCoordinatorClient | None = None
         #: A connection to any bootstrap broker, for Metadata requests.
@@ -127,49 +110,6 @@ class Consumer:
         self._fatal: ErrorReported | None = None
         self._closed = False
 
-    def _classic_member_config(
-        self, assignors: Sequence[PartitionAssignor], user_data_provider: UserDataProvider | None
-    ) -> MemberConfig:
-        cfg = self.config
-        return MemberConfig(
-            group_id=cfg.group_id,
-            topics=self._topics,
-            assignors=tuple(assignors),
-            group_instance_id=cfg.group_instance_id,
-            session_timeout_ms=cfg.session_timeout_ms,
-            rebalance_timeout_ms=cfg.rebalance_timeout_ms,
-            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-            request_timeout_ms=cfg.request_timeout_ms,
-            rack=cfg.client_rack,
-            user_data_provider=user_data_provider,
-            lose_on_missed_generation=cfg.lose_on_missed_generation,
-        )
-
-    def _consumer_member_config(
-        self, client_assignors: tuple[PartitionAssignor, ...]
-    ) -> ConsumerMemberConfig:
-        """KIP-848: the coordinator's assignor (``group_remote_assignor``), or, with
-        ``partition_assignors`` given, client-side assignors (the seed KIP's, which only a
-        streamtasks coordinator runs). The session timeout is the coordinator's
-        (``group.consumer.session.timeout.ms``); ``session_timeout_ms`` is only how long this
-        member goes without a heartbeat answer before it gives its partitions up."""
-        cfg = self.config
-        return ConsumerMemberConfig(
-            group_id=cfg.group_id,
-            member_id=new_member_id(),
-            topics=self._topics,
-            group_instance_id=cfg.group_instance_id,
-            rack=cfg.client_rack,
-            server_assignor=cfg.group_remote_assignor,
-            client_assignors=client_assignors,
-            rebalance_timeout_ms=cfg.rebalance_timeout_ms,
-            session_timeout_ms=cfg.session_timeout_ms,
-            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-            request_timeout_ms=cfg.request_timeout_ms,
-        )
-
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -177,15 +117,7 @@ class Consumer:
         server that does not advertise ConsumerGroupHeartbeat raises :class:`BrokerError` first."""
         cfg = self.config
         if isinstance(self._member, ConsumerMember):
-            self._metadata_conn = await open_any(cfg.bootstrap_servers, cfg.client_id)
-            try:
-                await require_consumer_group_heartbeat(
-                    self._metadata_conn, f"the cluster at {cfg.bootstrap_servers}"
-                )
-            except BaseException:
-                await self._metadata_conn.close()
-                self._metadata_conn = None
-                raise
+            self._metadata_conn = await open_kip848_bootstrap(cfg.bootstrap_servers, cfg.client_id)
         self._fetcher = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap_servers,
             group_id=None,
@@ -252,9 +184,7 @@ class Consumer:
     @property
     def generation(self) -> int:
         """The classic generation, or the KIP-848 member epoch."""
-        if isinstance(self._member, ConsumerMember):
-            return self._member.member_epoch
-        return self._member.generation
+        return member_epoch(self._member)
 
     def enforce_rebalance(self, reason: str = "") -> bool:
         """Ask for a new assignment, keeping owned partitions. Returns whether it took effect.
@@ -273,13 +203,7 @@ class Consumer:
         return took
 
     def metrics(self) -> dict[str, float]:
-        if isinstance(self._member, ConsumerMember):
-            out = {
-                "member-epoch": float(self._member.member_epoch),
-                "assigned-partitions": float(len(self._member.owned_partitions)),
-            }
-        else:
-            out = dict(self._member.metrics(monotonic_ms()))
+        out = member_metrics(self._member)
         for name, n in self._fetch_stats.items():
             out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
         return out
@@ -454,12 +378,14 @@ class Consumer:
         )
         while chosen:
             epoch = self.generation
-            response = await self._send_commit(chosen, epoch)
+            response = await send_offset_commit(self._client, self._member, self.config, chosen, epoch)
             failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
             stale = {tp for tp, err in failed if err is KafkaErrorCode.STALE_MEMBER_EPOCH}
             if not failed:
                 return
-            if len(stale) < len(failed) or not await self._epoch_moved(epoch):
+            if len(stale) < len(failed) or not await wait_for_new_epoch(
+                self._member, epoch, self.config.request_timeout_ms, lambda: self._closed
+            ):
                 detail = ", ".join(f"{tp}: {err.name}" for tp, err in failed)
                 raise CommitFailedError(f"offset commit rejected ({detail})")
             gone = sorted(tp for tp in stale if tp not in self._owned)
@@ -468,33 +394,6 @@ class Consumer:
                     f"offset commit rejected: {gone} no longer owned at epoch {self.generation}"
                 )
             chosen = {tp: chosen[tp] for tp in stale}
-
-    async def _send_commit(self, offsets: Mapping[TopicPartition, int], epoch: int) -> OffsetCommitResponse:
-        assert self._client is not None
-        request = OffsetCommitRequest(
-            group_id=self.config.group_id,
-            generation_id=epoch,
-            member_id=self._member.member_id,
-            group_instance_id=self.config.group_instance_id,
-            offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(offsets.items())),
-        )
-        timeout_s = self.config.request_timeout_ms / 1000
-        if isinstance(self._member, ConsumerMember):
-            response: OffsetCommitResponse = await send_consumer_group_request(
-                self._client, request, timeout_s=timeout_s
-            )
-        else:
-            response = await self._client.send(request, timeout_s=timeout_s)
-        return response
-
-    async def _epoch_moved(self, sent: int) -> bool:
-        """Wait (up to the request timeout) until this KIP-848 member's epoch is no longer ``sent``."""
-        if not isinstance(self._member, ConsumerMember):
-            return False
-        deadline = monotonic_ms() + self.config.request_timeout_ms
-        while self._member.member_epoch == sent and monotonic_ms() < deadline and not self._closed:
-            await asyncio.sleep(0.02)
-        return self._member.member_epoch not in (sent, 0)
 
     async def _auto_commit(self) -> None:
         while True:
@@ -584,22 +483,12 @@ class Consumer:
 
     async def topic_metadata(self, topics: tuple[str, ...]) -> TopicMetadata:
         """Partition counts and topic ids of ``topics`` from a Metadata request of their own
-        (aiokafka's cluster view only follows the topics its fetcher is assigned). A topic the
-        broker does not know yet, or whose partitions are not all led, is left out: no news,
-        not zero."""
+        (aiokafka's cluster view only follows the topics its fetcher is assigned)."""
         if self._metadata_conn is None or self._metadata_conn.closed:
             self._metadata_conn = await open_any(self.config.bootstrap_servers, self.config.client_id)
         try:
-            response = await self._metadata_conn.call(metadata_request(topics), MetadataResponse)
+            return await read_topic_metadata(self._metadata_conn, topics)
         except ConnectionLost:
             await self._metadata_conn.close()
             self._metadata_conn = None
             raise
-        counts: dict[str, int] = {}
-        ids: dict[str, uuid.UUID] = {}
-        for topic in response.topics:
-            if topic.error_code.value == 0 and topic.partitions and topic.name is not None:
-                counts[str(topic.name)] = len(topic.partitions)
-                if topic.topic_id is not None and topic.topic_id != uuid_zero:
-                    ids[str(topic.name)] = topic.topic_id
-        return TopicMetadata(partitions=counts, topic_ids=ids)

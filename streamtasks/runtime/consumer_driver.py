@@ -42,7 +42,7 @@ from streamtasks.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
 )
 from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response, encode_heartbeat_request
-from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient
+from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient, open_any
 from streamtasks.runtime.group_wire import KOffsetCommitResponseV9, offset_commit_v9
 from streamtasks.runtime.member_loop import DriverHost, MemberLoop
 
@@ -52,6 +52,7 @@ __all__ = [
     "ConsumerGroupHost",
     "TopicMetadata",
     "new_member_id",
+    "open_kip848_bootstrap",
     "require_consumer_group_heartbeat",
     "send_consumer_group_request",
 ]
@@ -85,6 +86,18 @@ async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) ->
             f"v{HEARTBEAT_VERSION} needed): group_protocol='consumer' needs Apache Kafka 4.0+ or a "
             "streamtasks coordinator; use group_protocol='classic' here"
         )
+
+
+async def open_kip848_bootstrap(bootstrap_servers: str, client_id: str) -> AsyncConnection:
+    """A connection to a bootstrap server that advertises ConsumerGroupHeartbeat v1
+    (:func:`require_consumer_group_heartbeat`); closed again and BrokerError when it does not."""
+    conn = await open_any(bootstrap_servers, client_id)
+    try:
+        await require_consumer_group_heartbeat(conn, f"the cluster at {bootstrap_servers}")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
 
 
 class TopicMetadata(NamedTuple):
