@@ -16,19 +16,15 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
-from aiokafka.structs import TopicPartition as AioTopicPartition
 
 from streamtasks.app.task import StreamTask
 from streamtasks.errors import BrokerError
+from streamtasks.runtime.aio import AioTopicPartition, from_aio, to_aio
 from topology.ids import TopicPartition
 
 __all__ = ["ChangelogReader"]
 
 log = logging.getLogger("streamtasks.app.changelog")
-
-
-def _atp(tp: TopicPartition) -> AioTopicPartition:
-    return AioTopicPartition(tp.topic, tp.partition)
 
 
 class ChangelogReader:
@@ -98,9 +94,9 @@ class ChangelogReader:
         if not changed:
             return
         self._moves += 1
-        self._consumer.assign([_atp(tp) for tp in sorted(owners)])
+        self._consumer.assign([to_aio(tp) for tp in sorted(owners)])
         for tp, task in sorted(owners.items()):
-            self._consumer.seek(_atp(tp), task.changelog_offsets.get(tp, 0))
+            self._consumer.seek(to_aio(tp), task.changelog_offsets.get(tp, 0))
 
     @property
     def tracked(self) -> Mapping[TopicPartition, StreamTask]:
@@ -115,7 +111,7 @@ class ChangelogReader:
         except KafkaError as exc:
             raise BrokerError(f"changelog fetch failed: {exc}") from exc
         self._fetched_at_move = self._moves
-        return {TopicPartition(a.topic, a.partition): records for a, records in batch.items() if records}
+        return {from_aio(a): records for a, records in batch.items() if records}
 
     def apply(self, batch: Mapping[TopicPartition, list[Any]]) -> int:
         """Apply fetched records to the tasks that track their partitions now; records below a
@@ -150,7 +146,7 @@ class ChangelogReader:
         wanted = sorted(set(partitions))
         if not wanted:
             return {}
-        atps = [_atp(tp) for tp in wanted]
+        atps = [to_aio(tp) for tp in wanted]
         async with self._probe_lock:
             try:
                 listed = await self._probe.end_offsets(atps)
@@ -165,9 +161,7 @@ class ChangelogReader:
                         break
             except KafkaError as exc:
                 raise BrokerError(f"listing changelog end offsets failed: {exc}") from exc
-        return {
-            TopicPartition(a.topic, a.partition): max(int(listed[a]), int(marks.get(a) or 0)) for a in atps
-        }
+        return {from_aio(a): max(int(listed[a]), int(marks.get(a) or 0)) for a in atps}
 
     async def positions(self) -> dict[TopicPartition, int]:
         """The reader's fetch position of every tracked partition (skips over compacted gaps
@@ -175,7 +169,7 @@ class ChangelogReader:
         out: dict[TopicPartition, int] = {}
         for tp in sorted(self._owners):
             try:
-                out[tp] = int(await self._consumer.position(_atp(tp)))
+                out[tp] = int(await self._consumer.position(to_aio(tp)))
             except (KafkaError, AssertionError, ValueError):
                 continue
         return out

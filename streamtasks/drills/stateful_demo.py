@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition as AioTP
 
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.events import wall_ms
@@ -41,6 +40,7 @@ from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.runtime.admin import create_topics_async
+from streamtasks.runtime.aio import from_aio, to_aio
 from topology.ids import TopicPartition
 from topology.names import changelog_topic
 
@@ -241,8 +241,8 @@ async def _read_changelog(bootstrap: str, topic: str) -> dict[str, int]:
         while not parts:
             await asyncio.sleep(0.1)
             parts = consumer.assignment()
-        ends_by_tp = await _end_offsets(bootstrap, [TopicPartition(tp.topic, tp.partition) for tp in parts])
-        ends = {AioTP(tp.topic, tp.partition): end for tp, end in ends_by_tp.items()}
+        ends_by_tp = await _end_offsets(bootstrap, [from_aio(tp) for tp in parts])
+        ends = {to_aio(tp): end for tp, end in ends_by_tp.items()}
         latest: dict[str, int] = {}
         while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(timeout_ms=500)
@@ -395,10 +395,10 @@ async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:
-        starts = await consumer.beginning_offsets([AioTP(tp.topic, tp.partition) for tp in parts])
+        starts = await consumer.beginning_offsets([to_aio(tp) for tp in parts])
     finally:
         await consumer.stop()
-    return sum(ends[tp] - starts[AioTP(tp.topic, tp.partition)] for tp in parts)
+    return sum(ends[tp] - starts[to_aio(tp)] for tp in parts)
 
 
 def print_stateful_report(report: StatefulReport, out: TextIO) -> int:

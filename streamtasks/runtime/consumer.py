@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
-from aiokafka.structs import TopicPartition as AioTopicPartition
 
 from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import CommitFailedError, ConfigError, ConsumerFailedError, StreamTasksError
@@ -38,6 +37,8 @@ from streamtasks.membership.classic import (
 from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.aio import AioTopicPartition, from_aio
+from streamtasks.runtime.aio import to_aio as _tp
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
 from streamtasks.runtime.consumer_driver import (
@@ -60,10 +61,6 @@ from topology.ids import TopicPartition
 __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
 
 log = logging.getLogger("streamtasks.consumer")
-
-
-def _tp(tp: TopicPartition) -> AioTopicPartition:
-    return AioTopicPartition(tp.topic, tp.partition)
 
 
 class Consumer:
@@ -300,7 +297,7 @@ class Consumer:
         being revoked). If it is still owned, the fetcher goes back to where the records began,
         so that they are fetched again after ``resume``; a revoked partition's next owner starts
         from the committed offset."""
-        tp = TopicPartition(atp.topic, atp.partition)
+        tp = from_aio(atp)
         if tp not in self._owned or self._fetcher is None:
             return
         back = self._positions.get(tp, first)
