@@ -81,7 +81,10 @@ class CoordinatorLog:
             bootstrap_servers=self._bootstrap,
             client_id=self._client_id,
             acks="all",
-            enable_idempotence=True,
+            # Not idempotent (Tansu has no InitProducerId): a retried batch may be written
+            # twice, which replay tolerates (every record is an upsert of its key); order holds
+            # because the writer sends the next batch only after this one is acknowledged.
+            enable_idempotence=False,
             max_request_size=MAX_RECORD_BYTES,
             linger_ms=0,
         )
