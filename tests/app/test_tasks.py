@@ -30,7 +30,8 @@ from streamtasks.app import (
 from streamtasks.app.tasks import Processor, TaskSet
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo, encode_assignment_info
 from streamtasks.state import INT64, STRING, StateDirectory
-from topology import TaskId, TopicPartition, Topology, TopologyBuilder
+from tests.ids import task as t
+from topology import TopicPartition, Topology, TopologyBuilder
 
 APP = "wc"
 TEXT = "text"
@@ -44,10 +45,6 @@ def wordcount() -> Topology:
     builder = TopologyBuilder(APP)
     builder.stream(TEXT).repartition("words").store("counts")
     return builder.build()
-
-
-def t(name: str) -> TaskId:
-    return TaskId.parse(name)
 
 
 def cl(p: int) -> TopicPartition:

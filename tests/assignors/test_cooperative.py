@@ -16,14 +16,11 @@ from assignors.partition.types import GroupAssignment, RebalanceProtocol
 from assignors.partition.uniform import UniformAssignor
 from streamtasks.errors import AssignorError, AssignorInputError
 from tests.assignors.partition.groups import Returns, check_complete, group, next_round
+from tests.ids import tp
 from topology.ids import TopicPartition
 
 COOPERATIVE = RebalanceProtocol.COOPERATIVE
 EAGER = RebalanceProtocol.EAGER
-
-
-def tp(topic: str, partition: int) -> TopicPartition:
-    return TopicPartition(topic, partition)
 
 
 def claim(*tps: TopicPartition, generation: int = 1) -> OwnedClaim:

@@ -11,14 +11,11 @@ from assignors import cooperative
 from assignors.partition.types import GroupAssignment, GroupSubscription, MemberId, RebalanceProtocol
 from streamtasks.errors import AssignorError
 from tests.assignors.partition.groups import group
+from tests.ids import tp
 from topology.ids import TopicPartition
 
 COOPERATIVE = RebalanceProtocol.COOPERATIVE
 EAGER = RebalanceProtocol.EAGER
-
-
-def tp(topic: str, partition: int) -> TopicPartition:
-    return TopicPartition(topic, partition)
 
 
 class _Fixed:

@@ -8,22 +8,13 @@ from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import ListenerKind
 from streamtasks.sim.scenario import Scenario, Step, Timeouts
 from streamtasks.sim.world import World, WorldSettings
+from tests.ids import tp, tps
 from topology.ids import TopicPartition
 
 __all__ = ["COOPERATIVE", "EAGER", "listener_calls", "owned", "scripted", "tp", "tps", "world"]
 
 COOPERATIVE = RebalanceProtocol.COOPERATIVE
 EAGER = RebalanceProtocol.EAGER
-
-
-def tp(text: str) -> TopicPartition:
-    """``"foo-2"`` → ``TopicPartition("foo", 2)``."""
-    topic, _, partition = text.rpartition("-")
-    return TopicPartition(topic, int(partition))
-
-
-def tps(*texts: str) -> frozenset[TopicPartition]:
-    return frozenset(tp(t) for t in texts)
 
 
 def scripted(

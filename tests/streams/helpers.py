@@ -23,7 +23,8 @@ from streamtasks.protocol.consumer import (
 )
 from streamtasks.protocol.userdata import AssignmentInfo, decode_assignment_info
 from streamtasks.streams import StreamsPartitionAssignor
-from topology import TaskId, TopicPartition, Topology, TopologyBuilder
+from tests.ids import pid, task
+from topology import TopicPartition, Topology, TopologyBuilder
 
 __all__ = [
     "CHANGELOG",
@@ -60,14 +61,6 @@ def counts(n: int = 4) -> dict[str, int]:
 
 def changelog_ends(end: int = 1_000, n: int = 4) -> dict[TopicPartition, int]:
     return {TopicPartition(CHANGELOG, p): end for p in range(n)}
-
-
-def pid(n: int) -> uuid.UUID:
-    return uuid.UUID(int=n)
-
-
-def task(text: str) -> TaskId:
-    return TaskId.parse(text)
 
 
 def source_partitions(*tasks: str) -> tuple[TopicPartition, ...]:

@@ -8,17 +8,11 @@ from hypothesis import strategies as st
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.streams import TaskKind, TaskPlan, plan_tasks
+from tests.ids import task as t
+from tests.ids import tasks as ts
 from topology import TaskId
 
 A, S = TaskKind.ACTIVE, TaskKind.STANDBY
-
-
-def t(text: str) -> TaskId:
-    return TaskId.parse(text)
-
-
-def ts(*names: str) -> tuple[TaskId, ...]:
-    return tuple(sorted(t(n) for n in names))
 
 
 def test_nothing_running_nothing_assigned_is_an_empty_plan() -> None:

@@ -5,13 +5,9 @@ import pytest
 from assignors.partition.sticky import CooperativeStickyAssignor, StickyAssignor
 from assignors.partition.types import GroupAssignment, RebalanceProtocol
 from tests.assignors.partition.groups import check_complete, group, moved, next_round, spread
-from topology.ids import TopicPartition
+from tests.ids import tp
 
 STICKY = (StickyAssignor(), CooperativeStickyAssignor())
-
-
-def tp(topic: str, partition: int) -> TopicPartition:
-    return TopicPartition(topic, partition)
 
 
 def test_sticky_is_eager_only_like_kafkas() -> None:

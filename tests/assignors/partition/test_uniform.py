@@ -3,11 +3,7 @@ from __future__ import annotations
 from assignors.partition.types import RebalanceProtocol
 from assignors.partition.uniform import UniformAssignor
 from tests.assignors.partition.groups import check_complete, counts, group, moved, next_round, spread
-from topology.ids import TopicPartition
-
-
-def tp(topic: str, partition: int) -> TopicPartition:
-    return TopicPartition(topic, partition)
+from tests.ids import tp
 
 
 def test_declares_both_protocols_and_a_version() -> None:

@@ -7,13 +7,9 @@ from assignors.task.fallback_prior import FallbackPriorTaskAssignor
 from assignors.types import AssignmentConfigs, ClientState
 from assignors.validate import validate_task_assignment
 from tests.assignors.task.scenarios import build_state, pid, task_specs
-from topology.ids import TaskId
+from tests.ids import task as t
 
 FALLBACK = FallbackPriorTaskAssignor()
-
-
-def t(s: int, p: int) -> TaskId:
-    return TaskId(s, p)
 
 
 def test_registry_resolves_the_name() -> None:

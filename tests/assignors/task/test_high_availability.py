@@ -11,14 +11,11 @@ from assignors.types import RUNNING_LAG, AssignmentConfigs, ClientState, TaskAss
 from assignors.validate import validate_task_assignment
 from streamtasks.errors import AssignorInputError
 from tests.assignors.task.scenarios import build_state, pid, task_specs
+from tests.ids import task as t
 from topology.ids import TaskId
 
 HA = HighAvailabilityTaskAssignor()
 INTERVAL = AssignmentConfigs().probing_rebalance_interval_ms
-
-
-def t(s: int, p: int) -> TaskId:
-    return TaskId(s, p)
 
 
 def running(*tasks: TaskId) -> dict[TaskId, int]:

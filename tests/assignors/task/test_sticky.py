@@ -7,13 +7,9 @@ from assignors.task.quality import active_spread, colocated_standbys
 from assignors.task.sticky import StickyTaskAssignor
 from assignors.types import RUNNING_LAG, AssignmentConfigs, ClientState
 from tests.assignors.task.scenarios import build_state, pid, task_specs
-from topology.ids import TaskId
+from tests.ids import task as t
 
 STICKY = StickyTaskAssignor()
-
-
-def t(s: int, p: int) -> TaskId:
-    return TaskId(s, p)
 
 
 def test_registry_resolves_the_name() -> None:

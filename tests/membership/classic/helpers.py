@@ -32,6 +32,7 @@ from streamtasks.protocol.classic_group import (
 )
 from streamtasks.protocol.consumer import ConsumerProtocolAssignment, encode_assignment
 from streamtasks.protocol.errors import KafkaErrorCode
+from tests.ids import tp
 from topology.ids import TopicPartition
 
 __all__ = [
@@ -55,10 +56,6 @@ __all__ = [
 
 E = KafkaErrorCode
 T = TypeVar("T")
-
-
-def tp(topic: str, partition: int) -> TopicPartition:
-    return TopicPartition(topic, partition)
 
 
 def tps(spec: str) -> tuple[TopicPartition, ...]:

@@ -44,15 +44,6 @@ def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(uuid.NAMESPACE_OID, name)
 
 
-def tp(spec: str) -> TopicPartition:
-    topic, _, partition = spec.rpartition("-")
-    return TopicPartition(topic, int(partition))
-
-
-def tps(*specs: str) -> frozenset[TopicPartition]:
-    return frozenset(tp(s) for s in specs)
-
-
 @dataclass
 class Node:
     """One member and everything its driver saw."""

@@ -20,7 +20,8 @@ from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.userdata import LATEST_VERSION, MIN_SUPPORTED_VERSION, decode_assignment_info
 from streamtasks.streams import StreamsPartitionAssignor
-from tests.membership.consumer.helpers import Cluster, tps
+from tests.ids import tps
+from tests.membership.consumer.helpers import Cluster
 from topology import TopologyBuilder
 
 ALL = tps("foo-0", "foo-1", "foo-2", "foo-3")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from streamtasks.membership.classic import ListenerKind, Subscribe
 from streamtasks.membership.consumer import MemberState, SendRequest
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
-from tests.membership.consumer.helpers import Cluster, tps
+from tests.ids import tps
+from tests.membership.consumer.helpers import Cluster
 
 
 def heartbeats(node: object) -> list[ConsumerGroupHeartbeatRequest]:

@@ -12,7 +12,8 @@ from streamtasks.membership.consumer import (
 )
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
-from tests.membership.consumer.helpers import Cluster, tps
+from tests.ids import tps
+from tests.membership.consumer.helpers import Cluster
 
 ALL = tps("foo-0", "foo-1", "foo-2", "foo-3")
 
