@@ -1,8 +1,8 @@
 """The Spark job: chunks of seeds run on the executors, rows written as Parquet by the driver.
 
-Each pending chunk is one small Spark job (one task: the simulator runs in-process on an
-executor and returns the chunk's rows), submitted from a pool of driver threads so the
-executors' cores stay busy; the driver writes each finished chunk's rows to
+Each pending chunk is one Spark task (the simulator runs in-process on an executor and returns
+the chunk's rows); a job runs as many chunks as the executors have cores, two jobs in flight
+from driver threads so the cores stay busy; the driver writes each finished chunk's rows to
 ``DIR/rows/protocol=…/assignor=…/…/seeds-A-B.parquet`` (Hive layout: the grid's dimensions are
 the directories) through a temporary name and a rename, and prints one line. A chunk whose file
 exists is not run again: a killed sweep resumes where it stopped. Rows depend on the point and
@@ -205,42 +205,48 @@ def run_sweep(
     )
 
 
+Result = tuple[list[Chunk], list[list[dict[str, object]]], float]
+
+
 def _run_pending(sc: Any, out: Path, pending: Iterable[Chunk], log: Callable[[str], None]) -> None:
+    """Jobs of one task per chunk, as many chunks per job as the executors have cores, two jobs
+    in flight (a job's start-up, ~0.1-0.5 s, is paid once per wave; the other job keeps the
+    cores busy while a wave's last task finishes). Each chunk's file is written, and its line
+    printed, as its job returns."""
     todo = list(pending)
     total = len(todo)
-    # a few more jobs in flight than cores, so an executor never waits for the driver
-    threads = max(2, 2 * int(sc.defaultParallelism))
+    cores = max(1, int(sc.defaultParallelism))
+    waves = [todo[i : i + cores] for i in range(0, total, cores)]
 
-    def job(chunk: Chunk) -> tuple[Chunk, list[dict[str, object]], float]:
+    def job(wave: list[Chunk]) -> Result:
         t = time.monotonic()
-        sc.setJobDescription(f"{chunk.point.key} {chunk.chunk_id}")
-        task = (chunk.point.key, chunk.first_seed, chunk.seeds)
-        rows: list[dict[str, object]] = sc.parallelize([task], 1).flatMap(run_chunk).collect()
-        return chunk, rows, time.monotonic() - t
+        sc.setJobDescription(f"{len(wave)} chunks from {wave[0].point.key} {wave[0].chunk_id}")
+        tasks = [(c.point.key, c.first_seed, c.seeds) for c in wave]
+        rows: list[list[dict[str, object]]] = sc.parallelize(tasks, len(tasks)).map(run_chunk).collect()
+        return wave, rows, time.monotonic() - t
 
     done = 0
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sweep-job") as pool:
-        queue = iter(todo)
-        running: set[Future[tuple[Chunk, list[dict[str, object]], float]]] = set()
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="sweep-job") as pool:
+        queue = iter(waves)
+        running: set[Future[Result]] = {
+            pool.submit(job, w) for w in (next(queue, None), next(queue, None)) if w
+        }
         try:
-            for chunk in queue:
-                running.add(pool.submit(job, chunk))
-                if len(running) >= threads:
-                    break
             while running:
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    chunk, rows, seconds = future.result()
-                    _write(chunk_path(out, chunk), rows)
-                    done += 1
-                    bad = sum(1 for r in rows if r["violations"])
-                    log(
-                        f"[{done}/{total}] {chunk.point.key} {chunk.chunk_id}: {len(rows)} scenarios, "
-                        f"{bad} with violations, {seconds:.1f} s"
-                    )
+                    wave, results, seconds = future.result()
                     nxt = next(queue, None)
                     if nxt is not None:
                         running.add(pool.submit(job, nxt))
+                    for chunk, rows in zip(wave, results, strict=True):
+                        _write(chunk_path(out, chunk), rows)
+                        done += 1
+                        bad = sum(1 for r in rows if r["violations"])
+                        log(
+                            f"[{done}/{total}] {chunk.point.key} {chunk.chunk_id}: {len(rows)} scenarios, "
+                            f"{bad} with violations (wave of {len(wave)} in {seconds:.1f} s)"
+                        )
         except BaseException:
             sc.cancelAllJobs()
             raise
