@@ -26,7 +26,14 @@ from streamtasks.protocol.userdata import (
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo
 
-__all__ = ["DecodedMembers", "GroupView", "MemberView", "build_view", "decode_members", "merge_offset_sums"]
+__all__ = [
+    "DecodedMembers",
+    "GroupView",
+    "MemberView",
+    "build_view",
+    "decode_subscription_infos",
+    "merge_offset_sums",
+]
 
 _MAX_LISTED = 8
 
@@ -42,7 +49,7 @@ class DecodedMembers:
     bad: tuple[MemberId, ...]
 
 
-def decode_members(group: GroupSubscription, problems: list[str]) -> DecodedMembers:
+def decode_subscription_infos(group: GroupSubscription, problems: list[str]) -> DecodedMembers:
     """Decode each member's ``user_data``; a member that fails is listed in ``bad``."""
     infos: dict[MemberId, SubscriptionInfo] = {}
     versions: dict[MemberId, tuple[int, int]] = {}

@@ -41,7 +41,7 @@ from streamtasks.protocol.userdata import (
     encode_assignment_info,
     encode_subscription_info,
 )
-from streamtasks.streams._clients import DecodedMembers, GroupView, build_view, decode_members
+from streamtasks.streams._clients import DecodedMembers, GroupView, build_view, decode_subscription_infos
 from streamtasks.streams._members import MemberTasks, spread_over_members, withhold_moving
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo, Topology
@@ -127,7 +127,7 @@ class StreamsPartitionAssignor:
         members = sorted(group.members)
         if not members:
             return GroupAssignment(members={})
-        decoded = decode_members(group, problems)
+        decoded = decode_subscription_infos(group, problems)
         out = _Output(decoded, problems, self._configs.acceptable_recovery_lag)
         if not decoded.infos:
             return out.everyone_empty(AssignorErrorCode.ASSIGNMENT_ERROR)
