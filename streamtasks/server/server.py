@@ -209,7 +209,8 @@ class CoordinatorServer:
         return (
             f"status: groups={len(groups)} members={members} epochs=[{epochs}{more}] "
             f"connections={len(self._sessions)} heartbeats={s.heartbeats} commits={s.commits} "
-            f"fetches={s.fetches} forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
+            f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "
+            f"forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
             f"log_records={ls.appended_records} log_batches={ls.batches}"
         )
 
