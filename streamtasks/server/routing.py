@@ -27,7 +27,7 @@ from streamtasks.errors import DecodeError
 from streamtasks.server.offset_api import element, make
 from streamtasks.server.wire import encode_kio_response, kio_response_class
 
-__all__ = ["METADATA", "ROUTINGS", "BrokerProxies", "rewrite_metadata"]
+__all__ = ["METADATA", "ROUTINGS", "BrokerProxies", "rewrite_coordinators", "rewrite_metadata"]
 
 METADATA = 3
 ROUTINGS = ("proxy", "direct")
@@ -100,3 +100,25 @@ async def rewrite_metadata(
             brokers.append(dataclasses.replace(b, host=advertised_host, port=mine))
     brokers.append(make(broker_cls, node_id=node_id, host=host, port=port, rack=None))
     return encode_kio_response(dataclasses.replace(response, brokers=tuple(brokers)), correlation_id)
+
+
+async def rewrite_coordinators(
+    frame: bytes, version: int, *, proxies: BrokerProxies, advertised_host: str
+) -> bytes:
+    """A forwarded FindCoordinator response (transactions, share groups) with the coordinator
+    at its proxy listener, so the client never learns a broker address metadata does not list."""
+    correlation_id, response = decode_kio_response(10, version, frame)
+    if version < 4:
+        if int(response.error_code.value) != 0:
+            return frame
+        port = await proxies.port_for(int(response.node_id), str(response.host), int(response.port))
+        rewritten = dataclasses.replace(response, host=advertised_host, port=port)
+    else:
+        coordinators = []
+        for found in response.coordinators:
+            if int(found.error_code.value) == 0:
+                port = await proxies.port_for(int(found.node_id), str(found.host), int(found.port))
+                found = dataclasses.replace(found, host=advertised_host, port=port)  # noqa: PLW2901
+            coordinators.append(found)
+        rewritten = dataclasses.replace(response, coordinators=tuple(coordinators))
+    return encode_kio_response(rewritten, correlation_id)

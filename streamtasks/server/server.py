@@ -24,7 +24,7 @@ from streamtasks.server.handlers import Handlers
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.metadata import fetch_image
 from streamtasks.server.offsets import OffsetStore
-from streamtasks.server.routing import BrokerProxies, rewrite_metadata
+from streamtasks.server.routing import BrokerProxies, rewrite_coordinators, rewrite_metadata
 from streamtasks.server.session import ClientSession
 from streamtasks.server.upstream import Upstream
 
@@ -139,6 +139,13 @@ class CoordinatorServer:
             advertised_host=self.advertised[0],
         )
 
+    async def _rewrite_coordinators(self, frame: bytes, version: int) -> bytes:
+        if self.config.routing != "proxy":
+            return frame
+        return await rewrite_coordinators(
+            frame, version, proxies=self.proxies, advertised_host=self.advertised[0]
+        )
+
     async def _accept(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, upstream: str | None = None
     ) -> None:
@@ -153,6 +160,7 @@ class CoordinatorServer:
             handlers=self.handlers,
             upstream=lambda: Upstream(target, max_frame_bytes=self.config.max_frame_bytes),
             rewrite_metadata=self._rewrite_metadata,
+            rewrite_coordinators=self._rewrite_coordinators,
             max_frame_bytes=self.config.max_frame_bytes,
             max_in_flight=self.config.max_in_flight_per_connection,
         )

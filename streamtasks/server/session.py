@@ -37,6 +37,7 @@ class ClientSession:
         handlers: Handlers,
         upstream: Callable[[], Upstream],
         rewrite_metadata: Callable[[bytes, int], Awaitable[bytes]],
+        rewrite_coordinators: Callable[[bytes, int], Awaitable[bytes]],
         max_frame_bytes: int,
         max_in_flight: int,
     ) -> None:
@@ -46,6 +47,7 @@ class ClientSession:
         self._upstream_factory = upstream
         self._upstream: Upstream | None = None
         self._rewrite_metadata = rewrite_metadata
+        self._rewrite_coordinators = rewrite_coordinators
         self._max_frame = max_frame_bytes
         self._order: asyncio.Queue[asyncio.Task[bytes] | None] = asyncio.Queue(max_in_flight)
         peer = writer.get_extra_info("peername")
@@ -99,6 +101,9 @@ class ClientSession:
                 return served
             if header.api_key != FIND_COORDINATOR:
                 raise _Close(f"api {header.api_key} answered nothing")
+            self._handlers.stats.forwarded += 1
+            answer = await self._forward(frame, header.correlation_id)
+            return await self._rewrite_coordinators(answer, header.api_version)
         self._handlers.stats.forwarded += 1
         return await self._forward(frame, header.correlation_id)
 

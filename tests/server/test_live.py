@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from typing import Any
 
@@ -181,3 +182,41 @@ def test_server_killed_and_restarted_members_keep_epochs_and_partitions(kafka: C
     report = audit.ledger.report(0)
     assert report.violations == (), audit.timeline()
     assert audit.records.lost() == []
+
+
+def test_transactional_producer_through_the_server(kafka: Cluster) -> None:
+    """FindCoordinator for a transaction is forwarded (the cluster coordinates transactions) and
+    its answer names the broker's listener on the server; the transaction commits."""
+    from confluent_kafka import Consumer as CKConsumer
+    from confluent_kafka import Producer
+
+    topic = f"coord-tx-{uuid.uuid4().hex[:6]}"
+    kafka.create_topics({topic: 1})
+    server = ServerProcess(kafka.bootstrap_servers).start()
+    try:
+        producer = Producer({"bootstrap.servers": server.address, "transactional.id": f"tx-{topic}"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, value=str(i).encode())
+        producer.commit_transaction(30)
+        reader = CKConsumer(
+            {
+                "bootstrap.servers": kafka.bootstrap_servers,
+                "group.id": f"r-{topic}",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        reader.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 10 and time.monotonic() < deadline:
+            message = reader.poll(0.5)
+            if message is not None and not message.error():
+                values.append(message.value())
+        reader.close()
+    finally:
+        server.stop()
+    assert sorted(values) == sorted(str(i).encode() for i in range(10))
+    assert "forwarded=0" not in server.status()
