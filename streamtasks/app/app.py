@@ -22,8 +22,12 @@ tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, an
   behind (:class:`streamtasks.streams.LagTrigger`), and when the leader's probing deadline
   passes.
 
-The moving parts live in :mod:`streamtasks.app.tasks` (the task set) and
-:mod:`streamtasks.app.loops` (processing, changelog and lag loops); this module wires them.
+The moving parts live in :mod:`streamtasks.app.tasks` (the task set),
+:mod:`streamtasks.app.restorer` (changelog reading, restore progress, end offsets and lags),
+:mod:`streamtasks.app.consumer` (the group member) and :mod:`streamtasks.app.loops`
+(processing, changelog and lag loops); this module wires them, handing each its collaborators.
+A rebalance travels down once: the member's ``AssignmentChanged`` (with the partitions it lost)
+reaches :meth:`App.on_assignment`, which reconciles the tasks and tells the restorer.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -44,7 +48,8 @@ from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.consumer import AppConsumer
 from streamtasks.app.events import AppEvent, wall_ms
-from streamtasks.app.loops import Loops
+from streamtasks.app.loops import Loops, LoopTimes
+from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
 from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
 from streamtasks.membership.classic import AssignmentChanged
@@ -113,8 +118,20 @@ class App:
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
         self.process_id: uuid.UUID | None = None
-        #: Changelog end offsets the leader computes lags from (refreshed by the lag loop).
-        self._end_offsets: dict[TopicPartition, int] = {}
+        self.tasks = TaskSet(
+            topology,
+            processors,
+            directory=self.directory,
+            store_serdes=dict(stores or {}),
+            emit=self.emit,
+        )
+        #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.
+        self.restorer = Restorer(
+            ChangelogReader(cfg.bootstrap_servers, client_id=cfg.client_id),
+            self.tasks,
+            topics=topology.subscribed_topics(),
+            emit=self.emit,
+        )
         assignor_cls = (
             _EagerStreamsAssignor if upgrade.protocol is RebalanceProtocol.EAGER else StreamsPartitionAssignor
         )
@@ -127,15 +144,8 @@ class App:
                 max_warmup_replicas=cfg.max_warmup_replicas,
                 probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
             ),
-            end_offsets=lambda: self._end_offsets,
+            end_offsets=self.restorer.cached_end_offsets,
             now_ms=wall_ms,
-        )
-        self.tasks = TaskSet(
-            topology,
-            processors,
-            directory=self.directory,
-            store_serdes=dict(stores or {}),
-            emit=self.emit,
         )
         self._on_event = on_event
         self.events: list[AppEvent] = []
@@ -145,13 +155,13 @@ class App:
             min_interval_ms=cfg.lag_trigger_min_interval_ms,
         )
         self.consumer = AppConsumer(
-            self,
             topology.subscribed_topics() if self.faust is None else faust_topics(topology),
+            flushed_offsets=self._flushed_offsets,
+            on_assignment=self.on_assignment,
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
             user_data_provider=self._user_data,
             **cfg.consumer_settings(),
         )
-        self.reader = ChangelogReader(cfg.bootstrap_servers, client_id=cfg.client_id)
         self.producer: AIOKafkaProducer | None = None
         self.lock = asyncio.Lock()
         self._loops: Loops | None = None
@@ -172,17 +182,31 @@ class App:
                 bootstrap_servers=cfg.bootstrap_servers, client_id=cfg.client_id, acks="all", linger_ms=5
             )
             await self.producer.start()
-            await self.reader.start()
+            await self.restorer.start()
             counts = await self._source_partition_counts()
             await self._create_internal_topics(counts)
             self.tasks.set_partition_counts(self.topology.partition_counts(counts))
-            self._end_offsets = await self.reader.end_offsets(self.tasks.all_changelog_partitions())
+            await self.restorer.refresh_end_offsets()
             await self.consumer.start()
         except BaseException:
             await self._shutdown_clients()
             self.directory.unlock()
             raise
-        self._loops = Loops(self)
+        self._loops = Loops(
+            consumer=self.consumer,
+            tasks=self.tasks,
+            restorer=self.restorer,
+            trigger=self.trigger,
+            producer=self.producer,
+            lock=self.lock,
+            commit=self.commit,
+            emit=self.emit,
+            times=LoopTimes(
+                commit_interval_ms=cfg.commit_interval_ms,
+                lag_check_interval_ms=cfg.lag_check_interval_ms,
+                stop_timeout_ms=cfg.request_timeout_ms,
+            ),
+        )
         self._loops.start()
         self._started = True
 
@@ -216,7 +240,7 @@ class App:
         await self.stop()
 
     async def _shutdown_clients(self) -> None:
-        await self.reader.stop()
+        await self.restorer.stop()
         if self.producer is not None:
             await self.producer.stop()
 
@@ -237,6 +261,13 @@ class App:
             offsets = self.tasks.committable(self.consumer.assignment())
         if offsets:
             await self.consumer.commit(offsets)
+
+    async def _flushed_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Before the member commits ``partitions`` (a revocation): flush under the app lock
+        (no batch is half-processed), then their processed input offsets."""
+        async with self.lock:
+            await self.flush()
+            return self.tasks.committable(partitions)
 
     # -- what the group protocol asks of us ---------------------------------------------------
 
@@ -289,7 +320,8 @@ class App:
         await create_topics_async(self.config.bootstrap_servers, specs, client_id=self.config.client_id)
 
     async def on_assignment(self, change: AssignmentChanged) -> None:
-        """The member applied an assignment: reconcile the tasks (under the app lock)."""
+        """The member applied an assignment: reconcile the tasks (under the app lock), closing
+        the tasks of lost partitions dirty, then restore and resume through the restorer."""
         async with self.lock:
             if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
                 try:
@@ -299,10 +331,13 @@ class App:
                     info = AssignmentInfo()
             else:
                 info = self.tasks.decode_info(change.user_data)
-            await self.tasks.reconcile(change.owned, info, self.reader.end_offsets)
-            self.refresh_task_io()
-            if self._loops is not None:
-                self._loops.finish_restores()
+            owned = change.owned
+            if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
+                subscribed = set(self.topology.subscribed_topics())
+                owned = tuple(tp for tp in owned if tp.topic in subscribed)
+            await self.tasks.reconcile(owned, info, self.restorer.end_offsets, lost=change.lost)
+            self.restorer.sync(self.consumer)
+            self.restorer.finish_restores(self.consumer)
             self.trigger.reset(
                 (t.id for t in self.tasks.standbys() if t.warmup),
                 (t.id for t in self.tasks.standbys() if not t.warmup),
@@ -311,16 +346,15 @@ class App:
             if self._loops is not None:
                 self._loops.probe_at_ms = info.next_rebalance_ms
 
+    @property
+    def reader(self) -> ChangelogReader:
+        """The changelog reader (owned by :attr:`restorer`)."""
+        return self.restorer.reader
+
     def refresh_task_io(self) -> None:
         """Pause the source partitions of restoring tasks, resume the others, and point the
-        changelog reader at the tasks that read changelogs now."""
-        owned = self.consumer.assignment()
-        # Partitions no task reads (a faust group's changelogs and leader topic) stay paused.
-        subscribed = set(self.topology.subscribed_topics())
-        paused = self.tasks.paused_partitions() | {tp for tp in owned if tp.topic not in subscribed}
-        self.consumer.resume(tp for tp in owned if tp not in paused)
-        self.consumer.pause(paused)
-        self.reader.track(self.tasks.changelog_readers())
+        changelog reader at the tasks that read changelogs now (:meth:`Restorer.sync`)."""
+        self.restorer.sync(self.consumer)
 
     def emit(self, event: AppEvent) -> None:
         self.events.append(event)
@@ -331,7 +365,7 @@ class App:
                 log.exception("on_event callback failed for %s", type(event).__name__)
 
     def set_end_offsets(self, ends: Mapping[TopicPartition, int]) -> None:
-        self._end_offsets = dict(ends)
+        self.restorer.remember_end_offsets(ends)
 
     def metrics(self) -> dict[str, float]:
         out = dict(self.consumer.metrics()) if self._started else {}

@@ -1,34 +1,47 @@
 """The group member of an :class:`~streamtasks.App`: a :class:`streamtasks.Consumer` whose
-commits, revocations and assignments go through the app's tasks.
+commits and assignments go through the callables it was given (it knows nothing of the app).
 
 * ``positions()`` (what a revocation commits) are the *processed and flushed* input offsets,
-  not the fetch positions: the app flushes its producer and checkpoints before the member
-  commits (``before_commit``), under the app lock, so no batch is half-processed.
-* a new assignment first pauses every added partition, then the app reconciles its tasks and
-  resumes the partitions of tasks that need no restore; restoring tasks resume when done.
+  not the fetch positions: before the member commits (``before_commit``), ``flushed_offsets``
+  flushes the producer and checkpoints under the app lock, so no batch is half-processed, and
+  returns the offsets that are safe to commit.
+* a new assignment first pauses every added partition, then ``on_assignment`` (the app's
+  reconcile) runs with the member's ``AssignmentChanged`` as it is: partitions lost rather than
+  revoked are in ``change.lost``. The app resumes the partitions of tasks that need no restore;
+  restoring tasks resume when done.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from streamtasks.membership.classic import AssignmentChanged, InvokeListener, ListenerKind
+from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.runtime.consumer import Consumer
 from topology.ids import TopicPartition
 
-if TYPE_CHECKING:
-    from streamtasks.app.app import App
+__all__ = ["AppConsumer", "FlushedOffsets", "OnAssignment"]
 
-__all__ = ["AppConsumer"]
+#: Flush what was processed, then the input offsets of ``partitions`` that may be committed.
+FlushedOffsets = Callable[[tuple[TopicPartition, ...]], Awaitable[Mapping[TopicPartition, int]]]
+#: Apply the member's new assignment to the tasks.
+OnAssignment = Callable[[AssignmentChanged], Awaitable[None]]
 
 
 class AppConsumer(Consumer):
     """See the module docstring."""
 
-    def __init__(self, app: App, topics: tuple[str, ...], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        topics: tuple[str, ...],
+        *,
+        flushed_offsets: FlushedOffsets,
+        on_assignment: OnAssignment,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(topics, **kwargs)
-        self._app = app
+        self._flushed_offsets = flushed_offsets
+        self._on_assignment = on_assignment
         self._committable: dict[TopicPartition, int] = {}
 
     @property
@@ -41,17 +54,9 @@ class AppConsumer(Consumer):
 
     async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None:
         await super().before_commit(partitions)
-        app = self._app
-        async with app.lock:
-            await app.flush()
-            self._committable = app.tasks.committable(partitions)
-
-    async def invoke_listener(self, call: InvokeListener) -> None:
-        if call.kind is ListenerKind.LOST:  # comes before the AssignmentChanged that drops them
-            self._app.tasks.lost.update(call.partitions)
-        await super().invoke_listener(call)
+        self._committable = dict(await self._flushed_offsets(partitions))
 
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         self.pause(change.added)
         await super().assignment_changed(change)
-        await self._app.on_assignment(change)
+        await self._on_assignment(change)

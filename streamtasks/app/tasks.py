@@ -74,8 +74,6 @@ class TaskSet:
         self._send_errors: list[BaseException] = []
         self.info = AssignmentInfo()
         self.records_processed = 0
-        #: Partitions the member reported lost since the last reconcile.
-        self.lost: set[TopicPartition] = set()
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -121,8 +119,14 @@ class TaskSet:
         owned: Iterable[TopicPartition],
         info: AssignmentInfo,
         end_offsets: Callable[[Iterable[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]],
+        *,
+        lost: Iterable[TopicPartition] = (),
     ) -> None:
+        """Apply an assignment: ``owned`` partitions (their tasks run active), ``info``'s
+        standbys and warm-ups; ``lost``: partitions that were lost rather than revoked
+        (``AssignmentChanged.lost``), whose tasks close dirty."""
         self.info = info
+        gone = frozenset(lost)
         active: set[TaskId] = set()
         for tp in owned:
             try:
@@ -144,13 +148,12 @@ class TaskSet:
             # A task whose partitions were lost (not revoked) may hold writes that never reached
             # its changelog: close it dirty and drop its checkpoint, so that it is rebuilt from
             # the changelog if it comes back here.
-            clean = not (task.is_active and self.lost.intersection(task.info.source_partitions))
+            clean = not (task.is_active and gone.intersection(task.info.source_partitions))
             task.close(clean=clean)
             if not clean:
                 self._directory.checkpoint_path(tid).unlink(missing_ok=True)
             self._contexts.pop(tid, None)
             self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
-        self.lost.clear()
         for tid in plan.recycle_to_standby:
             task = self.tasks[tid]
             task.checkpoint()

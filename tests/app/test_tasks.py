@@ -102,13 +102,14 @@ class Fixture:
         *,
         standby: Iterable[str] = (),
         warmup: Iterable[str] = (),
+        lost: Iterable[TopicPartition] = (),
     ) -> list[AppEvent]:
         before = len(self.events)
         info = AssignmentInfo(  # active tasks come from the owned partitions, not from here
             standby_tasks=frozenset(map(t, standby)),
             warmup_tasks=frozenset(map(t, warmup)),
         )
-        asyncio.run(self.tasks.reconcile(owned, info, ends_of(self.ends, self.calls)))
+        asyncio.run(self.tasks.reconcile(owned, info, ends_of(self.ends, self.calls), lost=lost))
         return self.events[before:]
 
     def close(self) -> None:
@@ -278,13 +279,12 @@ def test_tasks_of_lost_partitions_close_dirty_and_drop_their_checkpoint(fx: Fixt
     for task in fx.tasks.tasks.values():
         task.restore_target = None
     fx.tasks.checkpoint_all()
-    fx.tasks.lost.update({words(0)})
-    events = fx.reconcile([text(0)])
+    events = fx.reconcile([text(0)], lost=[words(0)])
     closed = {str(e.task): e.clean for e in events if isinstance(e, TaskClosed)}
     assert closed == {"1_0": False, "1_1": True}
     assert fx.directory.read_checkpoint(t("1_0")) is None
     assert fx.directory.read_checkpoint(t("1_1")) == {cl(1): 0}
-    assert fx.tasks.lost == set()
+    assert not hasattr(fx.tasks, "lost")  # lost partitions come with each reconcile; none linger
     assert t("1_0") not in fx.tasks.offset_sums()  # no checkpoint: no usable state to report
 
 
@@ -296,8 +296,7 @@ def test_a_lost_task_that_comes_back_is_rebuilt_from_its_changelog(
     fx.tasks.tasks[t("1_0")].acknowledged(cl(0), 0)
     fx.tasks.checkpoint_all()  # {cl(0): 1}; the next write never reaches the changelog
     asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 1, b"a", b"1")]}))
-    fx.tasks.lost.update({words(0)})
-    fx.reconcile([])
+    fx.reconcile([], lost=[words(0)])
     fx.ends = {cl(0): 1}
     with caplog.at_level(logging.WARNING, logger="streamtasks.app.task"):
         events = fx.reconcile([words(0)])
