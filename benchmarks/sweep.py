@@ -12,9 +12,9 @@ the simulator once); the scenarios/s row is the sweep after that.
 
 Scale: one rolling bounce per protocol of growing groups (partitions 10x members), one seed,
 the drill's own rebalances and partitions moved per bounce, violations, events and wall time,
-each size until one run takes longer than ``--budget-s``; the last line extrapolates the wall
-time of 10,000 members x 100,000 partitions from the largest size reached (events grow with
-members x bounces, heartbeats included: quadratic in the group size).
+each size while its run is predicted (quadratic growth) to take at most ``--budget-s``; the last
+line extrapolates the wall time of 10,000 members x 100,000 partitions from the largest size
+reached (events grow with members x bounces, heartbeats included: quadratic in the group size).
 """
 
 from __future__ import annotations
@@ -103,7 +103,10 @@ def scale(sizes: list[int], budget_s: float) -> None:
     rows = []
     reached: dict[str, tuple[int, float]] = {}
     for protocol, assignor in PROTOCOLS.items():
+        last: tuple[int, float] | None = None
         for members in sizes:
+            if last is not None and last[1] * (members / last[0]) ** 2 > budget_s:
+                break  # the next size would take longer than the budget (events grow quadratically)
             point = Point(
                 protocol=protocol,
                 assignor=assignor,
@@ -116,7 +119,7 @@ def scale(sizes: list[int], budget_s: float) -> None:
             t = time.perf_counter()
             row = run_point(point, 0)
             seconds = time.perf_counter() - t
-            reached[protocol] = (members, seconds)
+            reached[protocol] = last = (members, seconds)
             rows.append(
                 [
                     protocol,
@@ -131,8 +134,6 @@ def scale(sizes: list[int], budget_s: float) -> None:
                 ]
             )
             print("  ".join(rows[-1]), file=sys.stderr, flush=True)
-            if seconds > budget_s:
-                break
     print(
         format_table(
             [
@@ -164,9 +165,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10, help="seeds per point (24 points)")
     parser.add_argument("--chunk-size", type=int, default=5)
     parser.add_argument("--scale-sizes", default="10,30,100,300")
-    parser.add_argument(
-        "--budget-s", type=float, default=240.0, help="stop a protocol's sizes after a run this long"
-    )
+    parser.add_argument("--budget-s", type=float, default=240.0, help="skip sizes predicted to run longer")
     args = parser.parse_args()
     if args.part in ("throughput", "both"):
         throughput(args.master, args.seeds, args.chunk_size)
