@@ -6,7 +6,10 @@ each later stage (a *bounce* per stage). Workers are processes of one of two kin
 * ``consumer``: :mod:`streamtasks.drills.worker`, a plain streamtasks ``Consumer`` whose release
   is its ordered assignor list (``--assignor a,b``: the JoinGroup protocols it offers);
 * ``app``: :mod:`streamtasks.drills.stateful_worker`, a ``streamtasks.App`` (per-key count and
-  latest value, one standby) whose release is its wire mode (``--upgrade-from R``).
+  latest value, one standby) whose release is its wire mode (``--upgrade-from R``);
+* ``faust``: :mod:`streamtasks.drills.faust_worker`, a faust-streaming app counting per key in a
+  table (the ``faust-to-streamtasks`` drill's start; its App stages run
+  :func:`~streamtasks.drills.stateful_app.faust_counts_app`, the same table in faust's formats).
 
 **Emulating an older release** (``userdata-upgrade``): a member of release R is emulated by the
 current code with ``upgrade_from=R``, which pins what R put on the wire: its userdata version
@@ -33,6 +36,8 @@ class Stage:
 
     label: str
     args: tuple[str, ...]
+    #: The worker kind for this stage (None: the drill's).
+    worker: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,13 +91,16 @@ DRILLS: tuple[DrillSpec, ...] = (
     ),
     DrillSpec(
         name="faust-to-streamtasks",
-        summary="faust-streaming workers replaced one by one by App workers with upgrade_from='faust', "
-        "then a second bounce drops faust's protocol",
+        summary="faust-streaming workers (a table with a standby) replaced one by one by App workers with "
+        "upgrade_from='faust', then a second bounce drops faust's protocol; the table carries over",
         worker="app",
-        available=False,
-        unavailable="the live drill script is not written yet: the protocol side is "
-        "(App(upgrade_from='faust'), streamtasks.streams.faust_protocol) and examples/faust_app runs "
-        "faust workers",
+        stages=(
+            Stage(label="faust-streaming workers", args=(), worker="faust"),
+            Stage(
+                label="App with upgrade_from='faust'", args=("--faust-compatible", "--upgrade-from", "faust")
+            ),
+            Stage(label="App, streamtasks protocol only", args=("--faust-compatible",)),
+        ),
     ),
     DrillSpec(
         name="classic-to-consumer",

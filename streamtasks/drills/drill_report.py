@@ -38,11 +38,12 @@ def verdict_rows(result: DrillResult) -> list[tuple[str, str, str]]:
         ("partitions revoked", str(result.revoked), "-"),
         ("restores completed", str(result.restores), "-"),
     ]
-    if result.state_checked:
+    if result.latest_checked:
         rows.append(
             ("keys with a wrong latest value", str(result.state_wrong_latest),
              "ok" if result.state_wrong_latest == 0 else "FAIL")
         )  # fmt: skip
+    if result.state_checked:
         rows.append(
             ("keys counted short", str(result.state_counts_short),
              "ok" if result.state_counts_short == 0 else "FAIL")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import tempfile
@@ -96,6 +97,8 @@ class DrillResult:
     revoked: int = 0
     restores: int = 0
     state_checked: bool = False
+    #: Whether the latest-value store was checked too (App drills; faust's table has counts only).
+    latest_checked: bool = False
     state_wrong_latest: int = 0
     state_counts_short: int = 0
     problems: list[str] = field(default_factory=list)
@@ -174,6 +177,15 @@ class _Run:
         )  # fmt: skip
         self.workers: dict[str, _Worker] = {}
 
+    @property
+    def audited_by_topic(self) -> bool:
+        """App and faust workers report processed offsets through the audit topic."""
+        return any((stage.worker or self.spec.worker) != "consumer" for stage in self.spec.stages)
+
+    @property
+    def faust_table(self) -> bool:
+        return any(stage.worker == "faust" for stage in self.spec.stages)
+
     def seconds(self, at_ms: int) -> float:
         return round((at_ms - self.t0) / 1000, 3)
 
@@ -235,7 +247,15 @@ class _Run:
     # -- the script ---------------------------------------------------------------------------
 
     def _argv(self, stage: Stage, state_root: str, name: str) -> tuple[str, list[str]]:
-        if self.spec.worker == "consumer":
+        kind = stage.worker or self.spec.worker
+        if kind == "faust":
+            base = [
+                "--bootstrap-servers", self.bootstrap, "--app-id", self.group, "--topic", self.topic,
+                "--audit-topic", self.audit_topic, "--state-dir", state_root,
+                "--partitions", str(self.o.partitions),
+            ]  # fmt: skip
+            return "streamtasks.drills.faust_worker", [*base, *stage.args]
+        if kind == "consumer":
             base = ["--bootstrap-servers", self.bootstrap, "--group", self.group, "--topic", self.topic,
                     "--report-offsets"]  # fmt: skip
             return "streamtasks.drills.worker", [*base, *stage.args]
@@ -309,13 +329,13 @@ class _Run:
             await asyncio.sleep(0.5)
 
     async def run(self) -> DrillResult:
-        o, spec = self.o, self.spec
+        o = self.o
         topics = {self.topic: o.partitions}
-        if spec.worker == "app":
+        if self.audited_by_topic:
             topics[self.audit_topic] = 1
         await create_topics_async(self.bootstrap, topics)
         reader = (
-            AuditTopicReader(self.bootstrap, self.audit_topic, self.audit) if spec.worker == "app" else None
+            AuditTopicReader(self.bootstrap, self.audit_topic, self.audit) if self.audited_by_topic else None
         )
         if reader is not None:
             await reader.start()
@@ -393,12 +413,23 @@ class _Run:
         r.revoked = final.revocations
         r.restores = self.restores
         r.longest_unowned_ms = _longest_gaps(r.ownership, self.o.partitions)
-        if self.spec.worker == "app":
+        if self.faust_table:  # faust's table: counts only, the value as JSON
+            counts = await _read_changelog(
+                self.bootstrap, changelog_topic(self.group, "counts"), decode=_json_int
+            )
+            r.state_checked = True
+            r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)
+        elif self.spec.worker == "app":
             latest = await _read_changelog(self.bootstrap, changelog_topic(self.group, "latest"))
             counts = await _read_changelog(self.bootstrap, changelog_topic(self.group, "counts"))
-            r.state_checked = True
+            r.state_checked = r.latest_checked = True
             r.state_wrong_latest = sum(1 for k, v in self.last_value.items() if latest.get(k) != v)
             r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)
+
+
+def _json_int(data: bytes) -> int:
+    value = json.loads(data)
+    return value if isinstance(value, int) else -1
 
 
 def _longest_gaps(ownership: list[tuple[int, str, float, float | None]], partitions: int) -> dict[int, int]:

@@ -24,11 +24,19 @@ from typing import Any
 from streamtasks.app import App, ProcessorContext, Record
 from streamtasks.app.tasks import Processor
 from streamtasks.drills.ledger import offset_id
-from streamtasks.state.serdes import INT64, STRING
+from streamtasks.state.serdes import INT64, JSON, STRING
 from topology import TopologyBuilder
 from topology.model import Topology
 
-__all__ = ["audited", "count_and_latest", "keyed_topology", "make_app", "record_for"]
+__all__ = [
+    "audited",
+    "count_and_latest",
+    "faust_counts",
+    "faust_counts_app",
+    "keyed_topology",
+    "make_app",
+    "record_for",
+]
 
 
 def keyed_topology(application_id: str, topic: str) -> Topology:
@@ -76,6 +84,46 @@ def make_app(
         {0: count_and_latest if audit_topic is None else audited(audit_topic)},
         config=dict(settings),
         stores={"counts": (STRING, INT64), "latest": (STRING, INT64)},
+        application_id=application_id,
+        **kwargs,
+    )
+
+
+def faust_counts(audit_topic: str | None) -> Processor:
+    """The per-key count of :mod:`streamtasks.drills.faust_worker`'s faust app, as a processor."""
+
+    def process(ctx: ProcessorContext, record: Record) -> None:
+        key = (record.key or b"").decode()
+        counts = ctx.store("counts")
+        counts.put(key, (counts.get(key) or 0) + 1)
+        if audit_topic is not None:
+            ctx.send(
+                audit_topic,
+                key=str(record.partition).encode(),
+                value=offset_id(record.partition, record.offset).encode(),
+            )
+
+    return process
+
+
+def faust_counts_app(
+    application_id: str,
+    topic: str,
+    settings: Mapping[str, Any],
+    *,
+    audit_topic: str | None = None,
+    **kwargs: Any,
+) -> App:
+    """The ``streamtasks.App`` that takes over the faust drill app's table: store ``counts`` with
+    faust's formats (key: the record key's bytes as UTF-8, value: the count as JSON), so it
+    restores the changelog faust wrote and faust standbys read what it writes."""
+    builder = TopologyBuilder(application_id)
+    builder.stream(topic).store("counts")
+    return App(
+        builder.build(),
+        {0: faust_counts(audit_topic)},
+        config=dict(settings),
+        stores={"counts": (STRING, JSON)},
         application_id=application_id,
         **kwargs,
     )

@@ -226,8 +226,15 @@ async def _end_offsets(bootstrap: str, parts: list[TopicPartition]) -> dict[Topi
         await reader.stop()
 
 
-async def _read_changelog(bootstrap: str, topic: str) -> dict[str, int]:
-    """Latest value per key in ``topic``, read to its true end."""
+def _int64(data: bytes) -> int:
+    return int.from_bytes(data, "big", signed=True)
+
+
+async def _read_changelog(
+    bootstrap: str, topic: str, decode: Callable[[bytes], int] = _int64
+) -> dict[str, int]:
+    """Latest value per key in ``topic`` (``decode``: the value's serde; INT64 by default), read
+    to its true end."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -249,7 +256,7 @@ async def _read_changelog(bootstrap: str, topic: str) -> dict[str, int]:
             for records in batch.values():
                 for r in records:
                     if r.key is not None and r.value is not None:
-                        latest[r.key.decode()] = int.from_bytes(r.value, "big", signed=True)
+                        latest[r.key.decode()] = decode(r.value)
         return latest
     finally:
         await consumer.stop()

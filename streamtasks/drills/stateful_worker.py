@@ -22,7 +22,7 @@ from typing import Any
 
 from streamtasks.app import App, AppEvent, event_to_json
 from streamtasks.drills._proc import configure_logging
-from streamtasks.drills.stateful_app import make_app
+from streamtasks.drills.stateful_app import faust_counts_app, make_app
 from streamtasks.runtime.consumer import ConsumerFailedError
 
 __all__ = ["main"]
@@ -58,7 +58,8 @@ async def run(args: argparse.Namespace) -> None:
     }
     processed = 0
     while not stop.is_set():
-        app = make_app(args.app_id, args.topic, settings, audit_topic=args.audit_topic, on_event=on_event)
+        build = faust_counts_app if args.faust_compatible else make_app
+        app = build(args.app_id, args.topic, settings, audit_topic=args.audit_topic, on_event=on_event)
         await app.start()
         emit(worker=args.name, kind="started", member_id=app.consumer.member_id)
         reporter = loop.create_task(_progress(args.name, app, processed))
@@ -105,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--upgrade-from",
         help="upgrade_from (a release, or faust): the wire of that release (drills/catalog.py)",
+    )
+    parser.add_argument(
+        "--faust-compatible",
+        action="store_true",
+        help="run faust_counts_app (the faust drill app's table, faust's formats) instead of make_app",
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
