@@ -169,6 +169,8 @@ class CoordinatorServer:
         self._sessions.add(task)
         try:
             await session.run()
+        except asyncio.CancelledError:
+            pass  # stop(): end quietly (asyncio's server callback would log a cancelled task)
         except Exception:
             _log.exception("connection handler failed")
         finally:

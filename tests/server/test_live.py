@@ -220,3 +220,19 @@ def test_transactional_producer_through_the_server(kafka: Cluster) -> None:
         server.stop()
     assert sorted(values) == sorted(str(i).encode() for i in range(10))
     assert "forwarded=0" not in server.status()
+
+
+def test_sigterm_stops_cleanly_with_connections_open(kafka: Cluster) -> None:
+    import socket
+
+    server = ServerProcess(kafka.bootstrap_servers).start()
+    host, port = server.address.split(":")
+    idle = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        code = server.terminate()
+    finally:
+        idle.close()
+    time.sleep(0.2)
+    assert code == 0, "\n".join(server.lines)
+    assert "streamtasks coordinator: stopped" in server.lines
+    assert not any("Traceback" in line or "ERROR" in line for line in server.lines), "\n".join(server.lines)
