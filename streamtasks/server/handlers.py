@@ -42,7 +42,16 @@ from streamtasks.server.wire import (
     response_frame,
 )
 
-__all__ = ["FIND_COORDINATOR", "REFUSED_APIS", "SERVED_VERSIONS", "Handlers", "Stats", "rewrite_api_versions"]
+__all__ = [
+    "FIND_COORDINATOR",
+    "MAX_API_VERSIONS_VERSION",
+    "unsupported_api_versions",
+    "REFUSED_APIS",
+    "SERVED_VERSIONS",
+    "Handlers",
+    "Stats",
+    "rewrite_api_versions",
+]
 
 FIND_COORDINATOR = 10
 #: API key -> the versions the server answers itself (FindCoordinator also capped by the broker's).
@@ -73,6 +82,22 @@ class Stats:
     forwarded: int = 0
     closed_malformed: int = 0
     by_api: dict[int, int] = field(default_factory=dict)
+
+
+#: The highest ApiVersions version the server reads (kio's); a client asking for a newer one is
+#: answered as a broker answers it: v0, UNSUPPORTED_VERSION, ApiVersions' own range, so the
+#: client retries with one it shares (the Java 4.4 client starts at v5).
+MAX_API_VERSIONS_VERSION = 4
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    cls = kio_response_class(API_VERSIONS, 0)
+    entry = offset_api.element(cls, "api_keys")
+    response = cls(
+        error_code=ErrorCode(int(KafkaErrorCode.UNSUPPORTED_VERSION)),
+        api_keys=(entry(api_key=API_VERSIONS, min_version=0, max_version=MAX_API_VERSIONS_VERSION),),
+    )
+    return encode_kio_response(response, correlation_id)
 
 
 def rewrite_api_versions(frame: bytes, version: int) -> bytes:

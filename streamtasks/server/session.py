@@ -14,7 +14,14 @@ from collections.abc import Awaitable, Callable
 
 from streamtasks.errors import BrokerError, DecodeError, LocalProtocolError
 from streamtasks.runtime.framing import FrameDecoder
-from streamtasks.server.handlers import FIND_COORDINATOR, REFUSED_APIS, Handlers, rewrite_api_versions
+from streamtasks.server.handlers import (
+    FIND_COORDINATOR,
+    MAX_API_VERSIONS_VERSION,
+    REFUSED_APIS,
+    Handlers,
+    rewrite_api_versions,
+    unsupported_api_versions,
+)
 from streamtasks.server.routing import METADATA
 from streamtasks.server.upstream import Upstream
 from streamtasks.server.wire import API_VERSIONS, parse_request
@@ -87,11 +94,14 @@ class ClientSession:
         return asyncio.get_running_loop().create_task(self._serve(payload))
 
     async def _serve(self, payload: bytes) -> bytes:
-        header, body = parse_request(payload)
         frame = struct.pack(">i", len(payload)) + payload
+        header, _ = parse_request(payload, body=False)
         if header.api_key == API_VERSIONS:
+            if header.api_version > MAX_API_VERSIONS_VERSION:
+                return unsupported_api_versions(header.correlation_id)
             answer = await self._forward(frame, header.correlation_id)
             return rewrite_api_versions(answer, header.api_version)
+        header, body = parse_request(payload)
         if header.api_key == METADATA:
             answer = await self._forward(frame, header.correlation_id)
             return await self._rewrite_metadata(answer, header.api_version)
