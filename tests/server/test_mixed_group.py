@@ -40,15 +40,11 @@ WAIT_S = 120
 
 
 @pytest.fixture(scope="module")
-def peer(kafka: Cluster) -> JavaPeer:
+def peer() -> JavaPeer:
     try:
         compiled = java_peer()
     except JavaPeerMissing as exc:
         pytest.skip(f"the Java consumer peer cannot run here: {exc}")
-    if isinstance(kafka, EmbeddedBroker):
-        pytest.skip(
-            "Tansu closes the Java 4.4 client's connection on its ApiVersions v5 request (docs/testing.md)"
-        )
     return compiled
 
 
