@@ -39,6 +39,13 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--rate", type=int, default=200, help="records produced per second")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--report", metavar="DIR", help="write report.json and report.html here")
+    run.add_argument(
+        "--simulate",
+        action="store_true",
+        help="run the drill's script in the simulator instead (consumer-group drills)",
+    )
+    run.add_argument("--members", type=int, default=100, help="--simulate: group members")
+    run.add_argument("--seed", type=int, default=0, help="--simulate: the scenario's seed")
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
@@ -125,6 +132,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     spec = get_drill(args.name)
     if not spec.available:
         raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
+    if args.simulate:
+        return _simulate(args, spec, out)
     options = DrillOptions(workers=args.workers, partitions=args.partitions, rate=args.rate)
     if options.workers < 2 or options.partitions < 1 or options.rate < 1:
         raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
@@ -146,6 +155,46 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
         print_verdict(result, out)
+    return 0 if result.ok else 1
+
+
+def _simulate(args: argparse.Namespace, spec: Any, out: TextIO) -> int:
+    from streamtasks.drills.simulated import simulate_drill
+
+    result = simulate_drill(spec, members=args.members, partitions=args.partitions, seed=args.seed)
+    if args.report:
+        os.makedirs(args.report, exist_ok=True)
+        with open(os.path.join(args.report, "report.json"), "w") as fh:
+            json.dump(result.to_json(), fh, indent=2)
+    if args.json:
+        out.write(json.dumps(result.to_json(), indent=2) + "\n")
+        return 0 if result.ok else 1
+    converged = "never" if result.converged_after_ms is None else f"{result.converged_after_ms:,} ms"
+    rows = (
+        ("invariant violations", str(len(result.violations)), "ok" if not result.violations else "FAIL"),
+        (
+            "converged after the last step",
+            converged,
+            "ok" if result.converged_after_ms is not None else "FAIL",
+        ),
+        ("hand-overs without a commit", str(result.handover_without_commit), "-"),
+        ("rebalances", str(result.rebalances), "-"),
+        ("partitions revoked", f"{result.revoked:,}", "-"),
+        ("partitions lost (not revoked)", f"{result.lost:,}", "-"),
+        ("partitions moved", f"{result.moved:,}", "-"),
+        ("unowned partition-ms", f"{result.orphan_partition_ms:,}", "-"),
+        ("simulated time", f"{result.sim_ms / 1000:,.1f} s ({result.events:,} events)", "-"),
+    )
+    out.write(
+        f"\nstreamtasks drill {spec.name} (simulated: {result.members} members, {result.partitions} "
+        f"partitions, seed {result.seed}): {'PASS' if result.ok else 'FAIL'}\n\n"
+    )
+    w0 = max(len(a) for a, _, _ in rows)
+    w1 = max(len(b) for _, b, _ in rows)
+    for a, b, c in rows:
+        out.write(f"{a:<{w0}}  {b:>{w1}}  {c}\n")
+    for v in result.violations:
+        out.write(f"violation: {v}\n")
     return 0 if result.ok else 1
 
 

@@ -1,0 +1,133 @@
+"""A drill's script in the simulator (``streamtasks drill run NAME --simulate --members N``).
+
+The simulator (:mod:`streamtasks.sim`) runs the real classic member machines against a model
+of Kafka's group coordinator over a simulated network, checking its invariants after every
+event (exclusive ownership among live members, no partition handed over without a commit, the
+group converging). A drill's script becomes a scenario: ``members`` members start on stage 0,
+then each later stage is a rolling bounce: every member leaves cleanly (commit, LeaveGroup) and
+restarts ``down_ms`` later on that stage's assignors, the next member leaving ``spacing_ms``
+after the previous one restarted (the group need not have settled in between: with many members
+rebalances overlap, as in a fast real rollout). Only consumer-group drills have a simulated
+script: the simulator models plain consumer groups (assignor lists), not App tasks or faust
+members.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from assignors.partition.types import RebalanceProtocol
+from streamtasks.drills.catalog import DrillSpec
+from streamtasks.errors import ConfigError
+from streamtasks.sim.driver import WorldSettings
+from streamtasks.sim.runner import run_scenario
+from streamtasks.sim.scenario import Scenario, Step, Timeouts
+
+__all__ = ["SimulatedDrill", "drill_scenario", "simulate_drill"]
+
+
+@dataclass(slots=True, kw_only=True)
+class SimulatedDrill:
+    drill: str
+    members: int
+    partitions: int
+    seed: int
+    violations: list[str] = field(default_factory=list)
+    rebalances: int = 0
+    revoked: int = 0
+    lost: int = 0
+    moved: int = 0
+    orphan_partition_ms: int = 0
+    handover_without_commit: int = 0
+    converged_after_ms: int | None = None
+    sim_ms: int = 0
+    events: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.converged_after_ms is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__slots__}
+        out["ok"] = self.ok
+        return out
+
+
+def _assignors(spec: DrillSpec, stage: int) -> tuple[str, ...]:
+    args = spec.stages[stage].args
+    if "--assignor" not in args:
+        raise ConfigError(f"drill {spec.name!r} stage {stage} names no assignors")
+    return tuple(args[args.index("--assignor") + 1].split(","))
+
+
+def drill_scenario(
+    spec: DrillSpec,
+    *,
+    members: int,
+    partitions: int,
+    seed: int = 0,
+    spacing_ms: int = 200,
+    down_ms: int = 500,
+) -> Scenario:
+    """The drill's script as a simulator scenario (see the module docstring)."""
+    if spec.worker != "consumer" or not spec.available:
+        raise ConfigError(
+            f"drill {spec.name!r} has no simulated script (only consumer-group drills run in the simulator)"
+        )
+    if members < 2 or partitions < 1:
+        raise ConfigError("a simulated drill needs --members >= 2 and --partitions >= 1")
+    rng = random.Random(seed)
+    names = [f"m{i:04d}" for i in range(members)]
+    first = _assignors(spec, 0)
+    steps: list[Step] = []
+    at = 0
+    for name in names:
+        steps.append(Step(at_ms=at, op="start", member=name, assignors=first))
+        at += rng.randint(1, 20)
+    at += 30_000  # the group settles before the first bounce
+    for stage in range(1, len(spec.stages)):
+        assignors = _assignors(spec, stage)
+        for name in names:
+            steps.append(Step(at_ms=at, op="leave", member=name))
+            steps.append(Step(at_ms=at + down_ms, op="restart", member=name, assignors=assignors))
+            at += (
+                down_ms + spacing_ms + rng.randint(0, spacing_ms // 4)
+            )  # the next leaves once this one is back
+        at += 30_000
+    return Scenario(
+        seed=seed,
+        protocol=RebalanceProtocol.EAGER,
+        topics=(("drill", partitions),),
+        assignors=first,
+        steps=tuple(steps),
+        timeouts=Timeouts(),
+    )
+
+
+def simulate_drill(
+    spec: DrillSpec, *, members: int, partitions: int, seed: int = 0, max_events: int = 50_000_000
+) -> SimulatedDrill:
+    """Run the drill's scenario once; the verdict is the simulator's invariants and convergence."""
+    scenario = drill_scenario(spec, members=members, partitions=partitions, seed=seed)
+    result = run_scenario(
+        scenario,
+        WorldSettings(max_events=max_events, convergence_bound_ms=600_000, stop_on_violation=True),
+    )
+    return SimulatedDrill(
+        drill=spec.name,
+        members=members,
+        partitions=partitions,
+        seed=seed,
+        violations=[str(v) for v in result.violations],
+        rebalances=result.rebalances,
+        revoked=result.revoked,
+        lost=result.lost,
+        moved=result.moved,
+        orphan_partition_ms=result.orphan_partition_ms,
+        handover_without_commit=result.handover_without_commit,
+        converged_after_ms=result.converged_after_ms,
+        sim_ms=result.sim_ms,
+        events=result.events,
+    )

@@ -1,0 +1,50 @@
+"""A drill's script in the simulator: the scenario it becomes, and a small seeded run."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from streamtasks.cli import build_parser
+from streamtasks.drills.catalog import get_drill
+from streamtasks.drills.command import run_drill_command
+from streamtasks.drills.simulated import drill_scenario, simulate_drill
+from streamtasks.errors import ConfigError
+
+E2C = get_drill("eager-to-cooperative")
+
+
+def test_the_scenario_starts_everyone_then_bounces_each_member_once_per_stage() -> None:
+    scenario = drill_scenario(E2C, members=4, partitions=8, seed=3)
+    starts = [s for s in scenario.steps if s.op == "start"]
+    assert [s.assignors for s in starts] == [("range",)] * 4
+    restarts = [s.assignors for s in scenario.steps if s.op == "restart"]
+    assert restarts == [("cooperative_sticky", "range")] * 4 + [("cooperative_sticky",)] * 4
+    assert sum(s.op == "leave" for s in scenario.steps) == 8
+    assert [s.at_ms for s in scenario.steps] == sorted(s.at_ms for s in scenario.steps)
+
+
+def test_a_small_group_passes_and_the_seed_replays() -> None:
+    first = simulate_drill(E2C, members=6, partitions=12, seed=1)
+    assert first.ok, first.violations
+    assert first.handover_without_commit == 0
+    assert first.rebalances > 0
+    assert simulate_drill(E2C, members=6, partitions=12, seed=1).to_json() == first.to_json()
+
+
+def test_only_consumer_group_drills_have_a_simulated_script() -> None:
+    with pytest.raises(ConfigError, match="no simulated script"):
+        drill_scenario(get_drill("userdata-upgrade"), members=3, partitions=6)
+    with pytest.raises(ConfigError, match="members"):
+        drill_scenario(E2C, members=1, partitions=6)
+
+
+def test_the_command_prints_a_verdict() -> None:
+    out = io.StringIO()
+    args = build_parser().parse_args(
+        ["drill", "run", "eager-to-cooperative", "--simulate", "--members", "4", "--partitions", "8"]
+    )
+    assert run_drill_command(args, out) == 0
+    assert "PASS" in out.getvalue()
+    assert "invariant violations" in out.getvalue()
