@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streamtasks.drills.rolling import DrillResult
+from streamtasks.errors import ConfigError
 
 __all__ = ["render_html", "verdict_rows", "write_report"]
 
@@ -180,6 +181,12 @@ broker {html.escape(result.broker)}</p>
 
 def write_report(result: DrillResult, directory: str | Path) -> Path:
     """Write ``report.json``, the PNGs and ``report.html`` into ``directory``; returns the HTML path."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "--report draws its plots with matplotlib: pip install 'streamtasks[drills]'"
+        ) from None
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
