@@ -34,6 +34,7 @@ from assignors.types import (
     TaskAssignment,
     TaskSpec,
 )
+from tests.ids import pid
 from tests.oracle import (
     GroupCase,
     GroupQuality,
@@ -342,10 +343,6 @@ def test_cooperative_sticky_is_never_worse_than_kafkas(groups: list[GroupSubscri
 # -- the reported gaps, pinned: each xfails while the gap is there, passes once it is fixed ---
 
 
-def _pid(n: int) -> uuid.UUID:
-    return uuid.UUID(int=n)
-
-
 def test_pinned_room_not_reused() -> None:
     """PINNED_ROOM_NOT_REUSED: Kafka balances 3/3 with no task moved; streamtasks' destination
     sends 1_0 to process 2 (not caught up), pins it on process 1 and gives process 2 only two
@@ -356,12 +353,12 @@ def test_pinned_room_not_reused() -> None:
         tasks,
         [
             ClientState(
-                process_id=_pid(1),
+                process_id=pid(1),
                 capacity=2,
                 previous_standby=frozenset({t(0, 0), t(0, 1), t(0, 2), t(1, 1)}),
                 task_lags={t(0, 3): 5, t(1, 0): 5, t(1, 1): 500},
             ),
-            ClientState(process_id=_pid(2), capacity=2, task_lags={t(0, 0): 500, t(0, 2): 50}),
+            ClientState(process_id=pid(2), capacity=2, task_lags={t(0, 0): 500, t(0, 2): 50}),
         ],
         AssignmentConfigs(num_standby_replicas=1, acceptable_recovery_lag=100, max_warmup_replicas=3),
     )
