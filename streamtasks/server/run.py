@@ -85,12 +85,12 @@ def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> Server
 
 async def serve(config: ServerConfig) -> int:
     server = CoordinatorServer(config)
-    await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before start: a signal while replaying stops after it
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    await server.start()
     stopping = loop.create_task(stop.wait())
     failing = loop.create_task(server.failed.wait())
     await asyncio.wait({stopping, failing}, return_when=asyncio.FIRST_COMPLETED)
