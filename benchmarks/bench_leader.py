@@ -90,7 +90,7 @@ def _row(case: str, members: list[JoinGroupMember], counts: dict[str, int], repe
     assignor = UniformAssignor()
     best = bench_partition._best
     decode, decoded = best(
-        lambda: leader.decode_members(members, assignor_name=assignor.name, generation_marker=True), repeat
+        lambda: leader.decode_members(members, assignor=assignor, generation_marker=True), repeat
     )
     group, _ = prune_unknown_topics(
         GroupSubscription(members=decoded.subscriptions, partitions_per_topic=counts)

@@ -10,8 +10,11 @@ moves are chosen to be few but are not proven minimal. See :mod:`assignors.parti
 
 The previous assignment is each member's ``Subscription.owned_partitions`` with its
 ``Subscription.generation``. For ``sticky`` (eager members revoke everything before joining)
-the leader fills both from the KIP-341 sticky userdata (``previous_assignment``,
-``generation``); for ``cooperative_sticky`` they are the consumer protocol's own fields. When
+they travel in KIP-341's sticky userdata (``previous_assignment``, ``generation``), which the
+assignor writes and reads itself (its :mod:`~assignors.partition.hooks`:
+``subscription_user_data`` for the member, ``read_subscription`` for the leader, codec in
+:mod:`assignors.partition.sticky_user_data`, kafka-python 3's variant included); for
+``cooperative_sticky`` they are the consumer protocol's own fields. When
 two members claim the same partition the claim of the higher generation wins; claims tied at
 the highest generation are all ignored (Kafka invalidates such a partition for every claimant),
 see :func:`assignors.cooperative.valid_claims`. (The member machine's leader has a legacy,
@@ -28,11 +31,18 @@ Racks (``partition_racks``, ``Subscription.rack``) are not used yet.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 from assignors.partition._balance import quota_assign, spread_assign
 from assignors.partition._layout import Layout
-from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol
+from assignors.partition.sticky_user_data import (
+    StickyUserData,
+    decode_sticky_userdata,
+    encode_sticky_userdata,
+)
+from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol, Subscription
+from topology.ids import TopicPartition
 
 __all__ = ["CooperativeStickyAssignor", "StickyAssignor", "balanced_sticky_assignment"]
 
@@ -63,6 +73,27 @@ class StickyAssignor:
 
     def assign(self, group: GroupSubscription) -> GroupAssignment:
         return balanced_sticky_assignment(group)
+
+    def subscription_user_data(
+        self,
+        *,
+        topics: tuple[str, ...],
+        previous: tuple[TopicPartition, ...],
+        generation: int | None,
+    ) -> bytes:
+        """KIP-341 userdata: the previous assignment and its generation (v1); without the
+        generation marker (``generation=None``) the v0 layout, partitions only."""
+        if generation is None:
+            return encode_sticky_userdata(StickyUserData(partitions=previous), version=0)
+        return encode_sticky_userdata(StickyUserData(partitions=previous, generation=generation))
+
+    def read_subscription(self, subscription: Subscription) -> Subscription:
+        """The member's claims from its KIP-341 userdata (none without userdata); raises
+        ``DecodeError`` for bytes no known layout reads."""
+        if not subscription.user_data:
+            return replace(subscription, owned_partitions=(), generation=-1)
+        data = decode_sticky_userdata(subscription.user_data)
+        return replace(subscription, owned_partitions=data.partitions, generation=data.effective_generation)
 
 
 class CooperativeStickyAssignor:

@@ -42,6 +42,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 import assignors as assignor_registry
+from assignors.partition.hooks import MemberAssignment
 from assignors.partition.types import RebalanceProtocol
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
@@ -113,7 +114,7 @@ class App:
                 url=f"streamtasks://{self.config.client_id}-{uuid.uuid4().hex[:12]}/",
                 replicas=self.config.num_standby_replicas,
             )
-        self._metadata_version = None if self.config.upgrade_from is None else upgrade.metadata_version
+        metadata_version = None if self.config.upgrade_from is None else upgrade.metadata_version
         cfg = self.config
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
@@ -146,6 +147,11 @@ class App:
             ),
             end_offsets=self.restorer.cached_end_offsets,
             now_ms=wall_ms,
+            process_id=lambda: self.process_id,
+            task_offset_sums=self.tasks.offset_sums,
+            rack=cfg.rack,
+            client_tags=dict(cfg.client_tags),
+            metadata_version=metadata_version,
         )
         self._on_event = on_event
         self.events: list[AppEvent] = []
@@ -159,7 +165,6 @@ class App:
             flushed_offsets=self._flushed_offsets,
             on_assignment=self.on_assignment,
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
-            user_data_provider=self._user_data,
             **cfg.consumer_settings(),
         )
         self.producer: AIOKafkaProducer | None = None
@@ -271,16 +276,6 @@ class App:
 
     # -- what the group protocol asks of us ---------------------------------------------------
 
-    def _user_data(self, assignor: Any, topics: Any, previous: Any, generation: int) -> bytes:
-        assert self.process_id is not None, "the member joins only after start() read the process id"
-        return self.assignor.subscription_user_data(
-            process_id=self.process_id,
-            task_offset_sums=self.tasks.offset_sums(),
-            rack=self.config.rack,
-            client_tags=dict(self.config.client_tags),
-            version=self._metadata_version,
-        )
-
     async def _source_partition_counts(self) -> dict[str, int]:
         assert self.producer is not None
         counts: dict[str, int] = {}
@@ -330,7 +325,11 @@ class App:
                     log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
                     info = AssignmentInfo()
             else:
-                info = self.tasks.decode_info(change.user_data)
+                info = self.assignor.on_assignment(
+                    MemberAssignment(
+                        partitions=change.owned, user_data=change.user_data, generation=change.generation
+                    )
+                )
             owned = change.owned
             if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
                 subscribed = set(self.topology.subscribed_topics())

@@ -21,8 +21,8 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from streamtasks.app.context import Output, ProcessorContext, Record
 from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled, wall_ms
 from streamtasks.app.task import Role, StreamTask
-from streamtasks.errors import DecodeError, ProcessingError, TopologyError
-from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo, decode_assignment_info
+from streamtasks.errors import ProcessingError, TopologyError
+from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import TaskKind, plan_tasks
@@ -104,15 +104,6 @@ class TaskSet:
         return dict(sorted(sums.items()))
 
     # -- reconciling an assignment -----------------------------------------------------------
-
-    def decode_info(self, user_data: bytes) -> AssignmentInfo:
-        if not user_data:
-            return AssignmentInfo()
-        try:
-            return decode_assignment_info(user_data)
-        except DecodeError as exc:
-            log.error("assignment userdata is malformed, running only the owned partitions' tasks: %s", exc)
-            return AssignmentInfo()
 
     async def reconcile(
         self,

@@ -32,7 +32,6 @@ from streamtasks.membership.classic import (
     ErrorReported,
     InvokeListener,
     ListenerKind,
-    UserDataProvider,
 )
 from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.classic_group import OffsetFetchRequest
@@ -48,6 +47,7 @@ from streamtasks.runtime.consumer_driver import (
 )
 from streamtasks.runtime.driver import MemberDriver
 from streamtasks.runtime.group_member import (
+    USER_DATA_PROVIDER_REMOVED,
     GroupMember,
     make_member,
     member_epoch,
@@ -73,18 +73,17 @@ class Consumer:
         listener: Any = None,
         config: Mapping[str, Any] | None = None,
         partition_assignors: Sequence[PartitionAssignor] | None = None,
-        user_data_provider: UserDataProvider | None = None,
         **settings: Any,
     ) -> None:
+        if "user_data_provider" in settings:
+            raise ConfigError(USER_DATA_PROVIDER_REMOVED)
         topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
         if not topic_list:
             raise ConfigError("a Consumer needs at least one topic")
         self.config: ConsumerConfig = make_config(dict(config or {}), **settings)
         self._topics = tuple(sorted(set(topic_list)))
         self._listener = listener
-        self._member: GroupMember = make_member(
-            self.config, self._topics, partition_assignors, user_data_provider
-        )
+        self._member: GroupMember = make_member(self.config, self._topics, partition_assignors)
         self._fetcher: AIOKafkaConsumer | None = None
         self._client: GroupCoordinatorClient | None = None
         #: A connection to any bootstrap broker, for Metadata requests.

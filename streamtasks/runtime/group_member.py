@@ -14,7 +14,7 @@ from kio.static.constants import uuid_zero
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import ConfigError
-from streamtasks.membership.classic import ClassicMember, MemberConfig, UserDataProvider
+from streamtasks.membership.classic import ClassicMember, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
 from streamtasks.protocol.classic_group import CommittedOffset, OffsetCommitRequest, OffsetCommitResponse
 from streamtasks.runtime.admin import metadata_request
@@ -25,6 +25,7 @@ from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
 __all__ = [
+    "USER_DATA_PROVIDER_REMOVED",
     "GroupMember",
     "make_member",
     "member_epoch",
@@ -36,26 +37,29 @@ __all__ = [
 
 GroupMember = ClassicMember | ConsumerMember
 
+#: Why ``Consumer(user_data_provider=...)`` is refused (issue 12: assignors own their user data).
+USER_DATA_PROVIDER_REMOVED = (
+    "user_data_provider was removed: each assignor writes its own user data (its "
+    "subscription_user_data hook, assignors.partition.hooks), under the classic protocol and KIP-848's alike"
+)
+
 
 def make_member(
     config: ConsumerConfig,
     topics: tuple[str, ...],
     partition_assignors: Sequence[PartitionAssignor] | None,
-    user_data_provider: UserDataProvider | None,
 ) -> GroupMember:
     """The member ``config.group_protocol`` names.
 
-    Classic: ``partition_assignors`` (default: ``config.assignors`` from the registry) and the
-    user data provider. KIP-848: the coordinator's assignor (``group_remote_assignor``), or,
-    with ``partition_assignors`` given, client-side assignors (the seed KIP's, which only a
-    streamtasks coordinator runs); the session timeout is the coordinator's, and
-    ``session_timeout_ms`` only how long the member goes without a heartbeat answer before it
-    gives its partitions up."""
+    Classic: ``partition_assignors`` (default: ``config.assignors`` from the registry), each
+    writing its own user data (:mod:`assignors.partition.hooks`). KIP-848: the coordinator's
+    assignor (``group_remote_assignor``), or, with ``partition_assignors`` given, client-side
+    assignors (the seed KIP's, which only a streamtasks coordinator runs); the session timeout
+    is the coordinator's, and ``session_timeout_ms`` only how long the member goes without a
+    heartbeat answer before it gives its partitions up."""
     if partition_assignors is not None and not partition_assignors:
         raise ConfigError("partition_assignors must name at least one assignor")
     if config.group_protocol == "consumer":
-        if user_data_provider is not None:
-            raise ConfigError("user_data_provider is for the classic protocol (group_protocol='classic')")
         return ConsumerMember(
             ConsumerMemberConfig(
                 group_id=config.group_id,
@@ -86,7 +90,6 @@ def make_member(
             retry_backoff_ms=config.retry_backoff_ms,
             request_timeout_ms=config.request_timeout_ms,
             rack=config.client_rack,
-            user_data_provider=user_data_provider,
             lose_on_missed_generation=config.lose_on_missed_generation,
         )
     )

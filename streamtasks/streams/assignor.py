@@ -10,15 +10,21 @@ elsewhere (cooperative), and answers every member with its partitions and an enc
 the reason goes to :attr:`StreamsPartitionAssignor.last_problems`. The rules, with a worked
 example, are in ``docs/streams.md``.
 
-Pure: the changelog end offsets and the leader's clock are injected as callables.
+Pure: the changelog end offsets, the leader's clock and, for the member's own subscription,
+its process id and task offset sums are injected as callables. The assignor owns its user data
+both ways (:mod:`assignors.partition.hooks`): :meth:`StreamsPartitionAssignor.subscription_user_data`
+writes a member's ``SubscriptionInfo``, :meth:`~StreamsPartitionAssignor.assign` reads them, and
+:meth:`~StreamsPartitionAssignor.on_assignment` reads the ``AssignmentInfo`` a member got.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
+from assignors.partition.hooks import MemberAssignment
 from assignors.partition.types import GroupAssignment, GroupSubscription, MemberId, RebalanceProtocol
 from assignors.types import (
     ApplicationState,
@@ -30,7 +36,7 @@ from assignors.types import (
     TaskSpec,
 )
 from assignors.validate import validate_task_assignment
-from streamtasks.errors import StreamTasksError, TopologyError
+from streamtasks.errors import ConfigError, DecodeError, StreamTasksError, TopologyError
 from streamtasks.protocol.probing import negotiate
 from streamtasks.protocol.userdata import (
     LATEST_VERSION,
@@ -38,6 +44,7 @@ from streamtasks.protocol.userdata import (
     AssignmentInfo,
     AssignorErrorCode,
     SubscriptionInfo,
+    decode_assignment_info,
     encode_assignment_info,
     encode_subscription_info,
 )
@@ -48,12 +55,18 @@ from topology.model import TaskInfo, Topology
 
 __all__ = ["StreamsPartitionAssignor"]
 
+log = logging.getLogger("streamtasks.streams.assignor")
+
 
 class StreamsPartitionAssignor:
     """The group leader's assignor for a streamtasks application (module docstring).
 
     ``end_offsets``: the latest known end offsets of the changelog partitions (the runtime
     refreshes them); ``now_ms``: the leader's clock. Both are called once per :meth:`assign`.
+
+    What this process writes in its subscription (:meth:`subscription_user_data`, called for
+    every JoinGroup): ``process_id`` and ``task_offset_sums`` (called then), ``rack``,
+    ``client_tags`` and ``metadata_version`` (``upgrade_from``'s; ``None``: the latest).
     """
 
     name: ClassVar[str] = "streamtasks"
@@ -67,8 +80,18 @@ class StreamsPartitionAssignor:
         configs: AssignmentConfigs,
         end_offsets: Callable[[], Mapping[TopicPartition, int]],
         now_ms: Callable[[], int],
+        process_id: Callable[[], uuid.UUID | None] | None = None,
+        task_offset_sums: Callable[[], Mapping[TaskId, int]] | None = None,
+        rack: str | None = None,
+        client_tags: Mapping[str, str] | None = None,
+        metadata_version: int | None = None,
     ) -> None:
         self._topology = topology
+        self._process_id = process_id
+        self._task_offset_sums = task_offset_sums
+        self._rack = rack
+        self._client_tags = dict(client_tags or {})
+        self._metadata_version = metadata_version
         self._task_assignor = task_assignor
         self._configs = configs
         self._end_offsets = end_offsets
@@ -87,24 +110,51 @@ class StreamsPartitionAssignor:
     def subscription_user_data(
         self,
         *,
-        process_id: uuid.UUID,
-        task_offset_sums: Mapping[TaskId, int],
+        topics: tuple[str, ...] = (),
+        previous: tuple[TopicPartition, ...] = (),
+        generation: int | None = None,
+        process_id: uuid.UUID | None = None,
+        task_offset_sums: Mapping[TaskId, int] | None = None,
         endpoint: str | None = None,
         rack: str | None = None,
         client_tags: Mapping[str, str] | None = None,
         version: int | None = None,
     ) -> bytes:
         """A member's ``SubscriptionInfo`` bytes (with this topology's fingerprint), encoded at
-        ``version`` (default: the latest); it always advertises the latest version it supports."""
+        ``version`` (default: the ``metadata_version`` given at construction, else the latest);
+        it always advertises the latest version it supports.
+
+        The member's hook (:mod:`assignors.partition.hooks`): ``topics``, ``previous`` and
+        ``generation`` are not needed (owned partitions travel in the consumer protocol);
+        everything else comes from what the assignor was constructed with. Values passed here
+        win over those (for peers simulated without a process of their own)."""
+        if process_id is None and self._process_id is not None:
+            process_id = self._process_id()
+        if process_id is None:
+            raise ConfigError("the streams assignor needs this process's id to subscribe (process_id)")
+        if task_offset_sums is None:
+            task_offset_sums = self._task_offset_sums() if self._task_offset_sums is not None else {}
         info = SubscriptionInfo(
             process_id=process_id,
             task_offset_sums=task_offset_sums,
             endpoint=endpoint,
-            rack=rack,
-            client_tags=client_tags or {},
+            rack=self._rack if rack is None else rack,
+            client_tags=self._client_tags if client_tags is None else client_tags,
             topology_fingerprint=self._fingerprint,
         )
-        return encode_subscription_info(info, version)
+        return encode_subscription_info(info, self._metadata_version if version is None else version)
+
+    def on_assignment(self, assignment: MemberAssignment) -> AssignmentInfo:
+        """The tasks a member's assignment names (its ``AssignmentInfo``): empty without user
+        data, and empty (logged) for user data that cannot be read, so that the member runs the
+        tasks of its partitions alone (the partitions are the source of truth)."""
+        if not assignment.user_data:
+            return AssignmentInfo()
+        try:
+            return decode_assignment_info(assignment.user_data)
+        except DecodeError as exc:
+            log.error("assignment userdata is malformed, running only the owned partitions' tasks: %s", exc)
+            return AssignmentInfo()
 
     def assign(self, group: GroupSubscription) -> GroupAssignment:
         problems: list[str] = []

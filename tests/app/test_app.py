@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from assignors.partition.hooks import subscription_user_data
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.app import App, ProcessorContext, Record
 from streamtasks.errors import ConfigError, UnknownAssignorError
@@ -38,6 +39,11 @@ def make(tmp_path: Path, **settings: object) -> App:
     )
 
 
+def joining(app: App) -> bytes:
+    """The user data the member offers with the app's assignor in JoinGroup (its hook)."""
+    return subscription_user_data(app.assignor, topics=(), previous=(), generation=-1)
+
+
 def test_processors_must_cover_every_subtopology(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing \[1\]"):
         App(wordcount(), {0: noop}, application_id="wc", bootstrap_servers="h:1", state_dir=str(tmp_path))
@@ -65,7 +71,7 @@ def test_the_default_is_cooperative_with_the_latest_userdata(tmp_path: Path) -> 
     app = make(tmp_path)
     assert max(app.assignor.supported_protocols()) is RebalanceProtocol.COOPERATIVE
     app.process_id = uuid.uuid4()
-    info = decode_subscription_info(app._user_data(app.assignor, (), (), -1))
+    info = decode_subscription_info(joining(app))
     assert info.process_id == app.process_id
     assert info.version == 3
 
@@ -77,7 +83,7 @@ def test_upgrade_from_an_eager_release_stays_eager_with_its_userdata(
     app = make(tmp_path, upgrade_from=release)
     assert app.assignor.supported_protocols() == (RebalanceProtocol.EAGER,)
     app.process_id = uuid.uuid4()
-    assert decode_subscription_info(app._user_data(app.assignor, (), (), -1)).version == version
+    assert decode_subscription_info(joining(app)).version == version
 
 
 def test_upgrade_from_faust_offers_faust_first_and_subscribes_faust_topics(tmp_path: Path) -> None:

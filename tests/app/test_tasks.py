@@ -28,7 +28,7 @@ from streamtasks.app import (
     UnknownStoreError,
 )
 from streamtasks.app.tasks import Processor, TaskSet
-from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo, encode_assignment_info
+from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
 from streamtasks.state import INT64, STRING, StateDirectory
 from tests.ids import task as t
 from topology import TopicPartition, Topology, TopologyBuilder
@@ -261,17 +261,6 @@ def test_unknown_tasks_are_ignored_with_an_error(fx: Fixture, caplog: pytest.Log
 def test_an_active_task_named_as_standby_too_runs_active(fx: Fixture) -> None:
     fx.reconcile([words(0)], standby=["1_0"])
     assert fx.tasks.roles() == {t("1_0"): "active"}
-
-
-def test_malformed_userdata_decodes_to_an_empty_assignment(
-    fx: Fixture, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.ERROR, logger="streamtasks.app.tasks"):
-        assert fx.tasks.decode_info(b"\x00\x00\x00\x02junk") == AssignmentInfo()
-    assert any("malformed" in r.getMessage() for r in caplog.records)
-    assert fx.tasks.decode_info(b"") == AssignmentInfo()
-    info = AssignmentInfo(standby_tasks=frozenset({t("1_1")}), warmup_tasks=frozenset({t("1_2")}))
-    assert fx.tasks.decode_info(encode_assignment_info(info)) == info
 
 
 def test_tasks_of_lost_partitions_close_dirty_and_drop_their_checkpoint(fx: Fixture) -> None:

@@ -7,6 +7,7 @@ import warnings
 import pytest
 from hypothesis import given
 
+from assignors.partition import sticky_user_data as sticky_module
 from streamtasks.errors import DecodeError, LocalProtocolError
 from streamtasks.protocol import (
     DEFAULT_GENERATION,
@@ -14,7 +15,6 @@ from streamtasks.protocol import (
     decode_sticky_userdata,
     encode_sticky_userdata,
 )
-from streamtasks.protocol import sticky as sticky_module
 from streamtasks.protocol.consumer import decode_subscription
 from tests.protocol import strategies as S
 from topology.ids import TopicPartition as TP

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import struct
 from typing import ClassVar
 
+import pytest
+
+from assignors.partition.hooks import MemberAssignment, subscription_user_data
 from assignors.partition.types import PartitionAssignor, RebalanceProtocol
 from assignors.task.high_availability import HighAvailabilityTaskAssignor
 from assignors.types import (
@@ -17,9 +21,11 @@ from assignors.types import (
 from streamtasks.protocol.userdata import (
     RUNNING_OFFSET_SUM,
     UNKNOWN_OFFSET_SUM,
+    AssignmentInfo,
     AssignorErrorCode,
     SubscriptionInfo,
     decode_subscription_info,
+    encode_assignment_info,
     encode_subscription_info,
 )
 from streamtasks.streams import StreamsPartitionAssignor
@@ -492,3 +498,35 @@ def test_subscription_user_data_carries_the_topology_fingerprint() -> None:
         a.subscription_user_data(process_id=pid(3), task_offset_sums={}, version=2)
     )
     assert (old.version, old.latest_supported_version) == (2, 3)
+
+
+# -- the member's side: what its assignment names (on_assignment) --------------------------------
+
+
+def test_malformed_userdata_decodes_to_an_empty_assignment(caplog: pytest.LogCaptureFixture) -> None:
+    a = assignor()
+    with caplog.at_level(logging.ERROR, logger="streamtasks.streams.assignor"):
+        assert a.on_assignment(MemberAssignment(user_data=b"\x00\x00\x00\x02junk")) == AssignmentInfo()
+    assert any("malformed" in r.getMessage() for r in caplog.records)
+    assert a.on_assignment(MemberAssignment(user_data=b"")) == AssignmentInfo()
+    info = AssignmentInfo(standby_tasks=frozenset({task("1_1")}), warmup_tasks=frozenset({task("1_2")}))
+    assert a.on_assignment(MemberAssignment(user_data=encode_assignment_info(info))) == info
+
+
+def test_the_process_id_and_offset_sums_come_from_what_the_assignor_was_given() -> None:
+    sums = {task("1_0"): 5}
+    a = StreamsPartitionAssignor(
+        wordcount(),
+        task_assignor=HighAvailabilityTaskAssignor(),
+        configs=AssignmentConfigs(),
+        end_offsets=dict,
+        now_ms=lambda: NOW,
+        process_id=lambda: pid(7),
+        task_offset_sums=lambda: sums,
+        rack="r2",
+    )
+    info = decode_subscription_info(subscription_user_data(a, topics=("t",), previous=(), generation=3))
+    assert (info.process_id, dict(info.task_offset_sums), info.rack) == (pid(7), sums, "r2")
+    sums[task("1_1")] = 9  # read again at the next JoinGroup
+    again = decode_subscription_info(subscription_user_data(a, topics=("t",), previous=(), generation=4))
+    assert dict(again.task_offset_sums) == sums

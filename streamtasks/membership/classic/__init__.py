@@ -15,7 +15,7 @@ from streamtasks.membership.classic.actions import (
     Request,
     SendRequest,
 )
-from streamtasks.membership.classic.config import MemberConfig, UserDataProvider, select_protocol
+from streamtasks.membership.classic.config import MemberConfig, select_protocol
 from streamtasks.membership.classic.events import (
     CoordinatorDiscovered,
     CoordinatorLost,
@@ -58,7 +58,6 @@ __all__ = [
     "ResponseReceived",
     "SendRequest",
     "Subscribe",
-    "UserDataProvider",
     "execute",
     "select_protocol",
 ]

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from assignors.partition.types import PartitionAssignor, RebalanceProtocol
 from streamtasks.errors import ConfigError
-from topology.ids import TopicPartition
 
-__all__ = ["MemberConfig", "UserDataProvider", "select_protocol"]
-
-#: ``(assignor, topics, previous_assignment, previous_generation) -> user data bytes`` put in the
-#: subscription offered for ``assignor``. ``previous_generation`` is -1 when the generation
-#: marker is disabled or unknown.
-UserDataProvider = Callable[[PartitionAssignor, tuple[str, ...], tuple[TopicPartition, ...], int], bytes]
+__all__ = ["MemberConfig", "select_protocol"]
 
 
 def select_protocol(assignors: tuple[PartitionAssignor, ...]) -> RebalanceProtocol:
@@ -58,7 +51,6 @@ class MemberConfig:
     #: (JoinGroup waits ``rebalance_timeout_ms + request_timeout_ms``).
     request_timeout_ms: int = 30_000
     rack: str | None = None
-    user_data_provider: UserDataProvider | None = None
     generation_marker: bool = True
     #: Treat owned partitions as lost when a JoinGroup answer's generation is more than one
     #: above the previous one: a generation completed without this member (a static member

@@ -10,15 +10,18 @@ one assignment per member.
   nothing, so adjusting their (empty) claims is harmless, and COOPERATIVE members' claims must
   be respected whatever protocol the leader itself follows.
 * Claims (KIP-341): a member's owned partitions and the generation it owned them under. For
-  the eager ``sticky`` assignor they come from its sticky userdata. With
+  an assignor whose claims travel in its user data (the eager ``sticky`` assignor's KIP-341
+  userdata) the assignor reads them itself (its ``read_subscription`` hook,
+  :mod:`assignors.partition.hooks`). With
   ``generation_marker=False`` every claim's generation is forced to -1: the leader cannot tell
   a stale claim from a current one.
-* Legacy pre-KIP-341 mode (simulation only): with ``generation_marker=False`` and the eager
-  ``sticky`` assignor the leader behaves as Kafka's sticky assignor did before KIP-341
-  (KAFKA-7026): it trusts every claim, so a partition that several members claim stays
-  assigned to every claimant (:func:`legacy_trust_claims`). That assigns one partition to two
-  members in one generation — the duplicate the marker prevents. It exists so the simulator
-  can show the bug; the default (marker on) never takes this path.
+* Legacy pre-KIP-341 mode (simulation only): with ``generation_marker=False`` and an assignor
+  whose claims travel in its user data (the eager ``sticky`` assignor) the leader behaves as
+  Kafka's sticky assignor did before KIP-341 (KAFKA-7026): it trusts every claim, so a
+  partition that several members claim stays assigned to every claimant
+  (:func:`legacy_trust_claims`). That assigns one partition to two members in one generation —
+  the duplicate the marker prevents. It exists so the simulator can show the bug; the default
+  (marker on) never takes this path.
 * User data: each member's assignment carries the assignor's user data for it
   (``GroupAssignment.user_data``), none when the assignor gave it none.
 * A subscription that cannot be decoded does not stop the round: that member gets an empty
@@ -43,15 +46,14 @@ from types import MappingProxyType
 
 from assignors.cooperative import assign as cooperative_assign
 from assignors.cooperative import owned_from, valid_claims
+from assignors.partition.hooks import claims_in_user_data, read_subscription
 from assignors.partition.metadata import prune_unknown_topics
 from assignors.partition.types import GroupSubscription, MemberId, PartitionAssignor, Subscription
 from streamtasks.errors import AssignorError, DecodeError
 from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
-from streamtasks.membership.classic.subscription import STICKY_ASSIGNOR_NAME
 from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
 from streamtasks.protocol.consumer import HIGHEST_CONSUMER_PROTOCOL_VERSION
 from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
-from streamtasks.protocol.sticky import decode_sticky_userdata
 from topology.bulk import bulk
 from topology.ids import TopicPartition
 
@@ -91,21 +93,22 @@ class LeaderResult:
     problems: tuple[str, ...]
 
 
-def _sticky_claims(member: MemberId, sub: Subscription, problems: list[str]) -> Subscription:
-    if not sub.user_data:
-        return replace(sub, owned_partitions=(), generation=-1)
+def _claims_from_user_data(
+    assignor: PartitionAssignor, member: MemberId, sub: Subscription, problems: list[str]
+) -> Subscription:
     try:
-        data = decode_sticky_userdata(sub.user_data)
+        return read_subscription(assignor, sub)
     except DecodeError as exc:
-        problems.append(f"member {member!r}: sticky userdata ignored: {exc}")
+        problems.append(f"member {member!r}: {assignor.name} userdata ignored: {exc}")
         return replace(sub, owned_partitions=(), generation=-1)
-    return replace(sub, owned_partitions=data.partitions, generation=data.effective_generation)
 
 
 def decode_members(
-    members: Iterable[JoinGroupMember], *, assignor_name: str | None, generation_marker: bool
+    members: Iterable[JoinGroupMember], *, assignor: PartitionAssignor | None, generation_marker: bool
 ) -> DecodedGroup:
-    """Decode the JoinGroup response's member list (any consumer protocol version)."""
+    """Decode the JoinGroup response's member list (any consumer protocol version) as
+    ``assignor``, the selected one, reads it (``None``: as the consumer protocol has it)."""
+    in_user_data = assignor is not None and claims_in_user_data(assignor)
     subs: dict[MemberId, Subscription] = {}
     versions: dict[MemberId, int] = {}
     bad: list[MemberId] = []
@@ -126,8 +129,9 @@ def decode_members(
                 "claims ignored"
             )
             sub = replace(sub, owned_partitions=(), generation=-1)
-        if assignor_name == STICKY_ASSIGNOR_NAME:
-            sub = _sticky_claims(member.member_id, sub, problems)
+        if in_user_data:
+            assert assignor is not None
+            sub = _claims_from_user_data(assignor, member.member_id, sub, problems)
         if not generation_marker:
             sub = replace(sub, generation=-1)
         subs[member.member_id] = sub
@@ -220,7 +224,7 @@ def _lead(
     generation_marker: bool,
 ) -> LeaderResult:
     members = tuple(members)
-    decoded = decode_members(members, assignor_name=assignor.name, generation_marker=generation_marker)
+    decoded = decode_members(members, assignor=assignor, generation_marker=generation_marker)
     problems = list(decoded.problems)
     topics = decoded.topics
     counts = {t: partitions_per_topic[t] for t in topics if t in partitions_per_topic}
@@ -240,7 +244,7 @@ def _lead(
         except AssignorError as exc:
             problems.append(f"assignor {assignor.name!r} failed, every member keeps its claims: {exc}")
             parts, followup = valid_claims(owned_from(group)), True
-        if not generation_marker and assignor.name == STICKY_ASSIGNOR_NAME:
+        if not generation_marker and claims_in_user_data(assignor):
             parts = legacy_trust_claims(parts, group)  # pre-KIP-341, simulation only
     # Every member of the JoinGroup response, in member-id order.
     ids = sorted(dict.fromkeys(m.member_id for m in members))

@@ -208,7 +208,8 @@ def leader_step(
     """Leader step; KIP-814: with SkipAssignment only learn the group's topics."""
     marker = config.generation_marker
     if resp.skip_assignment:
-        decoded = decode_members(resp.members, assignor_name=protocol_name, generation_marker=marker)
+        selected = next((a for a in config.assignors if a.name == protocol_name), None)
+        decoded = decode_members(resp.members, assignor=selected, generation_marker=marker)
         topics = decoded.topics
         view = LeaderView(group_topics=topics, snapshot=_snapshot(topics, metadata), snapshot_lazy=True)
         return LeaderStep(view=view, assignments=(), problems=decoded.problems)

@@ -5,26 +5,25 @@ the assignor's user data, the owned partitions (KIP-429; empty for EAGER members
 everything before joining), the generation those partitions were owned under (KIP-341 / KIP-792,
 ``-1`` when the marker is off) and the rack.
 
-User data: ``MemberConfig.user_data_provider`` when set; otherwise the built-in ``sticky``
-assignor gets KIP-341 sticky userdata (the previous assignment and, with the marker, its
-generation; v0 without it) and every other assignor gets none. An assignor that owns its wire
-format (:mod:`streamtasks.membership.classic.foreign`) writes its whole metadata itself.
+User data: each assignor writes its own (its ``subscription_user_data`` hook,
+:mod:`assignors.partition.hooks`), given the topics, the previous assignment and the generation
+it was made in (``None`` with the generation marker off); an assignor without the hook gets
+none. The eager ``sticky`` assignor writes KIP-341 userdata that way, the streams assignor its
+``SubscriptionInfo``. An assignor that owns its wire format
+(:mod:`streamtasks.membership.classic.foreign`) writes its whole metadata itself.
 """
 
 from __future__ import annotations
 
+from assignors.partition.hooks import subscription_user_data
 from assignors.partition.types import PartitionAssignor
 from streamtasks.membership.classic.config import MemberConfig
 from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
 from streamtasks.protocol.classic_group import ProtocolMetadata
 from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
-from streamtasks.protocol.sticky import StickyUserData, encode_sticky_userdata
 from topology.ids import TopicPartition
 
-__all__ = ["STICKY_ASSIGNOR_NAME", "join_protocols", "user_data_for"]
-
-#: The eager sticky assignor whose user data carries the previous assignment (KIP-54/341).
-STICKY_ASSIGNOR_NAME = "sticky"
+__all__ = ["join_protocols", "user_data_for"]
 
 
 def user_data_for(
@@ -35,14 +34,8 @@ def user_data_for(
     previous_generation: int,
 ) -> bytes:
     """The user data offered with ``assignor`` (see the module docstring)."""
-    generation = previous_generation if config.generation_marker else -1
-    if config.user_data_provider is not None:
-        return config.user_data_provider(assignor, topics, previous, generation)
-    if assignor.name == STICKY_ASSIGNOR_NAME:
-        if config.generation_marker:
-            return encode_sticky_userdata(StickyUserData(partitions=previous, generation=generation))
-        return encode_sticky_userdata(StickyUserData(partitions=previous), version=0)
-    return b""
+    generation = previous_generation if config.generation_marker else None
+    return subscription_user_data(assignor, topics=topics, previous=previous, generation=generation)
 
 
 def join_protocols(

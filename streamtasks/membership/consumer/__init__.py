@@ -13,7 +13,7 @@ from streamtasks.membership.consumer.client_assignment import (
     compute_assignment,
     group_subscription,
 )
-from streamtasks.membership.consumer.config import ConsumerMemberConfig, default_metadata
+from streamtasks.membership.consumer.config import ConsumerMemberConfig, default_metadata, metadata_from_hook
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
     AssignorMetadata,
@@ -48,5 +48,6 @@ __all__ = [
     "TargetAssignor",
     "compute_assignment",
     "default_metadata",
+    "metadata_from_hook",
     "group_subscription",
 ]

@@ -6,17 +6,41 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from assignors.partition.hooks import subscription_user_data
 from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import ConfigError
 from streamtasks.membership.consumer.events import AssignorMetadata
+from topology.ids import TopicPartition
 
-__all__ = ["ConsumerMemberConfig", "default_metadata"]
+__all__ = ["ConsumerMemberConfig", "default_metadata", "metadata_from_hook"]
 
 
 def default_metadata(assignor: PartitionAssignor) -> AssignorMetadata:
     """Versions 0..``assignor.version``, written at ``assignor.version``, no bytes."""
     return AssignorMetadata(
         minimum_version=0, maximum_version=assignor.version, metadata_version=assignor.version
+    )
+
+
+def metadata_from_hook(
+    assignor: PartitionAssignor,
+    *,
+    topics: tuple[str, ...],
+    previous: tuple[TopicPartition, ...] = (),
+    epoch: int | None = None,
+) -> AssignorMetadata:
+    """:func:`default_metadata` carrying the bytes the assignor writes itself (its
+    ``subscription_user_data`` hook, :mod:`assignors.partition.hooks`, the one a classic member
+    calls for JoinGroup): for ``ConsumerMemberConfig.assignor_metadata`` at start, and for an
+    ``AssignorMetadataChanged`` when what the assignor writes changed. ``previous``/``epoch``:
+    the member's assignment and the epoch it is owned under. The assignment's side of the same
+    assignor is its ``on_assignment`` hook, fed ``AssignmentChanged.user_data`` (the metadata
+    bytes the installing member's assignor gave this member)."""
+    return AssignorMetadata(
+        minimum_version=0,
+        maximum_version=assignor.version,
+        metadata_version=assignor.version,
+        metadata_bytes=subscription_user_data(assignor, topics=topics, previous=previous, generation=epoch),
     )
 
 

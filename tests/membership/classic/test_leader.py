@@ -75,7 +75,7 @@ def test_leader_ignores_claims_of_an_older_generation_kip341() -> None:
     # b's claim wins: b keeps t0 and gives up t1, which a gets once b revoked it (withheld now)
     assert dict(result.assignment) == {"a": (), "b": tps("t0")}
     assert result.followup_needed
-    decoded = decode_members(members, assignor_name="cooperative_sticky", generation_marker=True)
+    decoded = decode_members(members, assignor=CooperativeStickyAssignor(), generation_marker=True)
     assert decoded.subscriptions["a"].generation == 2
 
 
@@ -91,7 +91,7 @@ def test_leader_ignores_claims_under_a_forged_generation_below_minus_one() -> No
 
 def test_leader_without_the_marker_cannot_tell_stale_claims_kip341() -> None:
     members = (jm("a", sub(owned="t0", generation=2)), jm("b", sub(owned="t0 t1", generation=5)))
-    decoded = decode_members(members, assignor_name="cooperative_sticky", generation_marker=False)
+    decoded = decode_members(members, assignor=CooperativeStickyAssignor(), generation_marker=False)
     assert {s.generation for s in decoded.subscriptions.values()} == {-1}
     with_marker = lead(members, assignor=CooperativeStickyAssignor(), partitions_per_topic={"t": 2})
     without = lead(
@@ -105,7 +105,7 @@ def test_leader_without_the_marker_cannot_tell_stale_claims_kip341() -> None:
 def test_leader_reads_sticky_claims_from_userdata_for_the_eager_sticky_assignor() -> None:
     ud = encode_sticky_userdata(StickyUserData(partitions=tps("t0 t1"), generation=4))
     members = (jm("a", sub(user_data=ud)), jm("b", sub()))
-    decoded = decode_members(members, assignor_name="sticky", generation_marker=True)
+    decoded = decode_members(members, assignor=StickyAssignor(), generation_marker=True)
     assert decoded.subscriptions["a"].owned_partitions == tps("t0 t1")
     assert decoded.subscriptions["a"].generation == 4
     result = lead(members, assignor=StickyAssignor(), partitions_per_topic={"t": 4})

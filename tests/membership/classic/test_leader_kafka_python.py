@@ -33,7 +33,7 @@ def streamtasks_member(member_id: str, owned: str, generation: int) -> JoinGroup
 
 def test_the_leader_reads_a_kafka_python_members_claims() -> None:
     members = (kafka_python_member("kp", "t0 t1", 4), streamtasks_member("st", "t2 t3", 4))
-    decoded = decode_members(members, assignor_name="sticky", generation_marker=True)
+    decoded = decode_members(members, assignor=StickyAssignor(), generation_marker=True)
     assert decoded.problems == ()
     assert decoded.subscriptions["kp"].owned_partitions == tps("t0 t1")
     assert decoded.subscriptions["kp"].generation == 4
