@@ -110,7 +110,7 @@ def _log_axes(ax: Any, sizes: Sequence[int]) -> None:
     """Log x and y with plain numbers on the ticks: the group sizes on x, 1-2-5 steps on y."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 or v == int(v) else f"{v:.3g}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(list(sizes))
