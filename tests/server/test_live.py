@@ -236,3 +236,48 @@ def test_sigterm_stops_cleanly_with_connections_open(kafka: Cluster) -> None:
     assert code == 0, "\n".join(server.lines)
     assert "streamtasks coordinator: stopped" in server.lines
     assert not any("Traceback" in line or "ERROR" in line for line in server.lines), "\n".join(server.lines)
+
+
+async def _join_raw(server: ServerProcess, group: str, topic: str) -> int:
+    from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+
+    host, port = server.address.split(":")
+    conn = await AsyncConnection.open(host, int(port))
+    try:
+        join = ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id="gone-after-restart",
+            member_epoch=0,
+            rebalance_timeout_ms=5_000,
+            subscribed_topic_names=(topic,),
+            topic_partitions=(),
+        )
+        body = await conn.call_raw(68, 1, codec.encode_heartbeat_request(join, 1))
+    finally:
+        await conn.close()
+    return codec.decode_heartbeat_response(body, 1).member_epoch
+
+
+def test_restart_on_a_log_whose_members_are_gone(kafka: Cluster) -> None:
+    """A member in the log that never comes back is removed one session timeout after the
+    restart (sessions restart from the load), and its group is empty."""
+    topic = f"coord-gone-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    kafka.create_topics({topic: 2})
+    server = ServerProcess(kafka.bootstrap_servers).start()  # session timeout 6 s
+    try:
+        assert asyncio.run(_join_raw(server, group, topic)) > 0
+        server.kill()
+        server.start()
+        loaded = asyncio.run(describe(server, group))
+        deadline = time.monotonic() + 30
+        left = loaded
+        while time.monotonic() < deadline and left.members:
+            time.sleep(0.5)
+            left = asyncio.run(describe(server, group))
+    finally:
+        server.stop()
+    assert [m.member_id for m in loaded.members] == ["gone-after-restart"]
+    assert left.members == ()
+    assert left.group_state == "Empty"
+    assert left.group_epoch > loaded.group_epoch
