@@ -125,6 +125,7 @@ class App:
             directory=self.directory,
             store_serdes=dict(stores or {}),
             emit=self.emit,
+            cache_max_bytes=cfg.cache_max_bytes,
         )
         #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.
         self.restorer = Restorer(
@@ -252,8 +253,10 @@ class App:
     # -- commits -----------------------------------------------------------------------------
 
     async def flush(self) -> None:
-        """Deliver every pending changelog and output record, then checkpoint every task."""
+        """Flush the record caches, deliver every pending changelog and output record, then
+        checkpoint every task."""
         assert self.producer is not None
+        self.tasks.flush_caches()
         await self.tasks.send_pending(self.producer)
         await self.producer.flush()
         self.tasks.raise_send_failures()

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from streamtasks.runtime.config import validate_settings
+from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES
 
 __all__ = ["AppConfig", "make_app_config"]
 
@@ -65,6 +66,9 @@ class AppConfig(BaseModel):
     metadata_max_age_ms: int = Field(default=300_000, alias="metadata.max.age.ms", ge=100)
     auto_offset_reset: Literal["earliest", "latest"] = Field(default="earliest", alias="auto.offset.reset")
     client_id: str = Field(default="streamtasks-app", alias="client.id")
+    #: The record cache (docs/state.md): bytes for the whole app, shared by its tasks' stores;
+    #: updates of a key between commits are merged and only the last is written. 0 disables it.
+    cache_max_bytes: int = Field(default=DEFAULT_CACHE_MAX_BYTES, alias="statestore.cache.max.bytes", ge=0)
     #: Handed to the consumer (:class:`streamtasks.runtime.config.ConsumerConfig`): false on Tansu.
     lose_on_missed_generation: bool = Field(default=True, alias="lose.on.missed.generation")
 

@@ -20,7 +20,14 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from streamtasks.state import CheckpointError, KeyValueStore, StateDirectory, TypedStore
+from streamtasks.state import (
+    CacheBudget,
+    CachedStore,
+    CheckpointError,
+    KeyValueStore,
+    StateDirectory,
+    TypedStore,
+)
 from streamtasks.state.serdes import BYTES, Serde
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo
@@ -52,6 +59,7 @@ class StreamTask:
         store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
         logged_stores: frozenset[str],
         warmup: bool = False,
+        cache: CacheBudget | None = None,
     ) -> None:
         self.info = info
         self.role = role
@@ -69,6 +77,9 @@ class StreamTask:
                 self.changelog_of[name] = tp
         self.stores: dict[str, KeyValueStore] = {}
         self.typed: dict[str, TypedStore[Any, Any]] = {}
+        #: The record cache in front of each store (none when ``cache`` is None or 0 bytes).
+        self.caches: dict[str, CachedStore] = {}
+        self._cache_budget = cache if cache is not None and cache.max_bytes > 0 else None
         self.changelog_offsets: dict[TopicPartition, int] = {}
         self.pending: list[PendingWrite] = []
         #: Active task: changelog end offsets to restore up to before processing; None when running.
@@ -124,7 +135,11 @@ class StreamTask:
             store = KeyValueStore(self.directory.store_path(self.id, name), name=name, sink=sink)
             self.stores[name] = store
             key_serde, value_serde = self._serdes.get(name, (BYTES, BYTES))
-            self.typed[name] = TypedStore(store, key_serde, value_serde)
+            if self._cache_budget is None:
+                self.typed[name] = TypedStore(store, key_serde, value_serde)
+            else:
+                cached = self.caches[name] = CachedStore(store, self._cache_budget)
+                self.typed[name] = TypedStore(cached, key_serde, value_serde)
         # A checkpointed offset counts only for a store whose database was still there.
         held = checkpoint or {}
         self.changelog_offsets = {
@@ -160,8 +175,11 @@ class StreamTask:
     ) -> int:
         """Apply changelog records to the store of ``tp`` (no changelog writes) and move the
         position to ``next_offset``. Returns how many records were applied."""
-        store = self.stores[self.store_of[tp]]
-        applied = store.restore_batch(records)
+        name = self.store_of[tp]
+        cache = self.caches.get(name)
+        if cache is not None and len(cache):
+            cache.invalidate()  # restore and standby reads write around the cache
+        applied = self.stores[name].restore_batch(records)
         self.changelog_offsets[tp] = max(self.changelog_offsets.get(tp, 0), next_offset)
         self.applied_records += applied
         if self.restoring:
@@ -188,6 +206,11 @@ class StreamTask:
 
     # -- processing --------------------------------------------------------------------------
 
+    def flush_caches(self) -> int:
+        """Write every store's dirty cached entries to the store (and so to ``pending``): on
+        commit, before the changelog records are sent. Returns how many entries were written."""
+        return sum(cache.flush() for cache in self.caches.values())
+
     def take_pending(self) -> list[PendingWrite]:
         out, self.pending = self.pending, []
         return out
@@ -201,6 +224,7 @@ class StreamTask:
         """Flush the stores and record the changelog offsets they hold (commit / clean close)."""
         if self.closed or not self.stores:
             return
+        self.flush_caches()
         for store in self.stores.values():
             store.flush()
         if self.store_of:
@@ -214,6 +238,8 @@ class StreamTask:
             if clean:
                 self.checkpoint()
         finally:  # a failed checkpoint must not leave RocksDB's lock held
+            for cache in self.caches.values():
+                cache.clear()  # a dirty close drops unflushed entries, as it drops ``pending``
             for store in self.stores.values():
                 store.close()
             self.closed = True

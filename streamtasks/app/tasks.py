@@ -23,7 +23,7 @@ from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycl
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
-from streamtasks.state import StateDirectory
+from streamtasks.state import CacheBudget, StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import TaskKind, plan_tasks
 from topology.ids import TaskId, TopicPartition
@@ -49,8 +49,11 @@ class TaskSet:
         directory: StateDirectory,
         store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
         emit: Callable[[AppEvent], None],
+        cache_max_bytes: int = 0,
     ) -> None:
         self._topology = topology
+        #: The record cache's byte budget, shared by every task's stores (0: no cache).
+        self.cache = CacheBudget(cache_max_bytes)
         self._processors = dict(processors)
         self._directory = directory
         self._serdes = dict(store_serdes)
@@ -170,6 +173,7 @@ class TaskSet:
                 store_serdes=self._serdes,
                 logged_stores=self._logged,
                 warmup=tid in info.warmup_tasks,
+                cache=self.cache,
             )
             task.open(ends)
             self.tasks[tid] = task
@@ -278,6 +282,11 @@ class TaskSet:
         # Looked up on every call: send_pending swaps in a new outbox, and a context that held
         # the old list's append would write into a list nobody sends.
         self._outbox.append(output)
+
+    def flush_caches(self) -> int:
+        """Write every task's dirty cached store entries to its stores (their changelog records
+        join ``pending``): on commit, before :meth:`send_pending`. Returns how many."""
+        return sum(task.flush_caches() for task in self.tasks.values())
 
     async def send_pending(self, producer: AIOKafkaProducer) -> None:
         """Hand every pending changelog and output record to the producer. A refused send is

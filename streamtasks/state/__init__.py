@@ -9,8 +9,9 @@ On disk, per application and machine (see :mod:`streamtasks.state.directory`)::
             .checkpoint                Kafka's offset checkpoint format v0 (changelog offsets)
             rocksdb/<store>/           one RocksDB database (rocksdict, raw bytes) per store
 
-:class:`KeyValueStore` is a store in bytes with an optional changelog sink; :class:`TypedStore`
-puts :mod:`serdes <streamtasks.state.serdes>` in front of it. :class:`StateDirectory` owns the
+:class:`KeyValueStore` is a store in bytes with an optional changelog sink; :class:`CachedStore`
+is the record cache in front of one (:mod:`streamtasks.state.cache`); :class:`TypedStore`
+puts :mod:`serdes <streamtasks.state.serdes>` in front of either. :class:`StateDirectory` owns the
 layout, the lock, the process id and the offset sums the assignor needs. This layer does IO but
 knows nothing of Kafka clients or the runtime; the runtime composes the pieces.
 """
@@ -24,17 +25,22 @@ from streamtasks.errors import (
     StateError,
     StoreClosedError,
 )
+from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES, CacheBudget, CachedStore
 from streamtasks.state.checkpoint import CHECKPOINT_VERSION, read_checkpoint, write_checkpoint
 from streamtasks.state.directory import StateDirectory
 from streamtasks.state.serdes import BYTES, INT64, JSON, STRING, Serde
-from streamtasks.state.store import ChangelogSink, KeyValueStore, TypedStore
+from streamtasks.state.store import ByteStore, ChangelogSink, KeyValueStore, TypedStore
 
 __all__ = [
     "BYTES",
     "CHECKPOINT_VERSION",
+    "DEFAULT_CACHE_MAX_BYTES",
     "INT64",
     "JSON",
     "STRING",
+    "ByteStore",
+    "CacheBudget",
+    "CachedStore",
     "ChangelogSink",
     "CheckpointError",
     "KeyValueStore",

@@ -18,14 +18,14 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import rocksdict
 
 from streamtasks.errors import StateError, StoreClosedError
 from streamtasks.state.serdes import Serde
 
-__all__ = ["ChangelogSink", "KeyValueStore", "TypedStore"]
+__all__ = ["ByteStore", "ChangelogSink", "KeyValueStore", "TypedStore"]
 
 ChangelogSink = Callable[[bytes, bytes | None], None]
 """Receives every write of a store: ``(key, value)``, or ``(key, None)`` for a delete."""
@@ -141,6 +141,17 @@ class KeyValueStore:
         if self._sink is not None:
             self._sink(key, None)
 
+    def write_all(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Apply writes (``None`` deletes) in one atomic batch, then hand each to the sink in
+        order: what the record cache calls when it flushes. Returns how many were written."""
+        rows = list(records)
+        applied = self.restore_batch(rows)
+        sink = self._sink
+        if sink is not None:
+            for key, value in rows:
+                sink(key, value)
+        return applied
+
     def restore_batch(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Apply changelog records (``None`` deletes) in one atomic write; the sink is not called.
 
@@ -223,21 +234,42 @@ class _Entries(Iterator[tuple[bytes, bytes]]):
         return _check_bytes("key read back", key), _check_bytes("value read back", value)
 
 
+class ByteStore(Protocol):
+    """What :class:`TypedStore` needs of the store under it: a :class:`KeyValueStore`, or a
+    :class:`~streamtasks.state.cache.CachedStore` in front of one."""
+
+    @property
+    def name(self) -> str: ...
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, key: bytes) -> None: ...
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def count(self) -> int: ...
+
+
 class TypedStore(Generic[K, V]):
-    """A :class:`KeyValueStore` seen through a key serde and a value serde.
+    """A :class:`KeyValueStore` (or a record cache in front of one) seen through a key serde
+    and a value serde.
 
     Entries iterate in the order of the *serialized* keys.
     """
 
     __slots__ = ("_key_serde", "_store", "_value_serde")
 
-    def __init__(self, store: KeyValueStore, key_serde: Serde[K], value_serde: Serde[V]) -> None:
+    def __init__(self, store: ByteStore, key_serde: Serde[K], value_serde: Serde[V]) -> None:
         self._store = store
         self._key_serde = key_serde
         self._value_serde = value_serde
 
     @property
-    def store(self) -> KeyValueStore:
+    def store(self) -> ByteStore:
         return self._store
 
     @property

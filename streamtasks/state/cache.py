@@ -1,0 +1,185 @@
+"""The record cache: Kafka Streams' caching layer (``statestore.cache.max.bytes``) for stores.
+
+A :class:`CachedStore` sits in front of one :class:`~streamtasks.state.store.KeyValueStore`:
+
+* **read-through**: a ``get`` that misses reads the store and keeps what it found;
+* **write-back**: ``put`` and ``delete`` change only the cache and mark the key dirty; the
+  store (and through its sink the changelog) sees a key's *last* value when the cache is
+  :meth:`flushed <CachedStore.flush>` (the runtime does so on every commit, before it sends the
+  changelog records and commits input offsets), when the key is evicted, and on a clean close.
+  Updates of one key between two flushes are merged: only the last reaches the changelog.
+* **bounded by bytes**: every cache of one application shares one :class:`CacheBudget`
+  (Kafka's ``ThreadCache``); an entry counts ``len(key) + len(value) +`` :data:`ENTRY_OVERHEAD`.
+  A write that takes the budget over its limit evicts least-recently-used entries of the store
+  written to (as Kafka evicts from the named cache being written), writing dirty ones through.
+
+Reads never see anything but the last write: a cached value, a cached delete (``None``), or
+the store. ``items()`` and ``count()`` flush first, then read the store. Restore and standby
+reads do not go through the cache (they call the store's ``restore_batch``); a task whose store
+is written that way drops its cache first (:meth:`CachedStore.invalidate`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Final
+
+from streamtasks.state.store import KeyValueStore
+from streamtasks.state.store import _check_bytes as _check
+
+__all__ = ["DEFAULT_CACHE_MAX_BYTES", "ENTRY_OVERHEAD", "CacheBudget", "CachedStore"]
+
+#: Kafka Streams' default ``statestore.cache.max.bytes``: 10 MiB for the whole application.
+DEFAULT_CACHE_MAX_BYTES: Final = 10 * 1024 * 1024
+#: Bytes counted per entry on top of its key and value (the Python objects around them).
+ENTRY_OVERHEAD: Final = 100
+
+_MISS: Final = object()
+
+
+class CacheBudget:
+    """The byte limit every cache of one application shares, and what they use of it."""
+
+    __slots__ = ("max_bytes", "used")
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"a cache budget cannot be negative, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.used = 0
+
+    def __repr__(self) -> str:
+        return f"CacheBudget(max_bytes={self.max_bytes}, used={self.used})"
+
+
+def _size(key: bytes, value: bytes | None) -> int:
+    return len(key) + (0 if value is None else len(value)) + ENTRY_OVERHEAD
+
+
+class CachedStore:
+    """A write-back, read-through LRU cache over one store (see the module docstring).
+
+    It offers the store's read and write methods (``get``, ``put``, ``delete``, ``in``,
+    ``items``, ``count``), so a :class:`~streamtasks.state.store.TypedStore` can sit on it.
+    """
+
+    __slots__ = ("_budget", "_dirty", "_store", "_values", "evictions", "flushed")
+
+    def __init__(self, store: KeyValueStore, budget: CacheBudget) -> None:
+        self._store = store
+        self._budget = budget
+        #: key → value (``None``: deleted), least recently used first.
+        self._values: OrderedDict[bytes, bytes | None] = OrderedDict()
+        #: keys whose cached value the store does not have yet, in first-dirtied order.
+        self._dirty: dict[bytes, None] = {}
+        #: Entries written to the store by eviction, and by flushes (counters, for metrics).
+        self.evictions = 0
+        self.flushed = 0
+
+    @property
+    def store(self) -> KeyValueStore:
+        return self._store
+
+    @property
+    def name(self) -> str:
+        return self._store.name
+
+    @property
+    def dirty_count(self) -> int:
+        return len(self._dirty)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"CachedStore({self._store!r}, entries={len(self._values)}, dirty={len(self._dirty)})"
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        values = self._values
+        value = values.get(key, _MISS)
+        if value is not _MISS:
+            values.move_to_end(key)
+            return value  # type: ignore[return-value]
+        found = self._store.get(key)
+        if found is not None:
+            values[key] = found
+            self._grow(_size(key, found))
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(_check("key", key)) is not None
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every entry in key order: the cache is flushed, then the store is read."""
+        self.flush()
+        return self._store.items()
+
+    def count(self) -> int:
+        self.flush()
+        return self._store.count()
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._write(_check("key", key), _check("value", value))
+
+    def delete(self, key: bytes) -> None:
+        self._write(_check("key", key), None)
+
+    def _write(self, key: bytes, value: bytes | None) -> None:
+        values = self._values
+        old = values.pop(key, _MISS)
+        freed = 0 if old is _MISS else _size(key, old)  # type: ignore[arg-type]
+        values[key] = value
+        self._dirty[key] = None
+        self._grow(_size(key, value) - freed)
+
+    def _grow(self, delta: int) -> None:
+        budget = self._budget
+        budget.used += delta
+        if budget.used > budget.max_bytes:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop least-recently-used entries of this cache until the budget holds (or this
+        cache is empty); a dirty one is written to the store first."""
+        budget, values, dirty, store = self._budget, self._values, self._dirty, self._store
+        while budget.used > budget.max_bytes and values:
+            key, value = values.popitem(last=False)
+            budget.used -= _size(key, value)
+            if key in dirty:
+                del dirty[key]
+                self.evictions += 1
+                if value is None:
+                    store.delete(key)
+                else:
+                    store.put(key, value)
+
+    # -- flushing ---------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Write every dirty entry to the store (one RocksDB batch; the store's sink gets each,
+        in the order the keys were first dirtied). Entries stay cached, clean. Returns how many
+        were written."""
+        if not self._dirty:
+            return 0
+        values = self._values
+        batch = [(key, values[key]) for key in self._dirty]
+        self._dirty = {}
+        self._store.write_all(batch)
+        self.flushed += len(batch)
+        return len(batch)
+
+    def invalidate(self) -> None:
+        """Flush, then drop every entry (the store is about to be written around the cache)."""
+        self.flush()
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop every entry, dirty ones included, and give their bytes back to the budget."""
+        self._budget.used -= sum(_size(k, v) for k, v in self._values.items())
+        self._values.clear()
+        self._dirty = {}
