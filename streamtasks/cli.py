@@ -106,7 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="embedded broker: Apache Kafka (needs Java 17+ and Maven), Tansu, or auto (Kafka where "
         "java and mvn are on PATH); default: $STREAMTASKS_BROKER, else auto",
     )
-    demo.add_argument("--protocol", choices=("cooperative", "eager"), default="cooperative")
+    demo.add_argument(
+        "--protocol",
+        choices=("cooperative", "eager", "consumer", "consumer-client"),
+        default="cooperative",
+        help="classic cooperative or eager; consumer: KIP-848 on the cluster's coordinator (Apache "
+        "Kafka 4.x, server-side uniform); consumer-client: KIP-848 on a streamtasks coordinator "
+        "started in front of the cluster, assignment client-side",
+    )
     demo.add_argument(
         "--phase",
         choices=("all", "bounce", "stateful"),

@@ -4,9 +4,16 @@ Starts an embedded broker (``--broker``: Apache Kafka or Tansu) or uses ``--boot
 creates a 12-partition topic, runs three worker *processes* (``streamtasks.drills.worker``) in one
 group, produces a steady stream, then bounces every worker in turn as a dynamic member, moves
 them to static membership, and bounces them again as static members. Every callback and consumed
-record id comes back to this process, which keeps an :class:`~streamtasks.drills.OwnershipLedger`
-and a :class:`~streamtasks.drills.RecordAudit` and prints a report per phase. Exit status 1 if any
-partition was owned twice or any record was lost.
+record's (partition, offset) comes back to this process, which keeps an
+:class:`~streamtasks.drills.OwnershipLedger` and an :class:`~streamtasks.drills.offset_audit.OffsetAudit`
+(every offset the broker acknowledged to the producer must be consumed) and prints a report per
+phase. Exit status 1 if any partition was owned twice or any acknowledged offset was not consumed.
+
+``--protocol`` picks the group protocol (:data:`PROTOCOLS`): classic ``eager`` or
+``cooperative``; ``consumer`` (KIP-848 on the cluster's own coordinator, its ``uniform``
+assignor; refused where the cluster does not serve ConsumerGroupHeartbeat, as Tansu does not);
+``consumer-client`` (KIP-848 on a ``streamtasks coordinator`` child process in front of the
+cluster, the members assigning client-side through PrepareAssignment / InstallAssignment).
 """
 
 from __future__ import annotations
@@ -28,14 +35,34 @@ from typing import Any, TextIO
 from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
-from streamtasks.drills.ledger import OwnershipLedger, RecordAudit
+from streamtasks.drills.coordinator_proc import CoordinatorProcess
+from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.offset_audit import OffsetAudit
 from streamtasks.embedded import Cluster, EmbeddedBroker, ExternalCluster, start_broker
+from streamtasks.errors import BrokerError, ConfigError
+from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
 from streamtasks.runtime.driver import monotonic_ms
 from topology.ids import TopicPartition
 
-__all__ = ["DemoOptions", "PhaseReport", "run_demo"]
+__all__ = ["PROTOCOLS", "DemoOptions", "PhaseReport", "run_demo"]
 
-PROTOCOL_ASSIGNORS = {"cooperative": "cooperative_sticky", "eager": "sticky"}
+#: ``--protocol`` → the partition workers' group settings (streamtasks.drills.worker).
+PROTOCOLS: dict[str, tuple[str, ...]] = {
+    "cooperative": ("--assignor", "cooperative_sticky"),
+    "eager": ("--assignor", "sticky"),
+    # KIP-848 on the cluster's coordinator, its server-side assignor.
+    "consumer": ("--group-protocol", "consumer", "--remote-assignor", "uniform"),
+    # KIP-848 on streamtasks coordinator: the members assign (Prepare -> assignor -> Install).
+    "consumer-client": ("--group-protocol", "consumer", "--assignor", "cooperative_sticky"),
+}
+#: What the report's title says of each protocol.
+PROTOCOL_TITLES = {
+    "cooperative": "cooperative rebalancing (classic protocol, cooperative_sticky)",
+    "eager": "eager rebalancing (classic protocol, sticky)",
+    "consumer": "KIP-848 consumer protocol on the cluster's coordinator (server-side uniform)",
+    "consumer-client": "KIP-848 consumer protocol on streamtasks coordinator (client-side "
+    "cooperative_sticky)",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +130,7 @@ class PhaseReport:
 @dataclass(slots=True)
 class _State:
     ledger: OwnershipLedger
-    audit: RecordAudit = field(default_factory=RecordAudit)
+    audit: OffsetAudit = field(default_factory=OffsetAudit)
     owned: dict[str, set[TopicPartition]] = field(default_factory=dict)
     generations: set[int] = field(default_factory=set)
     rebalancing: bool = False
@@ -146,7 +173,7 @@ class _Worker:
             st.nudge_taken[self.name] = t
         elif kind == "consumed":
             for rid in ev["ids"]:
-                st.audit.consumed(rid)
+                st.audit.processed(rid)
             if st.rebalancing:
                 st.consumed_in_rebalance += len(ev["ids"])
 
@@ -260,7 +287,9 @@ class Demo:
             )
         )
 
-    async def run(self, cluster: Cluster) -> int:
+    async def run(self, cluster: Cluster, group_bootstrap: str | None = None) -> int:
+        """The bounce phases; the workers bootstrap to ``group_bootstrap`` (default: the
+        cluster; ``--protocol consumer-client``: the streamtasks coordinator before it)."""
         topic = f"demo-{uuid.uuid4().hex[:8]}"
         group = f"demo-{self.o.protocol}-{uuid.uuid4().hex[:6]}"
         cluster.create_topics({topic: self.o.partitions})
@@ -276,8 +305,8 @@ class Demo:
         partitions = [TopicPartition(topic, p) for p in range(self.o.partitions)]
         self.state = _State(ledger=OwnershipLedger(partitions, monotonic_ms()))
         argv = [
-            "--bootstrap-servers", cluster.bootstrap_servers, "--group", group, "--topic", topic,
-            "--assignor", PROTOCOL_ASSIGNORS[self.o.protocol],
+            "--bootstrap-servers", group_bootstrap or cluster.bootstrap_servers, "--group", group,
+            "--topic", topic, "--report-offsets", *PROTOCOLS[self.o.protocol],
         ]  # fmt: skip
         if self.o.tansu_workarounds:
             argv.append("--no-lose-on-missed-generation")
@@ -324,7 +353,7 @@ class Demo:
             await producer.flush()
             self.say("producer stopped; waiting for the workers to consume the rest")
             deadline = monotonic_ms() + 60_000
-            while self.state.audit.lost() and monotonic_ms() < deadline:
+            while not self.state.audit.complete() and monotonic_ms() < deadline:
                 await asyncio.sleep(0.2)
         finally:
             produce.cancel()
@@ -341,15 +370,15 @@ class Demo:
         while True:
             for _ in range(per_tick):
                 n = next(ids)
-                rid = f"{n}"
-                await producer.send(topic, rid.encode(), partition=n % self.o.partitions)
-                self.state.audit.produced(rid)
+                rid = f"{n}".encode()
+                await self.state.audit.send(
+                    producer, topic, key=rid, value=rid, partition=n % self.o.partitions
+                )
             await asyncio.sleep(0.05)
 
     def _print_report(self) -> int:
-        audit = self.state.audit
+        audit = self.state.audit.report()
         final = self.state.ledger.report(monotonic_ms())
-        lost = audit.lost()
         heads = (
             "phase",
             "seconds",
@@ -367,27 +396,57 @@ class Demo:
         ]  # fmt: skip
         widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        self.out.write("\n" + f"streamtasks demo — {self.o.protocol} rebalancing\n\n")
+        self.out.write("\n" + f"streamtasks demo — {PROTOCOL_TITLES[self.o.protocol]}\n\n")
         self.out.write(fmt.format(*heads) + "\n" + fmt.format(*("-" * w for w in widths)) + "\n")
         for row in rows:
             self.out.write(fmt.format(*row) + "\n")
         self.out.write(
-            f"\nrecords: produced {audit.produced_count}, consumed {audit.consumed_count}, "
-            f"duplicates {audit.duplicates()}, lost {len(lost)}\n"
+            f"\nrecords (per offset the broker acknowledged): produced {audit.acknowledged}, "
+            f"consumed {audit.processed}, duplicates {audit.duplicates}, lost {audit.lost}\n"
         )
+        if audit.lost_runs:
+            self.out.write(f"lost offsets (partition:[offsets]): {', '.join(audit.lost_runs)}\n")
         if self.state.restarts:
             self.out.write(f"workers restarted after a fatal group error: {self.state.restarts}\n")
         self.out.write(f"double ownership: {len(final.violations)}\n")
         for v in final.violations:
             when = (v.at_ms - self.t0) / 1000
             self.out.write(f"  {v.partition} given to {v.claimant} at {when:.1f}s while {v.holder} held it\n")
-        ok = not lost and not final.violations
+        ok = audit.lost == 0 and not final.violations
         self.out.write("result: OK\n" if ok else "result: FAILED\n")
         self.out.flush()
         return 0 if ok else 1
 
 
+#: Why the stateful phase does not run under ``--protocol consumer``.
+CONSUMER_STATEFUL_SKIP = (
+    "stateful phase skipped under --protocol consumer: an App's tasks, standbys and warm-ups are "
+    "placed by its own (client-side) task assignor, which Apache Kafka's coordinator does not run; "
+    "--protocol consumer-client runs it through streamtasks coordinator"
+)
+
+#: Until streamtasks.App runs KIP-848 (issue 14, item 4).
+CLIENT_STATEFUL_SKIP = (
+    "stateful phase skipped under --protocol consumer-client: streamtasks.App does not run the "
+    "KIP-848 member yet"
+)
+
+
+def require_kip848(cluster: Cluster) -> None:
+    """:class:`BrokerError` unless ``cluster`` serves ConsumerGroupHeartbeat (KIP-848)."""
+    if CONSUMER_GROUP_HEARTBEAT_API_KEY not in cluster.api_versions():
+        tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
+        raise BrokerError(
+            f"--protocol consumer needs a cluster serving ConsumerGroupHeartbeat (API key "
+            f"{CONSUMER_GROUP_HEARTBEAT_API_KEY}, KIP-848){tansu}: the cluster at "
+            f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.x), or "
+            "--protocol consumer-client, which serves KIP-848 from streamtasks coordinator in front of it"
+        )
+
+
 async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
+    if options.protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {options.protocol!r}: one of {', '.join(PROTOCOLS)}")
     bootstrap = options.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
     log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
     if log_dir:
@@ -397,17 +456,42 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
         ExternalCluster(bootstrap) if bootstrap else start_broker(options.broker, log_path=broker_log)
     )
     if options.tansu_workarounds is None:
-        options = dataclasses.replace(options, tansu_workarounds=isinstance(cluster, EmbeddedBroker))
+        # Tansu's classic-group quirks only: under KIP-848 the group is served by Apache Kafka
+        # (never Tansu) or by streamtasks coordinator.
+        classic = options.protocol in ("eager", "cooperative")
+        options = dataclasses.replace(
+            options, tansu_workarounds=classic and isinstance(cluster, EmbeddedBroker)
+        )
+    coordinator: CoordinatorProcess | None = None
     try:
+        group_bootstrap = cluster.bootstrap_servers
+        if options.protocol == "consumer":
+            require_kip848(cluster)
+        elif options.protocol == "consumer-client":
+            coordinator = CoordinatorProcess(cluster.bootstrap_servers)
+            group_bootstrap = await coordinator.start()
+            out.write(
+                f"streamtasks coordinator listening on {group_bootstrap} in front of "
+                f"{cluster.bootstrap_servers} (log topic {coordinator.topic})\n"
+            )
         status = 0
         if "bounce" in options.phases:
-            status = await Demo(options, out).run(cluster)
+            status = await Demo(options, out).run(cluster, group_bootstrap)
+            if coordinator is not None:
+                out.write(f"coordinator: {coordinator.status()}\n")
         if "stateful" in options.phases:
             from streamtasks.drills.stateful_demo import print_stateful_report, run_stateful_phase
 
-            out.write("\nstateful phase: tasks with state, standbys and warm-ups\n")
-            report = await run_stateful_phase(cluster.bootstrap_servers, out)
-            status = max(status, print_stateful_report(report, out))
+            if options.protocol == "consumer":
+                out.write(f"\n{CONSUMER_STATEFUL_SKIP}\n")
+            elif options.protocol == "consumer-client":
+                out.write(f"\n{CLIENT_STATEFUL_SKIP}\n")
+            else:
+                out.write("\nstateful phase: tasks with state, standbys and warm-ups\n")
+                report = await run_stateful_phase(cluster.bootstrap_servers, out)
+                status = max(status, print_stateful_report(report, out))
         return status
     finally:
+        if coordinator is not None:
+            await coordinator.stop()
         cluster.stop()

@@ -2,7 +2,12 @@
 every rebalance callback and every record id it consumed.
 
     python -m streamtasks.drills.worker --bootstrap-servers H:P --group G --topic T --name w1 \
-        [--instance-id w1] [--assignor cooperative_sticky[,range]] [--report-offsets]
+        [--instance-id w1] [--assignor cooperative_sticky[,range]] [--report-offsets] \
+        [--group-protocol consumer [--remote-assignor uniform]]
+
+Under ``--group-protocol consumer`` (KIP-848) the member uses the coordinator's assignor
+``--remote-assignor`` (Apache Kafka's own coordinator), or without it the ``--assignor`` names
+as client-side assignors (PrepareAssignment / InstallAssignment: ``streamtasks coordinator``).
 
 SIGTERM closes it cleanly (commit, revoke, leave unless static); the last line is ``stopped``.
 SIGUSR1 calls ``enforce_rebalance`` (KIP-568).
@@ -18,6 +23,7 @@ import signal
 import sys
 from typing import Any
 
+import assignors as assignor_registry
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.ledger import offset_id
 from streamtasks.errors import StreamTasksError
@@ -60,6 +66,19 @@ class Reporter:
         self._report("lost", tps)
 
 
+def protocol_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The Consumer settings that pick the group protocol and its assignors (module docstring)."""
+    names = args.assignor.split(",")
+    if args.group_protocol == "classic":
+        return {"assignors": names, "lose_on_missed_generation": args.lose_on_missed_generation}
+    if args.remote_assignor:
+        return {"group_protocol": "consumer", "group_remote_assignor": args.remote_assignor}
+    return {
+        "group_protocol": "consumer",
+        "partition_assignors": [assignor_registry.get_partition_assignor(n) for n in names],
+    }
+
+
 def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
     ref.clear()
     consumer = Consumer(
@@ -68,13 +87,12 @@ def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
         bootstrap_servers=args.bootstrap_servers,
         group_id=args.group,
         group_instance_id=args.instance_id,
-        assignors=args.assignor.split(","),
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=500,
         rebalance_timeout_ms=15_000,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        lose_on_missed_generation=args.lose_on_missed_generation,
+        **protocol_settings(args),
     )
     ref.append(consumer)
     return consumer
@@ -147,6 +165,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--assignor",
         default="cooperative_sticky",
         help="assignor names, comma-separated, most preferred first",
+    )
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument(
+        "--remote-assignor",
+        help="consumer protocol: the coordinator's assignor (uniform, range); without it the "
+        "--assignor names run client-side",
     )
     parser.add_argument(
         "--report-offsets",

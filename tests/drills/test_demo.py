@@ -8,10 +8,15 @@ from __future__ import annotations
 import asyncio
 import io
 
-from streamtasks.drills.demo import Demo, DemoOptions, _State, _Worker
+import pytest
+
+from streamtasks.drills.demo import PROTOCOLS, Demo, DemoOptions, _State, _Worker, require_kip848
 from streamtasks.drills.ledger import OwnershipLedger
 from streamtasks.drills.worker import make_consumer, parse_args
+from streamtasks.embedded import EmbeddedBroker
+from streamtasks.errors import BrokerError
 from streamtasks.membership.classic import ClassicMember
+from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.runtime.driver import monotonic_ms
 from topology import TopicPartition
 
@@ -72,3 +77,47 @@ def test_the_demo_worker_turns_the_missed_generation_rule_off_only_when_told() -
         member = make_consumer(parse_args([*base, *extra]), [])._member
         assert isinstance(member, ClassicMember)
         assert member.config.lose_on_missed_generation is expected
+
+
+def _worker_member(*extra: str) -> object:
+    base = ["--bootstrap-servers", "127.0.0.1:9", "--group", "g", "--topic", "t", "--name", "w"]
+    return make_consumer(parse_args([*base, *extra]), [])._member
+
+
+def test_the_demo_worker_runs_each_protocol_the_demo_names() -> None:
+    """``--protocol`` → the worker's member: classic with the named assignor; KIP-848 with the
+    coordinator's assignor (consumer) or with client-side assignors (consumer-client)."""
+    classic = _worker_member(*PROTOCOLS["eager"])
+    assert isinstance(classic, ClassicMember)
+    assert [a.name for a in classic.config.assignors] == ["sticky"]
+    server_side = _worker_member(*PROTOCOLS["consumer"])
+    assert isinstance(server_side, ConsumerMember)
+    assert server_side.config.server_assignor == "uniform"
+    assert server_side.config.client_assignors == ()
+    client_side = _worker_member(*PROTOCOLS["consumer-client"])
+    assert isinstance(client_side, ConsumerMember)
+    assert client_side.config.server_assignor is None
+    assert [a.name for a in client_side.config.client_assignors] == ["cooperative-sticky"]
+
+
+class _NoKip848Cluster(EmbeddedBroker):
+    """A cluster whose ApiVersions lacks ConsumerGroupHeartbeat, as Tansu's does (no process)."""
+
+    def __init__(self) -> None:
+        pass
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return "127.0.0.1:9"
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        return {0: (0, 11), 18: (0, 4)}
+
+
+def test_protocol_consumer_is_refused_on_a_cluster_without_consumer_group_heartbeat() -> None:
+    with pytest.raises(BrokerError) as refused:
+        require_kip848(_NoKip848Cluster())
+    message = str(refused.value)
+    assert "ConsumerGroupHeartbeat (API key 68" in message
+    assert "(Tansu does not)" in message
+    assert "--protocol consumer-client" in message
