@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     app = make_faust_app(args)
     emit(worker=args.name, kind="started")
-    sys.argv = [sys.argv[0], "worker", "-l", args.log_level.lower(), "--without-web"]
+    # faust's --loglevel spells two levels its own way.
+    level = {"warning": "warn", "critical": "crit"}.get(args.log_level.lower(), args.log_level.lower())
+    sys.argv = [sys.argv[0], "worker", "-l", level, "--without-web"]
     app.main()
     return 0
 

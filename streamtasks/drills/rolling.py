@@ -278,6 +278,14 @@ class _Run:
     async def wait_settled(self, names: list[str], what: str) -> None:
         deadline = time.monotonic() + self.o.settle_timeout_s
         while not self.settled(names):
+            exited = [
+                n for n in names if (p := self.workers[n].proc) is not None and p.returncode is not None
+            ]
+            if exited:
+                codes = ", ".join(f"{n} ({self.workers[n].proc.returncode})" for n in exited)  # type: ignore[union-attr]
+                self.result.problems.append(f"worker process exited: {codes}, while waiting for: {what}")
+                self.say(f"  worker process exited: {codes}")
+                return
             if time.monotonic() > deadline:
                 self.result.problems.append(f"group did not settle: {what}")
                 self.say(f"  timed out waiting for: {what}")
