@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from streamtasks.app.context import Output, ProcessorContext, Record
 from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled, wall_ms
+from streamtasks.app.sending import Keyed, by_partition, partition_for, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
@@ -290,22 +291,30 @@ class TaskSet:
 
     async def send_pending(self, producer: AIOKafkaProducer) -> None:
         """Hand every pending changelog and output record to the producer. A refused send is
-        also kept for :meth:`raise_send_failures` (its record is dropped: no later commit)."""
+        also kept for :meth:`raise_send_failures` (its record is dropped: no later commit).
+        Records go out one batch per partition (:mod:`streamtasks.app.sending`), in order."""
         try:
             for task in list(self.tasks.values()):
-                for tp, key, value in task.take_pending():
-                    future = await producer.send(tp.topic, value=value, key=key, partition=tp.partition)
-                    future.add_done_callback(self._ack_callback(task, tp))
+                pending = task.take_pending()
+                if pending:
+                    for tp, rows in by_partition(pending).items():
+                        await send_rows(producer, tp, rows, self._ack_callback(task, tp))
             outbox, self._outbox = self._outbox, []
-            for out in outbox:
-                future = await producer.send(out.topic, value=out.value, key=out.key, partition=out.partition)
-                future.add_done_callback(self._ack_callback(None, None))
+            if outbox:
+                keyed: list[Keyed] = []
+                for out in outbox:
+                    part = out.partition
+                    if part is None:
+                        part = await partition_for(producer, out.topic, out.key)
+                    keyed.append((TopicPartition(out.topic, part), out.key, out.value))
+                for tp, rows in by_partition(keyed).items():
+                    await send_rows(producer, tp, rows, self._ack_callback(None, None))
         except Exception as exc:
             self._send_errors.append(exc)
             raise
 
-    def _ack_callback(self, task: StreamTask | None, tp: TopicPartition | None) -> Callable[[Any], None]:
-        def done(future: Any) -> None:
+    def _ack_callback(self, task: StreamTask | None, tp: TopicPartition | None) -> Callable[[int, Any], None]:
+        def done(count: int, future: Any) -> None:
             if future.cancelled():
                 self._send_errors.append(ProcessingError("a record send was cancelled"))
                 return
@@ -313,7 +322,7 @@ class TaskSet:
             if exc is not None:
                 self._send_errors.append(exc)
             elif task is not None and tp is not None:
-                task.acknowledged(tp, future.result().offset)
+                task.acknowledged(tp, future.result().offset + count - 1)
 
         return done
 

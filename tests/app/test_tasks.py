@@ -446,6 +446,20 @@ def test_a_store_the_subtopology_does_not_declare_is_an_error(tmp_path: Path) ->
 # -- sending ---------------------------------------------------------------------------------------
 
 
+class _Batch:
+    """Stands in for aiokafka's BatchBuilder."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[bytes | None, bytes | None]] = []
+
+    def append(self, *, timestamp: None, key: bytes | None, value: bytes | None) -> object:
+        self.rows.append((key, value))
+        return object()
+
+    def close(self) -> None:
+        pass
+
+
 class _Producer:
     """Stands in for the Kafka producer (the layer below): numbers records per partition."""
 
@@ -456,15 +470,22 @@ class _Producer:
         self._next: dict[tuple[str, int], int] = {}
         self._fail_topic = fail_topic
 
-    async def send(
-        self, topic: str, *, value: bytes | None, key: bytes | None, partition: int | None
+    def create_batch(self) -> _Batch:
+        return _Batch()
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return {0}
+
+    async def send_batch(
+        self, batch: _Batch, topic: str, *, partition: int
     ) -> asyncio.Future[RecordMetadata]:
-        if self._refuse_after is not None and len(self.sent) >= self._refuse_after:
+        """One future per batch, resolved (on flush) with the batch's first offset."""
+        if self._refuse_after is not None and len(self.sent) + len(batch.rows) > self._refuse_after:
             raise RuntimeError("send refused (buffer full / metadata timeout)")
-        self.sent.append((topic, partition, key, value))
-        p = partition if partition is not None else 0
+        self.sent += [(topic, partition, key, value) for key, value in batch.rows]
+        p = partition
         offset = self._next.get((topic, p), 100)
-        self._next[(topic, p)] = offset + 1
+        self._next[(topic, p)] = offset + len(batch.rows)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         outcome: RecordMetadata | BaseException
         if topic == self._fail_topic:
@@ -502,8 +523,8 @@ def test_send_pending_sends_changelog_and_output_records_and_acks_move_offsets(f
     assert sorted(producer.sent, key=repr) == sorted(
         [
             (CHANGELOG, 1, b"q", (1).to_bytes(8, "big")),
-            (WORDS, None, b"x", b"1"),
-            (WORDS, None, b"y", b"1"),
+            (WORDS, 0, b"x", b"1"),  # keyed outputs: partitioned as the producer would
+            (WORDS, 0, b"y", b"1"),
         ],
         key=repr,
     )

@@ -1,0 +1,74 @@
+"""Handing records to the producer one batch per partition instead of one send per record.
+
+``AIOKafkaProducer.send`` costs a coroutine, a future, a metadata wait and a partitioner call
+per record; a run of records for one partition goes out through ``create_batch`` /
+``send_batch`` instead: one future per batch of up to ``max_batch_size`` bytes. Records of one
+partition keep their order (aiokafka queues a partition's batches in submission order), so a
+key's records keep theirs. Records without a partition are partitioned as the producer's
+default partitioner does (murmur2 of the key), so a key lands where ``send`` would put it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+
+from streamtasks.errors import ProcessingError
+from topology.ids import TopicPartition
+
+__all__ = ["BatchDone", "Keyed", "Row", "by_partition", "partition_for", "send_rows"]
+
+#: One record to send: (key, value).
+Row = tuple[bytes | None, bytes | None]
+#: Called when a batch is done: (records in the batch, its future).
+BatchDone = Callable[[int, Any], None]
+#: A record for a partition: (partition, key, value).
+Keyed = tuple[TopicPartition, bytes | None, bytes | None]
+
+_partitioner = DefaultPartitioner()
+
+
+def by_partition(records: Iterable[Keyed]) -> dict[TopicPartition, list[Row]]:
+    """Group records per partition, each group in the order given."""
+    out: dict[TopicPartition, list[Row]] = {}
+    for tp, key, value in records:
+        rows = out.get(tp)
+        if rows is None:
+            rows = out[tp] = []
+        rows.append((key, value))
+    return out
+
+
+async def partition_for(producer: AIOKafkaProducer, topic: str, key: bytes | None) -> int:
+    """The partition the producer's default partitioner gives ``key`` in ``topic``."""
+    partitions = sorted(await producer.partitions_for(topic))
+    return int(_partitioner(key, partitions, partitions))
+
+
+async def send_rows(
+    producer: AIOKafkaProducer, tp: TopicPartition, rows: Sequence[Row], done: BatchDone
+) -> None:
+    """Hand ``rows`` for ``tp`` to the producer in as few batches as they fit in; ``done`` is
+    attached to each batch's future (its result's ``offset`` is the batch's first offset)."""
+    batch = producer.create_batch()
+    count = 0
+    for key, value in rows:
+        if batch.append(timestamp=None, key=key, value=value) is None:
+            await _submit(producer, batch, tp, count, done)
+            batch, count = producer.create_batch(), 0
+            if batch.append(timestamp=None, key=key, value=value) is None:
+                raise ProcessingError(f"a record for {tp} does not fit in an empty batch")
+        count += 1
+    if count:
+        await _submit(producer, batch, tp, count, done)
+
+
+async def _submit(
+    producer: AIOKafkaProducer, batch: Any, tp: TopicPartition, count: int, done: BatchDone
+) -> None:
+    batch.close()
+    future = await producer.send_batch(batch, tp.topic, partition=tp.partition)
+    future.add_done_callback(lambda f: done(count, f))
