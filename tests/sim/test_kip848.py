@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import random
+from dataclasses import replace
 
 import pytest
 
-from streamtasks.membership.consumer.core import MemberCore
+from streamtasks.membership.consumer.machine import ConsumerMember
 from streamtasks.sim.__main__ import main
 from streamtasks.sim.kip848 import CLIENT, MODES, SERVER, run_consumer_batch, run_consumer_scenario
 from streamtasks.sim.kip848.runner import consumer_scenario
@@ -66,19 +67,20 @@ def test_failover_in_the_middle_of_a_rebalance_changes_nothing() -> None:
 def test_the_invariants_catch_an_early_acknowledgement(monkeypatch: pytest.MonkeyPatch) -> None:
     """A member that reports a partition as given up while it still commits it lets the
     coordinator hand it over: two current members own it, and the simulator says so."""
-    original = MemberCore._heartbeat_request
+    original = ConsumerMember._heartbeat_request
 
-    def early(self: MemberCore) -> object:
-        if self._gate is not None:
-            keep = self._owned
-            self._owned = keep - self._gate.partitions
+    def early(self: ConsumerMember) -> object:
+        gate = self._round.gate
+        if gate is not None:
+            keep = self._ownership
+            self._ownership = replace(keep, owned=keep.owned - gate.partitions)
             try:
                 return original(self)
             finally:
-                self._owned = keep
+                self._ownership = keep
         return original(self)
 
-    monkeypatch.setattr(MemberCore, "_heartbeat_request", early)
+    monkeypatch.setattr(ConsumerMember, "_heartbeat_request", early)
     # seeds where a commit before revocation stays unanswered while another member heartbeats
     seeds = (235, 459, 492)
     summary = run_consumer_batch(SERVER, seeds, faults=frozenset(FAULT_KINDS), shrink_failures=False)

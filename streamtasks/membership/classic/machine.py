@@ -18,10 +18,8 @@ from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.classic import phases as P
 from streamtasks.membership.classic.actions import (
     Action,
-    AssignmentChanged,
     ErrorReported,
     FindCoordinator,
-    InvokeListener,
     ListenerKind,
     Request,
     SendRequest,
@@ -57,6 +55,13 @@ from streamtasks.membership.classic.records import (
 from streamtasks.membership.classic.states import HAS_GENERATION, REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.transitions import check_event, check_transition
+from streamtasks.membership.common import (
+    answered,
+    assignment_changed,
+    check_issued,
+    listener_call,
+    lookup_answered,
+)
 from streamtasks.protocol.classic_group import (
     UNKNOWN_GENERATION,
     UNKNOWN_MEMBER_ID,
@@ -79,7 +84,6 @@ _EXPECTS: dict[Api, type] = {
     Api.LEAVE_GROUP: LeaveGroupResponse,
     Api.OFFSET_COMMIT: OffsetCommitResponse,
 }
-_MAX_OPEN_INVOCATIONS = 256
 _FIND: frozenset[Api | None] = frozenset({None})
 _LEAVE: frozenset[Api | None] = frozenset({Api.LEAVE_GROUP})
 _APIS: frozenset[Api | None] = frozenset(Api)
@@ -124,7 +128,7 @@ class ClassicMember:
         self._round = Round()
         self._leader = LeaderView()
         self._link = Link.starting(now_ms)
-        self._requests = Requests()
+        self._requests: Requests[Api] = Requests()
         self._metrics = RebalanceMetrics(created_ms=now_ms)  # its own owner: counters only
         self._out: list[Action] = []
 
@@ -298,10 +302,7 @@ class ClassicMember:
         self._state = state
 
     def _issue(self, api: Api | None, deadline_ms: int) -> int:
-        r = self._requests
-        rid = r.next_id + 1
-        pending = InFlight(api=api, deadline_ms=deadline_ms, generation=self._membership.generation)
-        self._requests = replace(r, next_id=rid, inflight={**r.inflight, rid: pending})
+        self._requests, rid = self._requests.issued(api, deadline_ms, self._membership.generation)
         return rid
 
     def _send(self, api: Api, request: Request, now_ms: int) -> int:
@@ -309,12 +310,9 @@ class ClassicMember:
         self._out.append(SendRequest(request_id=rid, request=request))
         return rid
 
-    def _settle(self, request_id: int) -> InFlight | None:
+    def _settle(self, request_id: int) -> InFlight[Api] | None:
         """The request in flight with this id, which the member no longer waits for."""
-        r = self._requests
-        found = r.inflight.get(request_id)
-        if found is not None:
-            self._requests = replace(r, inflight={k: v for k, v in r.inflight.items() if k != request_id})
+        self._requests, found = self._requests.settled(request_id)
         return found
 
     def _set_gate(self, gate: Gate | None) -> None:
@@ -330,20 +328,8 @@ class ClassicMember:
         self._out.append(ErrorReported(reason=reason, code=code, fatal=fatal))
 
     def _listener(self, kind: ListenerKind, partitions: frozenset[TopicPartition], now_ms: int) -> None:
-        r = self._requests
-        n = r.next_invocation + 1
-        invocations = {**r.invocations, n: (kind, now_ms)}
-        if len(invocations) > _MAX_OPEN_INVOCATIONS:  # the driver need not report them all
-            del invocations[min(invocations)]
-        self._requests = replace(r, next_invocation=n, invocations=invocations)
-        self._out.append(
-            InvokeListener(
-                invocation_id=n,
-                kind=kind,
-                partitions=P.sorted_tps(partitions),
-                generation=self._membership.generation,
-            )
-        )
+        self._requests, n = self._requests.invoked(kind, now_ms)
+        self._out.append(listener_call(n, kind, partitions, self._membership.generation))
 
     def _set_owned(
         self,
@@ -354,18 +340,8 @@ class ClassicMember:
     ) -> None:
         """``lost``: partitions given up without a revocation (``AssignmentChanged.lost``)."""
         o = self._ownership
-        added, removed = owned - o.owned, o.owned - owned
         self._ownership = replace(o, owned=owned, owned_generation=generation)
-        self._out.append(
-            AssignmentChanged(
-                generation=generation,
-                owned=P.sorted_tps(owned),
-                added=P.sorted_tps(added),
-                removed=P.sorted_tps(removed),
-                user_data=o.user_data,
-                lost=P.sorted_tps(lost & removed),
-            )
-        )
+        self._out.append(assignment_changed(o.owned, owned, generation, o.user_data, lost))
 
     def _request_rejoin(self, reason: str) -> None:
         if not self._rejoin.needed:
@@ -444,8 +420,7 @@ class ClassicMember:
         return changed
 
     def _check_issued(self, request_id: int) -> None:
-        if not 0 < request_id <= self._requests.next_id:
-            raise LocalProtocolError(f"no request {request_id} was ever issued by this member")
+        check_issued(self._requests, request_id)
 
     def _backoff_join(self, now_ms: int) -> None:
         self._link = replace(self._link, join_retry_ms=now_ms + self._config.retry_backoff_ms)
@@ -456,11 +431,8 @@ class ClassicMember:
     # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
-        if event.request_id is not None:
-            found = self._requests.inflight.get(event.request_id)
-            if found is None or found.api is not None:
-                self._check_issued(event.request_id)
-                return
+        if not lookup_answered(self._requests, event.request_id):
+            return
         self._requests = self._requests.keeping(_APIS)
         if self._link.coordinator_known or self._state in (S.CLOSED, S.FAILED):
             return
@@ -519,8 +491,7 @@ class ClassicMember:
         found = r.invocations.get(event.invocation_id)
         if found is None:  # reported twice, or too old to remember
             return
-        invocations = {k: v for k, v in r.invocations.items() if k != event.invocation_id}
-        self._requests = replace(r, invocations=invocations)
+        self._requests = r.reported(event.invocation_id)
         kind, started = found
         self._metrics.listener_completed(kind, now_ms - started)
         if event.failed:
@@ -529,17 +500,10 @@ class ClassicMember:
     # ------------------------------------------------------------------ responses
 
     def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
-        self._check_issued(event.request_id)
-        pending = self._requests.inflight.get(event.request_id)
-        if pending is None:  # duplicate, or abandoned after a timeout / reset
+        pending = answered(self._requests, event.request_id, event.response, _EXPECTS)
+        if pending is None:
             self._metrics.stale_response()
             return
-        expected = _EXPECTS.get(pending.api) if pending.api is not None else None
-        if expected is None or not isinstance(event.response, expected):
-            raise LocalProtocolError(
-                f"request {event.request_id} was {pending.api.value if pending.api else 'FindCoordinator'}, "
-                f"got {type(event.response).__name__}"
-            )
         self._settle(event.request_id)
         resp = event.response
         if isinstance(resp, JoinGroupResponse):
@@ -823,7 +787,7 @@ class ClassicMember:
         m = self._membership
         if self._state not in HAS_GENERATION or m.generation < 0 or not m.member_id:
             return
-        if self._requests.heartbeat_in_flight() or now_ms < self._link.hb_next_ms:
+        if self._requests.in_flight(Api.HEARTBEAT) or now_ms < self._link.hb_next_ms:
             return
         self._send(Api.HEARTBEAT, P.heartbeat_request(self._config, m), now_ms)
         self._link = replace(self._link, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)

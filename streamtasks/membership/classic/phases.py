@@ -31,6 +31,7 @@ from streamtasks.membership.classic.records import (
 from streamtasks.membership.classic.states import HAS_GENERATION
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.subscription import join_protocols
+from streamtasks.membership.common import sorted_tps
 from streamtasks.protocol.classic_group import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -78,10 +79,6 @@ _SEVERITY = {
         )
     )
 }
-
-
-def sorted_tps(partitions: Iterable[TopicPartition]) -> tuple[TopicPartition, ...]:
-    return tuple(sorted(partitions))
 
 
 def request_timeout(config: MemberConfig, api: Api | None) -> int:
@@ -310,7 +307,7 @@ def next_deadline(
     *,
     generation: int,
     link: Link,
-    requests: Requests,
+    requests: Requests[Api],
     round_: Round,
     rejoin: Rejoin,
 ) -> int | None:
@@ -332,7 +329,7 @@ def next_deadline(
     if gate is not None and gate.commit_id is None:
         times.append(gate.retry_at_ms)
     if state in HAS_GENERATION and generation >= 0:
-        if not requests.heartbeat_in_flight():
+        if not requests.in_flight(Api.HEARTBEAT):
             times.append(link.hb_next_ms)
         times.append(link.hb_last_ok_ms + config.session_timeout_ms + 1)
     return min(times) if times else None

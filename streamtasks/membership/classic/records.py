@@ -4,18 +4,17 @@
 code that assigns them (h11's rule: everything that changes the state machine lives in one
 place). Each record groups the fields that change together, so a reset is one assignment of a
 fresh record; :mod:`~streamtasks.membership.classic.phases` computes over them without changing
-anything.
+anything. :class:`Gate`, :class:`Purpose`, :class:`InFlight` and :class:`Requests` are shared with
+the KIP-848 member (:mod:`streamtasks.membership.common`).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from streamtasks.membership.classic.actions import ListenerKind
-from streamtasks.membership.classic.reactions import Api
+from streamtasks.membership.common import Gate, InFlight, Purpose, Requests
 from streamtasks.protocol.classic_group import UNKNOWN_GENERATION, UNKNOWN_MEMBER_ID
 from topology.ids import TopicPartition
 
@@ -34,36 +33,6 @@ __all__ = [
 ]
 
 _EMPTY: Mapping[str, int | None] = MappingProxyType({})
-
-
-class Purpose(enum.Enum):
-    """Why offsets are being committed before a revocation."""
-
-    JOIN = "join prepare"
-    SYNC = "revocation after SyncGroup"
-    LEAVE = "leave"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InFlight:
-    """A request the member waits for an answer to."""
-
-    api: Api | None  # None: FindCoordinator
-    deadline_ms: int
-    generation: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Gate:
-    """Offsets of ``partitions`` are committed before they are revoked."""
-
-    purpose: Purpose
-    partitions: frozenset[TopicPartition]
-    deadline_ms: int
-    retry_at_ms: int
-    commit_id: int | None = None
-    assignment: frozenset[TopicPartition] = frozenset()  # Purpose.SYNC: what to own afterwards
-    user_data: bytes = b""  # Purpose.SYNC: the user data of that assignment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,30 +119,4 @@ class Link:
             join_retry_ms=now_ms,
             hb_next_ms=now_ms,
             hb_last_ok_ms=now_ms,
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Requests:
-    """What the member waits for: requests in flight and listener invocations not reported yet."""
-
-    next_id: int = 0
-    inflight: Mapping[int, InFlight] = field(default_factory=dict)
-    next_invocation: int = 0
-    #: invocation id -> (kind, time it was emitted)
-    invocations: Mapping[int, tuple[ListenerKind, int]] = field(default_factory=dict)
-
-    def finds_in_flight(self) -> bool:
-        return any(f.api is None for f in self.inflight.values())
-
-    def heartbeat_in_flight(self) -> bool:
-        return any(f.api is Api.HEARTBEAT for f in self.inflight.values())
-
-    def keeping(self, keep: frozenset[Api | None]) -> Requests:
-        """The same, with only the requests in flight whose API is in ``keep``."""
-        return Requests(
-            next_id=self.next_id,
-            inflight={r: f for r, f in self.inflight.items() if f.api in keep},
-            next_invocation=self.next_invocation,
-            invocations=self.invocations,
         )

@@ -4,18 +4,40 @@ InstallAssignment).
 
 No IO and no clock: the driver passes ``now_ms`` to every call, executes the returned actions in
 order (the classic member's action vocabulary and listener rule) and feeds back what happened as
-events. States and transitions are in :mod:`~streamtasks.membership.consumer.transitions`;
-``docs/membership.md`` ("The KIP-848 member") tells the whole story.
+events. :class:`ConsumerMember` is the one owner of the member's state (frozen records,
+:mod:`.records`) and the only code that assigns it; the per-phase logic is pure
+(:mod:`.phases`), legal transitions are in :mod:`.transitions`; ``docs/membership.md`` ("The
+KIP-848 member") tells the whole story.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
 
 from streamtasks.errors import LocalProtocolError
-from streamtasks.membership.consumer.actions import Action, FindCoordinator, ListenerKind
+from streamtasks.membership.common import (
+    Gate,
+    InFlight,
+    Purpose,
+    Requests,
+    answered,
+    assignment_changed,
+    check_issued,
+    listener_call,
+    lookup_answered,
+)
+from streamtasks.membership.consumer import phases as P
+from streamtasks.membership.consumer.actions import (
+    Action,
+    ErrorReported,
+    FindCoordinator,
+    ListenerKind,
+    Request,
+    SendRequest,
+)
 from streamtasks.membership.consumer.config import ConsumerMemberConfig
-from streamtasks.membership.consumer.core import Api, Gate, Purpose
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
     AssignorMetadataChanged,
@@ -31,20 +53,25 @@ from streamtasks.membership.consumer.events import (
     ResponseReceived,
     Subscribe,
 )
+from streamtasks.membership.consumer.records import (
+    Api,
+    Cluster,
+    Job,
+    Link,
+    Membership,
+    Ownership,
+    Round,
+    Subscribed,
+)
 from streamtasks.membership.consumer.states import MemberState as S
-from streamtasks.membership.consumer.steps import MemberSteps
-from streamtasks.membership.consumer.transitions import IN_GROUP, check_event
+from streamtasks.membership.consumer.transitions import IN_GROUP, check_event, check_transition
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentResponse,
 )
 from streamtasks.protocol.classic_group import OffsetCommitResponse
-from streamtasks.protocol.consumer_group import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
+from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from streamtasks.protocol.errors import KafkaErrorCode as E
 from topology.ids import TopicPartition
 
 __all__ = ["ConsumerMember"]
@@ -55,12 +82,13 @@ _EXPECTS: dict[Api, type] = {
     Api.INSTALL: ConsumerGroupInstallAssignmentResponse,
     Api.OFFSET_COMMIT: OffsetCommitResponse,
 }
+_FIND: frozenset[Api | None] = frozenset({None})
+_APIS: frozenset[Api | None] = frozenset(Api)
+_NOTHING: frozenset[Api | None] = frozenset()
+_IDLE = (S.UNSUBSCRIBED, S.FATAL, S.STALE)
 
-#: The assignor ``Reason`` is an int8; enforce_rebalance steps it through 1..127.
-_MAX_REASON = 127
 
-
-class ConsumerMember(MemberSteps):
+class ConsumerMember:
     """One member of a KIP-848 consumer group.
 
     ``handle(event, now_ms)`` and ``poll(now_ms)`` return the actions to execute, in order;
@@ -68,6 +96,43 @@ class ConsumerMember(MemberSteps):
     the current state raises :class:`~streamtasks.errors.LocalProtocolError`; anything wrong on
     the coordinator's side is reported as ``ErrorReported`` and never raises.
     """
+
+    __slots__ = (
+        "_cluster",
+        "_config",
+        "_installed",
+        "_link",
+        "_membership",
+        "_out",
+        "_ownership",
+        "_requests",
+        "_round",
+        "_state",
+        "_sub",
+    )  # fmt: skip
+
+    def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
+        self._config = config
+        self._state = S.JOINING if config.topics else S.UNSUBSCRIBED
+        self._sub = Subscribed(
+            topics=config.topics,
+            assignor_metadata=MappingProxyType(dict(config.assignor_metadata)),
+            reasons=MappingProxyType({a.name: 0 for a in config.client_assignors}),
+        )
+        self._cluster = Cluster()
+        self._membership = Membership()
+        self._ownership = Ownership()
+        self._round = Round()
+        self._link = Link(
+            coordinator_known=False,
+            find_retry_ms=now_ms,
+            interval_ms=config.heartbeat_interval_ms,
+            hb_next_ms=now_ms,
+            hb_last_ok_ms=now_ms,
+        )
+        self._requests: Requests[Api] = Requests()
+        self._installed = 0
+        self._out: list[Action] = []
 
     # ------------------------------------------------------------------ read-only view
 
@@ -86,34 +151,34 @@ class ConsumerMember(MemberSteps):
     @property
     def member_epoch(self) -> int:
         """The epoch the coordinator last gave this member (0: joining / not a member)."""
-        return self._epoch
+        return self._membership.epoch
 
     @property
     def owned_partitions(self) -> frozenset[TopicPartition]:
-        return self._owned
+        return self._ownership.owned
 
     @property
     def owned_epoch(self) -> int:
         """The member epoch of the assignment ``owned_partitions`` were last reconciled to."""
-        return self._owned_epoch
+        return self._ownership.owned_epoch
 
     @property
     def assignment_user_data(self) -> bytes:
         """The client-side assignor's metadata bytes for this member (``b""``: none)."""
-        return self._user_data
+        return self._ownership.user_data
 
     @property
     def subscription(self) -> tuple[str, ...]:
-        return self._topics
+        return self._sub.topics
 
     @property
     def coordinator_known(self) -> bool:
-        return self._coordinator_known
+        return self._link.coordinator_known
 
     @property
     def computing_assignment(self) -> bool:
         """A PrepareAssignment or InstallAssignment of this member is in flight."""
-        return self._job is not None
+        return self._round.job is not None
 
     @property
     def assignments_installed(self) -> int:
@@ -123,7 +188,7 @@ class ConsumerMember(MemberSteps):
     @property
     def reasons(self) -> Mapping[str, int]:
         """The ``Reason`` sent for each client-side assignor."""
-        return dict(self._reasons)
+        return dict(self._sub.reasons)
 
     # ------------------------------------------------------------------ entry points
 
@@ -148,7 +213,11 @@ class ConsumerMember(MemberSteps):
         elif isinstance(event, MetadataUpdated):
             self._on_metadata(event, now_ms)
         elif isinstance(event, AssignorMetadataChanged):
-            self._on_assignor_metadata(event, now_ms)
+            P.check_assignor_metadata(self._sub.assignor_metadata, event.name, event.metadata)
+            if self._sub.assignor_metadata[event.name] != event.metadata:
+                metadata = {**self._sub.assignor_metadata, event.name: event.metadata}
+                self._sub = replace(self._sub, assignor_metadata=MappingProxyType(metadata))
+                self._hb_soon(now_ms)
         elif isinstance(event, PollTimerExpired):
             self._on_poll_timer(event, now_ms)
         elif isinstance(event, ApplicationPolled):
@@ -162,26 +231,26 @@ class ConsumerMember(MemberSteps):
         """Run whatever is due: request timeouts, the commit deadline, the session check,
         coordinator lookup, the rejoin after a fence, commits and heartbeats."""
         self._out = []
-        if self._state in (S.UNSUBSCRIBED, S.FATAL, S.STALE) and not self._inflight:
+        if self._state in _IDLE and not self._requests.inflight:
             return self._flush()
-        expired = sorted(rid for rid, f in self._inflight.items() if f.deadline_ms <= now_ms)
+        expired = sorted(rid for rid, f in self._requests.inflight.items() if f.deadline_ms <= now_ms)
         for rid in expired:
-            if rid in self._inflight:
+            if rid in self._requests.inflight:
                 self._on_failed(RequestFailed(request_id=rid), now_ms)
-        if self._state in (S.UNSUBSCRIBED, S.FATAL, S.STALE):
+        if self._state in _IDLE:
             return self._flush()
-        gate = self._gate
+        gate = self._round.gate
         if gate is not None and now_ms >= gate.deadline_ms:
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
         if (
             self._state in IN_GROUP
-            and (self._epoch > 0 or self._owned)
-            and now_ms - self._hb_last_ok_ms > self._config.session_timeout_ms
+            and (self._membership.epoch > 0 or self._ownership.owned)
+            and now_ms - self._link.hb_last_ok_ms > self._config.session_timeout_ms
         ):
             self._fence(now_ms, "no heartbeat answer within the session timeout", None)
-        if not self._coordinator_known:
-            if not self._in_flight(None) and now_ms >= self._find_retry_ms:
+        if not self._link.coordinator_known:
+            if not self._requests.finds_in_flight() and now_ms >= self._link.find_retry_ms:
                 rid = self._issue(None, now_ms)
                 self._out.append(FindCoordinator(request_id=rid, group_id=self._config.group_id))
             return self._flush()
@@ -194,24 +263,15 @@ class ConsumerMember(MemberSteps):
     def next_deadline_ms(self) -> int | None:
         """When ``poll`` next has something to do (possibly already past: poll now);
         ``None`` when only an event can move the member."""
-        times = [f.deadline_ms for f in self._inflight.values()]
-        if self._state in (S.UNSUBSCRIBED, S.FATAL, S.STALE):
-            return min(times) if times else None
-        if self._gate is not None:
-            times.append(self._gate.deadline_ms)
-        if self._state in IN_GROUP and (self._epoch > 0 or self._owned):
-            times.append(self._hb_last_ok_ms + self._config.session_timeout_ms + 1)
-        if not self._coordinator_known:
-            if not self._in_flight(None):
-                times.append(self._find_retry_ms)
-            return min(times) if times else None
-        if self._state is S.FENCED:
-            times.append(self._hb_next_ms)
-        if self._gate is not None and self._gate.commit_id is None:
-            times.append(self._gate.retry_at_ms)
-        if self._state in IN_GROUP and not self._in_flight(Api.HEARTBEAT):
-            times.append(self._hb_next_ms if self._ack_rid != 0 else min(self._hb_next_ms, 0))
-        return min(times) if times else None
+        return P.next_deadline(
+            self._state,
+            self._config,
+            membership=self._membership,
+            ownership=self._ownership,
+            link=self._link,
+            round_=self._round,
+            requests=self._requests,
+        )
 
     def enforce_rebalance(self, reason: str = "", now_ms: int | None = None) -> bool:
         """KIP-848 has no rebalance request: a member forces a new assignment by changing its
@@ -222,39 +282,307 @@ class ConsumerMember(MemberSteps):
         check_event(self._state, EnforceRebalance(reason=reason))
         if not self._config.client_side:
             return False
-        for name, value in self._reasons.items():
-            self._reasons[name] = value % _MAX_REASON + 1
+        reasons = P.bumped_reasons(self._sub.reasons)
+        self._sub = replace(self._sub, reasons=MappingProxyType(reasons))
         if now_ms is not None:
-            self._hb_next_ms = min(self._hb_next_ms, now_ms)
+            self._hb_soon(now_ms)
         return True
 
-    # ------------------------------------------------------------------ coordinator
+    # ------------------------------------------------------------------ bookkeeping
 
-    def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
-        if event.request_id is not None:
-            found = self._inflight.get(event.request_id)
-            if found is None or found.api is not None:
-                self._check_issued(event.request_id)
-                return
-        self._inflight = {r: f for r, f in self._inflight.items() if f.api is not None}
-        if self._coordinator_known or self._state in (S.UNSUBSCRIBED, S.FATAL):
+    def _flush(self) -> list[Action]:
+        out, self._out = self._out, []
+        return out
+
+    def _goto(self, state: S, trigger: str) -> None:
+        check_transition(self._state, state, trigger)
+        self._state = state
+
+    def _issue(self, api: Api | None, now_ms: int) -> int:
+        deadline = now_ms + self._config.request_timeout_ms
+        self._requests, rid = self._requests.issued(api, deadline, self._membership.epoch)
+        return rid
+
+    def _send(self, api: Api, request: Request, now_ms: int) -> int:
+        rid = self._issue(api, now_ms)
+        self._out.append(SendRequest(request_id=rid, request=request))
+        return rid
+
+    def _hb_soon(self, now_ms: int) -> None:
+        self._link = replace(self._link, hb_next_ms=min(self._link.hb_next_ms, now_ms))
+
+    def _set_gate(self, gate: Gate | None) -> None:
+        self._round = replace(self._round, gate=gate)
+
+    def _drop_inflight(self, keep_find: bool = True) -> None:
+        self._requests = self._requests.keeping(_FIND if keep_find else _NOTHING)
+        self._round = P.dropped(self._round)
+
+    def _report(self, reason: str, code: E | None, *, fatal: bool = False) -> None:
+        self._out.append(ErrorReported(reason=reason, code=code, fatal=fatal))
+
+    def _listener(self, kind: ListenerKind, partitions: frozenset[TopicPartition]) -> None:
+        self._requests, n = self._requests.invoked(kind, 0)
+        self._out.append(listener_call(n, kind, partitions, self._membership.epoch))
+
+    def _set_owned(
+        self, owned: frozenset[TopicPartition], epoch: int, *, lost: frozenset[TopicPartition] = frozenset()
+    ) -> None:
+        """``lost``: partitions given up without a revocation (``AssignmentChanged.lost``)."""
+        o = self._ownership
+        self._ownership = replace(o, owned=owned, owned_epoch=epoch)
+        self._out.append(assignment_changed(o.owned, owned, epoch, o.user_data, lost))
+
+    def _lose_all(self) -> None:
+        """Everything owned is lost (no commit, no revocation): fenced, stale, failed."""
+        owned = self._ownership.owned
+        self._ownership = replace(self._ownership, user_data=b"", error=0, version=0)
+        if owned:
+            self._listener(ListenerKind.LOST, owned)
+            self._set_owned(frozenset(), 0, lost=owned)
+
+    def _forget_membership(self) -> None:
+        """Back to epoch 0 with nothing in progress (the member id is kept)."""
+        self._membership = replace(self._membership, epoch=0, sent=None)
+        self._round = Round()
+        self._requests = self._requests.keeping(_FIND)
+
+    def _leave_group(self) -> None:
+        self._membership = replace(self._membership, in_group=False)
+
+    def _fence(self, now_ms: int, reason: str, code: E | None) -> None:
+        """Fenced: partitions lost; :meth:`poll` rejoins at epoch 0 with the same member id."""
+        self._report(f"fenced: {reason}; partitions lost, rejoining", code)
+        self._lose_all()
+        self._forget_membership()
+        self._leave_group()
+        self._link = replace(self._link, hb_next_ms=now_ms)
+        self._goto(S.FENCED, "fenced: partitions lost")
+
+    def _fail(self, reason: str, code: E | None) -> None:
+        self._lose_all()
+        self._report(reason, code, fatal=True)
+        self._forget_membership()
+        self._drop_inflight(keep_find=False)
+        self._leave_group()
+        self._goto(S.FATAL, "fatal error")
+
+    def _start_joining(self, now_ms: int, trigger: str) -> None:
+        self._forget_membership()
+        self._link = replace(self._link, hb_next_ms=now_ms, hb_last_ok_ms=now_ms)
+        self._goto(S.JOINING, trigger)
+
+    def _coordinator_lost(self, now_ms: int, reason: str) -> None:
+        """Every request in flight fails; membership and owned partitions are kept."""
+        retry = now_ms + self._config.retry_backoff_ms
+        self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, hb_next_ms=now_ms)
+        self._drop_inflight(keep_find=False)
+        self._membership = replace(self._membership, sent=None)
+        gate = self._round.gate
+        if gate is not None:
+            self._set_gate(replace(gate, retry_at_ms=now_ms))
+        if reason:
+            self._report(f"coordinator unknown: {reason}", None)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _heartbeat_request(self) -> ConsumerGroupHeartbeatRequest:
+        """The next heartbeat; the coordinator is taken to have what it says."""
+        m = self._membership
+        request, sent = P.heartbeat_request(
+            self._config, self._sub, self._cluster.ids, m, self._ownership.owned
+        )
+        self._membership = replace(self._membership, sent=sent)
+        return request
+
+    def _maybe_heartbeat(self, now_ms: int) -> None:
+        if (
+            self._state not in IN_GROUP
+            or not self._link.coordinator_known
+            or self._requests.in_flight(Api.HEARTBEAT)
+        ):
             return
-        self._coordinator_known = True
-        self._hb_next_ms = now_ms
-        if self._state is S.PREPARE_LEAVING and self._gate is None:
+        if now_ms < self._link.hb_next_ms and self._round.ack_rid != 0:
+            return
+        rid = self._send(Api.HEARTBEAT, self._heartbeat_request(), now_ms)
+        self._membership = replace(self._membership, in_group=True)
+        if self._round.ack_rid == 0:
+            self._round = replace(self._round, ack_rid=rid)
+        self._link = replace(self._link, hb_next_ms=now_ms + self._link.interval_ms)
+
+    def _on_heartbeat(
+        self, resp: ConsumerGroupHeartbeatResponse, rid: int, sent: InFlight[Api], now_ms: int
+    ) -> None:
+        if self._state is S.LEAVING:
+            self._goto(S.UNSUBSCRIBED, "left")
+            return
+        if self._state not in IN_GROUP or sent.generation != self._membership.epoch:
+            return  # answers a heartbeat of an earlier membership (before a fence or a leave)
+        code = resp.error
+        if code is E.NONE:
+            self._heartbeat_ok(resp, rid, now_ms)
+            return
+        self._membership = replace(self._membership, sent=None)  # the coordinator may not have it
+        if code in P.FENCING_CODES:
+            self._fence(now_ms, f"heartbeat answered {code.name}", code)
+        elif code in P.FATAL_CODES:
+            self._fail(f"heartbeat failed with {code.name}: {resp.error_message or ''}".rstrip(": "), code)
+        elif code in P.COORDINATOR_CODES:
+            self._coordinator_lost(now_ms, f"heartbeat answered {code.name}")
+        else:
+            if not code.retriable:
+                self._report(f"heartbeat failed with {code.name}", code)
+            self._link = replace(self._link, hb_next_ms=now_ms + self._config.retry_backoff_ms)
+
+    def _heartbeat_ok(self, resp: ConsumerGroupHeartbeatResponse, rid: int, now_ms: int) -> None:
+        link = replace(self._link, hb_last_ok_ms=now_ms)
+        if resp.heartbeat_interval_ms > 0:
+            interval = resp.heartbeat_interval_ms
+            link = replace(link, interval_ms=interval, hb_next_ms=min(link.hb_next_ms, now_ms + interval))
+        self._link = link
+        epoch = resp.member_epoch
+        self._membership = replace(self._membership, epoch=epoch)
+        pending = P.next_pending(self._state, epoch, resp, self._round.pending)
+        self._round = replace(self._round, pending=pending)
+        self._reconcile(now_ms)
+        r = self._round
+        if (
+            self._state is S.ACKNOWLEDGING
+            and r.pending is None
+            and r.ack_rid is not None
+            and 0 < r.ack_rid <= rid
+        ):
+            self._round = replace(r, ack_rid=None)
+            self._goto(S.STABLE, "acknowledged")
+        if resp.should_compute_assignment:
+            self._start_assignment(now_ms)
+
+    # ------------------------------------------------------------------ reconciliation
+
+    def _reconcile(self, now_ms: int) -> None:
+        """Apply the pending assignment: revoke first (commit, then the listener), then take
+        the new partitions and acknowledge. Never both revoked and new partitions unacknowledged:
+        the coordinator gives nothing new while the member still owns what it must give up."""
+        target = self._round.pending
+        if target is None or self._round.gate is not None or self._state not in IN_GROUP:
+            return
+        assigned, unresolved = P.resolve(target, self._cluster.names)
+        if unresolved:
+            self._report(
+                f"assignment names {unresolved} partition(s) of topics not in the metadata yet", None
+            )
+        o = self._ownership
+        revoked = o.owned - assigned
+        if revoked:
+            self._enter_reconciling()
+            self._start_gate(Purpose.RECONCILE, revoked, now_ms)
+            return
+        revoked_before = self._round.revoked_this_round
+        self._round = replace(self._round, pending=None, last_target=target)
+        added = assigned - o.owned
+        news = (target.metadata_bytes, target.error, target.metadata_version) != (
+            o.user_data,
+            o.error,
+            o.version,
+        )
+        self._ownership = replace(
+            o, user_data=target.metadata_bytes, error=target.error, version=target.metadata_version
+        )
+        if target.error:
+            self._report(f"the assignment carries assignor error {target.error}", None)
+        if added or revoked_before or self._state is S.JOINING:
+            self._enter_reconciling()
+            self._round = replace(self._round, revoked_this_round=False)
+            self._set_owned(assigned, target.epoch)
+            self._listener(ListenerKind.ASSIGNED, added)
+            self._goto(S.ACKNOWLEDGING, "reconciled: acknowledge")
+            self._round = replace(self._round, ack_rid=0)
+            self._link = replace(self._link, hb_next_ms=now_ms)
+        elif news or target.epoch != o.owned_epoch:
+            self._set_owned(assigned, target.epoch)
+
+    def _enter_reconciling(self) -> None:
+        if self._state is S.JOINING:
+            self._goto(S.RECONCILING, "heartbeat ok: first assignment")
+        elif self._state is not S.RECONCILING:
+            self._goto(S.RECONCILING, "heartbeat ok: new assignment")
+
+    # ------------------------------------------------------------------ commit before revoking
+
+    def _start_gate(self, purpose: Purpose, partitions: frozenset[TopicPartition], now_ms: int) -> None:
+        deadline = now_ms + self._config.rebalance_timeout_ms // 2
+        self._set_gate(Gate(purpose=purpose, partitions=partitions, deadline_ms=deadline, retry_at_ms=now_ms))
+        self._maybe_commit(now_ms)
+
+    def _maybe_commit(self, now_ms: int) -> None:
+        gate = self._round.gate
+        if gate is None or gate.commit_id is not None or not self._link.coordinator_known:
+            return
+        if now_ms < gate.retry_at_ms:
+            return
+        partitions = gate.partitions & self._ownership.owned
+        if not partitions:
+            self._finish_gate(now_ms)
+            return
+        rid = self._issue(Api.OFFSET_COMMIT, now_ms)
+        self._set_gate(replace(gate, commit_id=rid))
+        self._out.append(P.commit_action(rid, self._config, self._membership.epoch, partitions))
+
+    def _on_commit(self, resp: OffsetCommitResponse, now_ms: int) -> None:
+        gate = self._round.gate
+        if gate is None:
+            return
+        gate = replace(gate, commit_id=None)
+        self._set_gate(gate)
+        verdict, codes = P.commit_verdict(resp)
+        if verdict is P.Commit.DONE:
+            self._finish_gate(now_ms)
+        elif verdict is P.Commit.UNKNOWN_MEMBER:
+            if gate.purpose is Purpose.LEAVE:
+                self._set_gate(None)
+                self._lose_all()
+                self._leave_group()
+                self._goto(S.UNSUBSCRIBED, "left without a leave heartbeat")
+            else:
+                self._fence(now_ms, "offset commit answered UNKNOWN_MEMBER_ID", E.UNKNOWN_MEMBER_ID)
+        elif verdict is P.Commit.COORDINATOR:
+            self._coordinator_lost(now_ms, f"offset commit answered {[c.name for c in codes]}")
+        elif verdict is P.Commit.RETRY:
+            self._set_gate(replace(gate, retry_at_ms=now_ms + self._config.retry_backoff_ms))
+        else:
+            self._report(f"offset commit failed with {[c.name for c in codes]}; revoking anyway", codes[0])
+            self._finish_gate(now_ms)
+
+    def _finish_gate(self, now_ms: int) -> None:
+        gate = self._round.gate
+        assert gate is not None
+        self._set_gate(None)
+        if gate.commit_id is not None:
+            self._requests, _ = self._requests.settled(gate.commit_id)
+        owned = self._ownership.owned
+        revoked = gate.partitions & owned
+        if revoked:
+            self._listener(ListenerKind.REVOKED, revoked)
+            self._set_owned(owned - revoked, self._ownership.owned_epoch)
+        if gate.purpose is Purpose.LEAVE:
             self._send_leave(now_ms)
+            return
+        self._round = replace(self._round, revoked_this_round=True)
+        self._reconcile(now_ms)
 
-    # ------------------------------------------------------------------ application events
+    # ------------------------------------------------------------------ leaving
 
-    def _on_subscribe(self, event: Subscribe, now_ms: int) -> None:
-        if not event.topics:
-            raise LocalProtocolError("Subscribe needs at least one topic; use Leave to unsubscribe")
-        changed = event.topics != self._topics
-        self._topics = event.topics
-        if self._state is S.UNSUBSCRIBED:
-            self._start_joining(now_ms, "subscribe: join at epoch 0")
-        elif changed:
-            self._hb_next_ms = min(self._hb_next_ms, now_ms)
+    def _send_leave(self, now_ms: int) -> None:
+        """The leave heartbeat: epoch -1, or -2 for a static member (it will come back)."""
+        if not self._membership.in_group or not self._link.coordinator_known:
+            self._leave_group()
+            self._goto(S.UNSUBSCRIBED, "left without a leave heartbeat")
+            return
+        self._forget_membership()
+        self._leave_group()
+        if self._state is S.PREPARE_LEAVING:
+            self._goto(S.LEAVING, "revoked: leave heartbeat sent")
+        self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
 
     def _on_leave(self, now_ms: int) -> None:
         if self._state in (S.FATAL, S.UNSUBSCRIBED):
@@ -263,20 +591,15 @@ class ConsumerMember(MemberSteps):
             self._goto(S.UNSUBSCRIBED, "leave")
             return
         self._drop_inflight()
-        self._pending = None
+        self._round = replace(self._round, pending=None)
         self._goto(S.PREPARE_LEAVING, "leave: revoke first")
-        if self._owned and self._in_group:
-            self._gate = Gate(
-                purpose=Purpose.LEAVE,
-                partitions=self._owned,
-                deadline_ms=now_ms + self._config.rebalance_timeout_ms // 2,
-                retry_at_ms=now_ms,
-            )
-            self._maybe_commit(now_ms)
+        owned = self._ownership.owned
+        if owned and self._membership.in_group:
+            self._start_gate(Purpose.LEAVE, owned, now_ms)
             return
-        self._gate = None
+        self._set_gate(None)
         self._lose_all()
-        if self._coordinator_known or not self._in_group:
+        if self._link.coordinator_known or not self._membership.in_group:
             self._send_leave(now_ms)
 
     def _on_poll_timer(self, event: PollTimerExpired, now_ms: int) -> None:
@@ -284,83 +607,123 @@ class ConsumerMember(MemberSteps):
             f"poll timer expired ({event.reason or 'the application stopped polling'}); leaving", None
         )
         self._lose_all()
-        in_group = self._in_group and self._coordinator_known
+        in_group = self._membership.in_group and self._link.coordinator_known
         self._forget_membership()
         if in_group:
-            self._send_leave_from_stale(now_ms)
-        self._in_group = False
+            self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
+        self._leave_group()
         self._goto(S.STALE, "poll timer expired: partitions lost, left")
 
-    def _send_leave_from_stale(self, now_ms: int) -> None:
-        config = self._config
-        self._send(
-            Api.HEARTBEAT,
-            ConsumerGroupHeartbeatRequest(
-                group_id=config.group_id,
-                member_id=config.member_id,
-                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH
-                if config.is_static
-                else LEAVE_GROUP_MEMBER_EPOCH,
-                instance_id=config.group_instance_id,
-            ),
-            now_ms,
-        )
+    # ------------------------------------------------------------------ client-side assignment
 
-    def _on_assignor_metadata(self, event: AssignorMetadataChanged, now_ms: int) -> None:
-        if event.name not in self._assignor_metadata:
-            raise LocalProtocolError(f"no client-side assignor named {event.name!r}")
-        m = event.metadata
-        if not (
-            -1 <= m.minimum_version <= m.metadata_version <= m.maximum_version and m.maximum_version >= 0
-        ):
-            raise LocalProtocolError(f"assignor {event.name!r}: invalid metadata versions {m}")
-        if self._assignor_metadata[event.name] != m:
-            self._assignor_metadata[event.name] = m
-            self._hb_next_ms = min(self._hb_next_ms, now_ms)
+    def _start_assignment(self, now_ms: int) -> None:
+        """ShouldComputeAssignment: PrepareAssignment, unless a computation is under way."""
+        if self._round.job is not None or not self._config.client_side or self._state not in IN_GROUP:
+            return
+        request = P.prepare_request(self._config, self._membership.epoch)
+        self._set_job(Job(phase=Api.PREPARE, request_id=self._send(Api.PREPARE, request, now_ms)))
+
+    def _set_job(self, job: Job | None) -> None:
+        self._round = replace(self._round, job=job)
+
+    def _job_failed(self, api: Api, code: E, message: str | None, now_ms: int) -> None:
+        self._set_job(None)
+        if code in P.COORDINATOR_CODES:
+            self._coordinator_lost(now_ms, f"{api.value} answered {code.name}")
+        elif code is E.STALE_MEMBER_EPOCH:
+            pass  # retried when the next heartbeat answer asks again
+        elif code is not E.UNKNOWN_MEMBER_ID:  # no longer the member asked: nothing to do
+            self._report(f"{api.value} failed with {code.name}: {message or ''}".rstrip(": "), code)
+
+    def _on_prepare(self, resp: ConsumerGroupPrepareAssignmentResponse, now_ms: int) -> None:
+        job = self._round.job
+        if job is None or job.phase is not Api.PREPARE:
+            return
+        if resp.error is not E.NONE:
+            self._job_failed(Api.PREPARE, resp.error, resp.error_message, now_ms)
+            return
+        request = P.install_request(self._config, self._membership.epoch, resp)
+        if isinstance(request, str):
+            self._set_job(None)
+            self._report(request, None)
+            return
+        self._set_job(Job(phase=Api.INSTALL, request_id=self._send(Api.INSTALL, request, now_ms)))
+
+    def _on_install(self, resp: ConsumerGroupInstallAssignmentResponse, now_ms: int) -> None:
+        job = self._round.job
+        if job is None or job.phase is not Api.INSTALL:
+            return
+        if resp.error is not E.NONE:
+            self._job_failed(Api.INSTALL, resp.error, resp.error_message, now_ms)
+            return
+        self._set_job(None)
+        self._installed += 1
+
+    # ------------------------------------------------------------------ coordinator and application events
+
+    def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
+        if not lookup_answered(self._requests, event.request_id):
+            return
+        self._requests = self._requests.keeping(_APIS)
+        if self._link.coordinator_known or self._state in (S.UNSUBSCRIBED, S.FATAL):
+            return
+        self._link = replace(self._link, coordinator_known=True, hb_next_ms=now_ms)
+        if self._state is S.PREPARE_LEAVING and self._round.gate is None:
+            self._send_leave(now_ms)
+
+    def _on_subscribe(self, event: Subscribe, now_ms: int) -> None:
+        if not event.topics:
+            raise LocalProtocolError("Subscribe needs at least one topic; use Leave to unsubscribe")
+        changed = event.topics != self._sub.topics
+        self._sub = replace(self._sub, topics=event.topics)
+        if self._state is S.UNSUBSCRIBED:
+            self._start_joining(now_ms, "subscribe: join at epoch 0")
+        elif changed:
+            self._hb_soon(now_ms)
 
     def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
-        self._counts = dict(event.partitions_per_topic)
-        self._ids = dict(event.topic_ids)
-        self._names = {topic_id: name for name, topic_id in self._ids.items()}
+        ids = dict(event.topic_ids)
+        self._cluster = Cluster(
+            counts=dict(event.partitions_per_topic),
+            ids=ids,
+            names={topic_id: name for name, topic_id in ids.items()},
+        )
         if self._state in (S.UNSUBSCRIBED, S.FATAL):
             return
-        gone = frozenset(tp for tp in self._owned if tp.partition >= self._counts.get(tp.topic, 0))
+        owned, counts = self._ownership.owned, self._cluster.counts
+        gone = frozenset(tp for tp in owned if tp.partition >= counts.get(tp.topic, 0))
         if gone:  # owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone)
-            self._set_owned(self._owned - gone, self._owned_epoch, lost=gone)
-            if self._gate is not None:
-                self._gate.partitions -= gone
-        last = self._last_target
-        if self._pending is None and last is not None and self._resolve(last)[0] - self._owned:
-            self._pending = last  # partitions of topics that were unknown until now
+            self._set_owned(owned - gone, self._ownership.owned_epoch, lost=gone)
+            gate = self._round.gate
+            if gate is not None:
+                self._set_gate(replace(gate, partitions=gate.partitions - gone))
+        r = self._round
+        last = r.last_target
+        if (
+            r.pending is None
+            and last is not None
+            and P.resolve(last, self._cluster.names)[0] - self._ownership.owned
+        ):
+            self._round = replace(r, pending=last)  # partitions of topics that were unknown until now
         self._reconcile(now_ms)
 
     def _on_listener_completed(self, event: ListenerCompleted) -> None:
-        if not 0 < event.invocation_id <= self._next_invocation:
+        r = self._requests
+        if not 0 < event.invocation_id <= r.next_invocation:
             raise LocalProtocolError(f"ListenerCompleted for unknown invocation {event.invocation_id}")
-        if event.invocation_id in self._open_invocations:
-            self._open_invocations.discard(event.invocation_id)
+        if event.invocation_id in r.invocations:
+            self._requests = r.reported(event.invocation_id)
             if event.failed:
                 self._report("rebalance listener raised; the assignment change stands", None)
 
     # ------------------------------------------------------------------ responses
 
-    def _check_issued(self, request_id: int) -> None:
-        if not 0 < request_id <= self._next_id:
-            raise LocalProtocolError(f"no request {request_id} was ever issued by this member")
-
     def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
-        self._check_issued(event.request_id)
-        pending = self._inflight.get(event.request_id)
-        if pending is None:  # duplicate, or abandoned after a timeout / reset
+        pending = answered(self._requests, event.request_id, event.response, _EXPECTS)
+        if pending is None:
             return
-        expected = _EXPECTS.get(pending.api) if pending.api is not None else None
-        if expected is None or not isinstance(event.response, expected):
-            raise LocalProtocolError(
-                f"request {event.request_id} was {pending.api.value if pending.api else 'FindCoordinator'}, "
-                f"got {type(event.response).__name__}"
-            )
-        del self._inflight[event.request_id]
+        self._requests, _ = self._requests.settled(event.request_id)
         resp = event.response
         if isinstance(resp, ConsumerGroupHeartbeatResponse):
             self._on_heartbeat(resp, event.request_id, pending, now_ms)
@@ -372,16 +735,16 @@ class ConsumerMember(MemberSteps):
             self._on_commit(resp, now_ms)
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
-        self._check_issued(event.request_id)
-        pending = self._inflight.pop(event.request_id, None)
+        check_issued(self._requests, event.request_id)
+        self._requests, pending = self._requests.settled(event.request_id)
         if pending is None:
             return
         if pending.api is None:
-            self._find_retry_ms = now_ms + self._config.retry_backoff_ms
+            self._link = replace(self._link, find_retry_ms=now_ms + self._config.retry_backoff_ms)
             return
         if self._state is S.LEAVING and pending.api is Api.HEARTBEAT:
             self._goto(S.UNSUBSCRIBED, "left")
             return
-        if self._state in (S.UNSUBSCRIBED, S.STALE, S.FATAL):
+        if self._state in _IDLE:
             return
         self._coordinator_lost(now_ms, f"{pending.api.value} failed: {event.error.name}")
