@@ -71,6 +71,10 @@ class AppConfig(BaseModel):
     cache_max_bytes: int = Field(default=DEFAULT_CACHE_MAX_BYTES, alias="statestore.cache.max.bytes", ge=0)
     #: Handed to the consumer (:class:`streamtasks.runtime.config.ConsumerConfig`): false on Tansu.
     lose_on_missed_generation: bool = Field(default=True, alias="lose.on.missed.generation")
+    #: ``classic`` (JoinGroup/SyncGroup, KIP-429) or ``consumer`` (KIP-848): under ``consumer``
+    #: the app's assignor runs client-side (PrepareAssignment / InstallAssignment), which only a
+    #: ``streamtasks coordinator`` serves; lag triggers travel as the heartbeat's reason.
+    group_protocol: Literal["classic", "consumer"] = Field(default="classic", alias="group.protocol")
 
     @model_validator(mode="after")
     def _check(self) -> AppConfig:
@@ -78,6 +82,10 @@ class AppConfig(BaseModel):
             raise ValueError(
                 f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                 f"session.timeout.ms ({self.session_timeout_ms})"
+            )
+        if self.group_protocol == "consumer" and self.upgrade_from is not None:
+            raise ValueError(
+                "upgrade.from is for group.protocol=classic (a rolling upgrade of classic members)"
             )
         return self
 
@@ -98,6 +106,7 @@ class AppConfig(BaseModel):
             "auto_offset_reset": self.auto_offset_reset,
             "enable_auto_commit": False,
             "lose_on_missed_generation": self.lose_on_missed_generation,
+            "group_protocol": self.group_protocol,
         }
 
 

@@ -425,12 +425,6 @@ CONSUMER_STATEFUL_SKIP = (
     "--protocol consumer-client runs it through streamtasks coordinator"
 )
 
-#: Until streamtasks.App runs KIP-848 (issue 14, item 4).
-CLIENT_STATEFUL_SKIP = (
-    "stateful phase skipped under --protocol consumer-client: streamtasks.App does not run the "
-    "KIP-848 member yet"
-)
-
 
 def require_kip848(cluster: Cluster) -> None:
     """:class:`BrokerError` unless ``cluster`` serves ConsumerGroupHeartbeat (KIP-848)."""
@@ -480,12 +474,28 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
             if coordinator is not None:
                 out.write(f"coordinator: {coordinator.status()}\n")
         if "stateful" in options.phases:
-            from streamtasks.drills.stateful_demo import print_stateful_report, run_stateful_phase
+            from streamtasks.drills.stateful_demo import (
+                print_stateful_comparison,
+                print_stateful_report,
+                run_stateful_phase,
+            )
 
             if options.protocol == "consumer":
                 out.write(f"\n{CONSUMER_STATEFUL_SKIP}\n")
-            elif options.protocol == "consumer-client":
-                out.write(f"\n{CLIENT_STATEFUL_SKIP}\n")
+            elif coordinator is not None:
+                # The KIP-848 path beside the classic one, on the same broker in the same run.
+                reports = {}
+                for label, protocol, via in (
+                    ("classic (cooperative)", "classic", cluster.bootstrap_servers),
+                    ("KIP-848 (streamtasks coordinator)", "consumer", group_bootstrap),
+                ):
+                    out.write(f"\nstateful phase, {label}: tasks with state, standbys and warm-ups\n")
+                    reports[label] = await run_stateful_phase(
+                        cluster.bootstrap_servers, out, group_bootstrap=via, group_protocol=protocol
+                    )
+                    status = max(status, print_stateful_report(reports[label], out, title=label))
+                print_stateful_comparison(reports, out)
+                out.write(f"coordinator: {coordinator.status()}\n")
             else:
                 out.write("\nstateful phase: tasks with state, standbys and warm-ups\n")
                 report = await run_stateful_phase(cluster.bootstrap_servers, out)

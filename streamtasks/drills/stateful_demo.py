@@ -28,7 +28,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -130,8 +130,21 @@ class WorkerProcess:
 class DrillRun:
     """One stateful drill's topic, worker processes, producer and what they reported."""
 
-    def __init__(self, bootstrap: str, out: TextIO, partitions: int, keys: int, rate: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        out: TextIO,
+        partitions: int,
+        keys: int,
+        rate: int,
+        *,
+        group_bootstrap: str | None = None,
+        group_protocol: str = "classic",
+    ) -> None:
         self.bootstrap, self.out = bootstrap, out
+        #: What the app workers bootstrap to (a streamtasks coordinator under KIP-848) and
+        #: their group protocol; the producer and the audits use the cluster itself.
+        self.group_bootstrap, self.group_protocol = group_bootstrap or bootstrap, group_protocol
         self.partitions, self.keys, self.rate = partitions, keys, rate
         run_id = uuid.uuid4().hex[:8]
         self.app_id = f"stateful-demo-{run_id}"
@@ -152,7 +165,8 @@ class DrillRun:
 
     def worker(self, name: str, state_root: str) -> WorkerProcess:
         argv = [
-            "--bootstrap-servers", self.bootstrap, "--app-id", self.app_id, "--topic", self.topic,
+            "--bootstrap-servers", self.group_bootstrap, "--group-protocol", self.group_protocol,
+            "--app-id", self.app_id, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
             "--acceptable-recovery-lag", str(ACCEPTABLE_RECOVERY_LAG), "--audit-topic", self.audit_topic,
         ]  # fmt: skip
@@ -263,10 +277,21 @@ async def _read_changelog(
 
 
 async def run_stateful_phase(
-    bootstrap: str, out: TextIO, *, partitions: int = 6, keys: int = 600, rate: int = 400
+    bootstrap: str,
+    out: TextIO,
+    *,
+    partitions: int = 6,
+    keys: int = 600,
+    rate: int = 400,
+    group_bootstrap: str | None = None,
+    group_protocol: str = "classic",
 ) -> StatefulReport:
-    """Run the phase on a cluster (see the module docstring) and return its report."""
-    run = DrillRun(bootstrap, out, partitions, keys, rate)
+    """Run the phase on a cluster (see the module docstring) and return its report. The app
+    workers bootstrap to ``group_bootstrap`` (default: the cluster) with ``group_protocol``
+    (``consumer``: KIP-848 on a streamtasks coordinator, the app's assignor client-side)."""
+    run = DrillRun(
+        bootstrap, out, partitions, keys, rate, group_bootstrap=group_bootstrap, group_protocol=group_protocol
+    )
     report = StatefulReport()
     await create_topics_async(bootstrap, {run.topic: partitions, run.audit_topic: 1})
     audit_reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets)
@@ -408,7 +433,7 @@ async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
     return sum(ends[tp] - starts[to_aio(tp)] for tp in parts)
 
 
-def print_stateful_report(report: StatefulReport, out: TextIO) -> int:
+def print_stateful_report(report: StatefulReport, out: TextIO, *, title: str = "") -> int:
     """The stateful phase's summary; returns the exit status (1 on a wrong or missing count)."""
     recovery = "-" if report.crash_recovery_ms is None else f"{report.crash_recovery_ms / 1000:.1f} s"
     handoffs = ", ".join(f"{ms / 1000:.1f} s" for ms in report.handoff_ms) or "-"
@@ -430,7 +455,9 @@ def print_stateful_report(report: StatefulReport, out: TextIO) -> int:
         ("  processed twice or more", "-" if report.offsets is None else f"{report.offsets.duplicates:,}"),
     )
     width = max(len(name) for name, _ in rows)
-    out.write("\nstreamtasks demo — stateful tasks (num_standby_replicas=1)\n\n")
+    out.write(
+        f"\nstreamtasks demo — stateful tasks (num_standby_replicas=1){', ' + title if title else ''}\n\n"
+    )
     for name, value in rows:
         out.write(f"{name:<{width}}  {value}\n")
     if report.offsets is not None and report.offsets.lost_runs:
@@ -440,3 +467,29 @@ def print_stateful_report(report: StatefulReport, out: TextIO) -> int:
     out.write("result: OK\n" if report.ok else "result: FAILED\n")
     out.flush()
     return 0 if report.ok else 1
+
+
+def print_stateful_comparison(reports: Mapping[str, StatefulReport], out: TextIO) -> None:
+    """The figures that differ between group protocols, one column per run of the phase."""
+
+    def seconds(ms: int | None) -> str:
+        return "-" if ms is None else f"{ms / 1000:.1f} s"
+
+    rows: tuple[tuple[str, Callable[[StatefulReport], str]], ...] = (
+        ("kill -9 → tasks processing again", lambda r: seconds(r.crash_recovery_ms)),
+        ("changelog records restored after kill -9", lambda r: f"{r.crash_restored_records:,}"),
+        ("caught-up triggers", lambda r: str(r.lag_triggers)),
+        ("caught up → active", lambda r: ", ".join(seconds(ms) for ms in r.handoff_ms) or "-"),
+        ("actives moved to the fresh worker", lambda r: str(r.moved_to_new)),
+        ("input offsets lost", lambda r: "-" if r.offsets is None else f"{r.offsets.lost:,}"),
+        ("result", lambda r: "OK" if r.ok else "FAILED"),
+    )
+    heads = ("", *reports)
+    table = [(name, *(cell(r) for r in reports.values())) for name, cell in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(heads)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out.write("\nstreamtasks demo — stateful tasks, classic beside KIP-848\n\n")
+    out.write(fmt.format(*heads).rstrip() + "\n" + fmt.format(*("-" * w for w in widths)) + "\n")
+    for row in table:
+        out.write(fmt.format(*row).rstrip() + "\n")
+    out.flush()

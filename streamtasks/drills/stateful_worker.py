@@ -2,7 +2,8 @@
 that reports every app event as a JSON line on stdout.
 
     python -m streamtasks.drills.stateful_worker --bootstrap-servers H:P --app-id A --topic T \
-        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A] [--upgrade-from R]
+        --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A] [--upgrade-from R] \
+        [--group-protocol consumer]
 
 Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
 :class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
@@ -55,6 +56,7 @@ async def run(args: argparse.Namespace) -> None:
         "commit_interval_ms": args.commit_interval_ms,
         "client_id": args.name,
         "upgrade_from": args.upgrade_from,
+        "group_protocol": args.group_protocol,
     }
     processed = 0
     while not stop.is_set():
@@ -111,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         "--faust-compatible",
         action="store_true",
         help="run faust_counts_app (the faust drill app's table, faust's formats) instead of make_app",
+    )
+    parser.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="consumer: KIP-848, the app's assignor client-side (needs streamtasks coordinator)",
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)

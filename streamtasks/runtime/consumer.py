@@ -129,6 +129,7 @@ class Consumer:
             self._driver = ConsumerGroupDriver(
                 self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
             )
+            self._driver.refresh_assignor_metadata()  # with the first heartbeat
         else:
             self._driver = MemberDriver(
                 self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms

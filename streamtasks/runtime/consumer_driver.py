@@ -28,11 +28,13 @@ from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from streamtasks.errors import BrokerError, LocalProtocolError
 from streamtasks.membership.consumer import (
     ApplicationPolled,
+    AssignorMetadataChanged,
     ConsumerMember,
     MemberState,
     MetadataUpdated,
     PollTimerExpired,
     ResponseReceived,
+    metadata_from_hook,
 )
 from streamtasks.membership.consumer.transitions import IN_GROUP
 from streamtasks.protocol import assignment_rpc as rpc
@@ -214,5 +216,19 @@ class ConsumerGroupDriver(MemberLoop[ConsumerMember]):
             return False
         took = self.member.enforce_rebalance(reason, self._clock())
         if took:
+            self.refresh_assignor_metadata()  # the assignors see what changed (a caught-up warm-up)
             self.wake()
         return took
+
+    def refresh_assignor_metadata(self) -> None:
+        """Post each client-side assignor's metadata as it writes it now (its
+        ``subscription_user_data`` hook: for the streams assignor the process id and the task
+        offset sums the leader's lags come from), sent with the next heartbeat. Called before the
+        first heartbeat and with each :meth:`enforce_rebalance`, not on every change: a change
+        bumps the group epoch, so a new assignment, and offset sums change all the time."""
+        config = self.member.config
+        previous = tuple(sorted(self.member.owned_partitions))
+        epoch = self.member.member_epoch if self.member.member_epoch > 0 else None
+        for assignor in config.client_assignors:
+            metadata = metadata_from_hook(assignor, topics=config.topics, previous=previous, epoch=epoch)
+            self.post(AssignorMetadataChanged(name=assignor.name, metadata=metadata))

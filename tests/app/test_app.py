@@ -12,6 +12,7 @@ from assignors.partition.types import RebalanceProtocol
 from streamtasks.app import App, ProcessorContext, Record
 from streamtasks.errors import ConfigError, UnknownAssignorError
 from streamtasks.membership.classic import MemberConfig
+from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.faust_compat import decode_faust_subscription
 from streamtasks.protocol.userdata import decode_subscription_info
 from topology import TopologyBuilder
@@ -101,3 +102,13 @@ def test_upgrade_from_faust_offers_faust_first_and_subscribes_faust_topics(tmp_p
     assert app.assignor.supported_protocols() == (RebalanceProtocol.EAGER,)
     data = app.faust.join_metadata(member.config.topics, ())
     assert decode_faust_subscription(data).metadata.url.startswith("streamtasks://")
+
+
+def test_under_kip848_the_app_assignor_runs_client_side(tmp_path: Path) -> None:
+    """``group_protocol="consumer"``: a KIP-848 member whose only (client-side) assignor is the
+    app's streams assignor."""
+    app = make(tmp_path, group_protocol="consumer")
+    member = app.consumer._member
+    assert isinstance(member, ConsumerMember)
+    assert member.config.client_assignors == (app.assignor,)
+    assert member.config.server_assignor is None

@@ -69,3 +69,16 @@ def test_consumer_settings_join_the_application_group_without_auto_commit() -> N
         {"application.id": "orders", "bootstrap.servers": "h:1", "lose.on.missed.generation": False}
     )
     assert tansu.consumer_settings()["lose_on_missed_generation"] is False
+
+
+def test_group_protocol_reaches_the_consumer_and_refuses_upgrade_from() -> None:
+    cfg = make_app_config(application_id="orders", bootstrap_servers="h:1")
+    assert cfg.consumer_settings()["group_protocol"] == "classic"
+    kip848 = make_app_config(
+        {"application.id": "orders", "bootstrap.servers": "h:1", "group.protocol": "consumer"}
+    )
+    assert kip848.consumer_settings()["group_protocol"] == "consumer"
+    with pytest.raises(ConfigError, match=r"upgrade.from is for group.protocol=classic"):
+        make_app_config(
+            application_id="o", bootstrap_servers="h:1", group_protocol="consumer", upgrade_from="0.2"
+        )

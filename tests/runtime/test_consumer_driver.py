@@ -32,8 +32,9 @@ from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response,
 from streamtasks.protocol.consumer_group_kio import heartbeat_request_to_kio, heartbeat_response_to_kio
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.config import make_config
+from streamtasks.runtime.connection import GroupCoordinatorClient
 from streamtasks.runtime.consumer import CommitFailedError, Consumer
-from streamtasks.runtime.consumer_driver import HEARTBEAT_VERSION, new_member_id
+from streamtasks.runtime.consumer_driver import HEARTBEAT_VERSION, ConsumerGroupDriver, new_member_id
 from streamtasks.runtime.framing import encode_raw_request, encode_request, split_flexible_response
 from streamtasks.runtime.group_wire import from_wire, offset_commit_v9
 from topology.ids import TopicPartition
@@ -354,3 +355,71 @@ def test_a_removed_member_commit_fails_at_once() -> None:
     with pytest.raises(CommitFailedError, match="UNKNOWN_MEMBER_ID"):
         asyncio.run(consumer.commit())
     assert answers.epochs == [5]
+
+
+# -- client-side assignors' metadata from their hook ------------------------------------------
+
+
+class _CountingAssignor(RangeAssignor):
+    """``range`` writing user data that changes with each call (as task offset sums do)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def subscription_user_data(
+        self, *, topics: tuple[str, ...], previous: tuple[TopicPartition, ...], generation: int | None
+    ) -> bytes:
+        self.calls += 1
+        return f"{self.calls}:{','.join(topics)}:{len(previous)}:{generation}".encode()
+
+
+def _heartbeat(member: ConsumerMember, now_ms: int) -> tuple[int, ConsumerGroupHeartbeatRequest]:
+    sent = next(a for a in member.poll(now_ms) if isinstance(a, SendRequest))
+    assert isinstance(sent.request, ConsumerGroupHeartbeatRequest)
+    return sent.request_id, sent.request
+
+
+def test_client_assignor_metadata_is_written_by_its_hook_before_the_first_heartbeat_and_on_enforce() -> None:
+    """The driver posts each client-side assignor's metadata as its ``subscription_user_data``
+    hook writes it (the streams assignor: process id and task offset sums): before the first
+    heartbeat, and again with ``enforce_rebalance`` so the assignor sees what changed."""
+    assignor = _CountingAssignor()
+    consumer = Consumer(
+        "foo",
+        bootstrap_servers="h:1",
+        group_id="g",
+        group_protocol="consumer",
+        partition_assignors=[assignor],
+    )
+    member = consumer._member
+    assert isinstance(member, ConsumerMember)
+    driver = ConsumerGroupDriver(member, GroupCoordinatorClient("h:1", "g"), consumer)
+
+    def feed_posted(now_ms: int) -> None:
+        while not driver._events.empty():
+            member.handle(driver._events.get_nowait(), now_ms)
+
+    driver.refresh_assignor_metadata()
+    feed_posted(0)
+    member.handle(MetadataUpdated(partitions_per_topic={"foo": 1}, topic_ids={"foo": TOPIC_ID}), 0)
+    find = next(a for a in member.poll(0) if isinstance(a, FindCoordinator))
+    member.handle(CoordinatorDiscovered(request_id=find.request_id), 0)
+    request_id, first = _heartbeat(member, 0)
+    assert first.client_assignors is not None
+    assert [(a.name, a.metadata_bytes) for a in first.client_assignors] == [("range", b"1:foo:0:None")]
+    answer = ConsumerGroupHeartbeatResponse(
+        error=KafkaErrorCode.NONE,
+        member_epoch=3,
+        heartbeat_interval_ms=500,
+        assignment=HeartbeatAssignment(
+            topic_partitions=(TopicIdPartitions(topic_id=TOPIC_ID, partitions=(0,)),)
+        ),
+    )
+    member.handle(ResponseReceived(request_id=request_id, response=answer), 0)
+    assert driver.enforce_rebalance("a warm-up caught up")
+    feed_posted(1_000)
+    _, again = _heartbeat(member, 1_000)
+    assert again.client_assignors is not None
+    (sent,) = again.client_assignors
+    assert sent.metadata_bytes == b"2:foo:1:3"
+    assert sent.reason != first.client_assignors[0].reason
