@@ -21,9 +21,9 @@ from typing import Any
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.drills.catalog import DrillSpec
 from streamtasks.errors import ConfigError
-from streamtasks.sim.driver import WorldSettings
 from streamtasks.sim.runner import run_scenario
 from streamtasks.sim.scenario import Scenario, Step, Timeouts
+from streamtasks.sim.transport import WorldSettings
 
 __all__ = ["SimulatedDrill", "drill_scenario", "simulate_drill"]
 

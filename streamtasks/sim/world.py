@@ -1,6 +1,6 @@
 """The simulated world: one scenario run from start to convergence.
 
-:class:`World` holds a :class:`~streamtasks.sim.driver.Driver` (which moves messages, runs the
+:class:`World` holds a :class:`~streamtasks.sim.transport.Driver` (which moves messages, runs the
 member applications and owns them), applies the scenario's steps at their times through it,
 checks the invariants after every event and, after the last step, keeps running until the group
 converges or the convergence bound passes. The world owns only the run's own bookkeeping: the
@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import ListenerKind, MemberConfig
 from streamtasks.sim.coordinator import ClassicGroupCoordinator
-from streamtasks.sim.driver import (
+from streamtasks.sim.invariants import convergence_gaps
+from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
+from streamtasks.sim.network import LinkProfile
+from streamtasks.sim.process import SimProcess
+from streamtasks.sim.scenario import Scenario, Step
+from streamtasks.sim.trace import Trace, Violation
+from streamtasks.sim.transport import (
     Driver,
     Item,
     ProcessItem,
@@ -27,12 +33,6 @@ from streamtasks.sim.driver import (
     describe_partitions,
     make_assignor,
 )
-from streamtasks.sim.invariants import convergence_gaps
-from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
-from streamtasks.sim.network import LinkProfile
-from streamtasks.sim.process import SimProcess
-from streamtasks.sim.scenario import Scenario, Step
-from streamtasks.sim.trace import Trace, Violation
 from topology.ids import TopicPartition
 
 __all__ = ["RunResult", "World", "WorldSettings"]

@@ -58,7 +58,6 @@ from streamtasks.protocol.classic_group import OffsetCommitRequest, OffsetCommit
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.userdata import LATEST_VERSION, MIN_SUPPORTED_VERSION
-from streamtasks.sim.driver import CoordinatorWake, ProcessItem, StepDue, describe_partitions
 from streamtasks.sim.kip848.checks import Checks
 from streamtasks.sim.kip848.process import ConsumerProcess
 from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
@@ -67,6 +66,7 @@ from streamtasks.sim.process import DeferredInput
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.scheduler import Scheduler
 from streamtasks.sim.trace import Trace, Violation
+from streamtasks.sim.transport import CoordinatorWake, ProcessItem, StepDue, describe_partitions
 from streamtasks.streams import StreamsPartitionAssignor
 from topology import TopologyBuilder
 from topology.ids import TaskId, TopicPartition
