@@ -24,7 +24,7 @@ tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, an
 
 The moving parts live in :mod:`streamtasks.app.tasks` (the task set),
 :mod:`streamtasks.app.restorer` (changelog reading, restore progress, end offsets and lags),
-:mod:`streamtasks.app.consumer` (the group member) and :mod:`streamtasks.app.loops`
+:mod:`streamtasks.app.member` (the group member) and :mod:`streamtasks.app.loops`
 (processing, changelog and lag loops); this module wires them, handing each its collaborators.
 A rebalance travels down once: the member's ``AssignmentChanged`` (with the partitions it lost)
 reaches :meth:`App.on_assignment`, which reconciles the tasks and tells the restorer.
@@ -47,9 +47,9 @@ from assignors.partition.types import RebalanceProtocol
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
-from streamtasks.app.consumer import AppConsumer
 from streamtasks.app.events import AppEvent, wall_ms
 from streamtasks.app.loops import Loops, LoopTimes
+from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
 from streamtasks.errors import ConfigError, DecodeError, StreamTasksError

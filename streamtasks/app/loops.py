@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
-from streamtasks.app.consumer import AppConsumer
 from streamtasks.app.events import AppEvent, RebalanceTriggered, wall_ms
+from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import TaskSet
 from streamtasks.errors import StreamTasksError
