@@ -1,7 +1,7 @@
 """The stateful runtime of issue 6, measured on a real broker, in one table.
 
     .venv/bin/python benchmarks/state.py [--records 100000] [--keys 20000] [--partitions 6]
-        [--repeat 1] [--rows 1,2,3,4] [--bootstrap-servers HOST:PORT]
+        [--repeat 1] [--rows 1,2,3,4,5] [--quix-python PATH] [--bootstrap-servers HOST:PORT]
 
 Uses ``--bootstrap-servers``, else ``$STREAMTASKS_BOOTSTRAP``, else the embedded broker
 ``$STREAMTASKS_BROKER`` picks (Apache Kafka where Java and Maven are installed, else Tansu).
@@ -31,6 +31,12 @@ two changelog writes per input record. Rows:
    the old owner giving the task up ("—": before the trigger). Kafka Streams waits
    ``probing.rebalance.interval.ms`` (600 s by default) for this; the goal is one heartbeat
    interval plus one rebalance (0.5 s + about 3 s on the embedded broker, docs/testing.md).
+
+5. streamtasks and its peers (:mod:`_peers`): the App cached and uncached, faust-streaming, and
+   quixstreams when ``--quix-python`` names a Python with it (its own virtualenv:
+   ``python3 -m venv /tmp/quixenv && /tmp/quixenv/bin/pip install 'quixstreams==3.28.*'``), on
+   the same workload (count + latest, no audit topic) and broker, in ``--repeat`` interleaved
+   rounds; records/s, changelog records written, and the streamtasks rows' ratios to each peer.
 
 Wall-clock figures from a shared machine are noisy: the load average at start and end is
 printed. Nothing asserts on a time. The workers run with the repository root as working
@@ -80,6 +86,7 @@ with project_imports():
     from topology.ids import TopicPartition
     from topology.names import changelog_topic
 
+from _peers import PeerResults, Workload, peer_round, peer_rows
 from _table import format_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -547,6 +554,16 @@ async def measure(args: argparse.Namespace, bootstrap: str, root: Path) -> tuple
                 runs.append(await crash_run(bootstrap, sb, n, args.keys, args.partitions))
         rows += crash_rows(runs)
         problems += [f"--standbys {c.standbys}: {p}" for c in runs for p in c.problems]
+    if "5" in wanted:
+        peers = PeerResults()
+        work = Workload(
+            bootstrap=bootstrap, root=root, records=n, keys=args.keys, partitions=args.partitions,
+            produce=produce, run_until=run_until,
+        )  # fmt: skip
+        for i in range(r):
+            step(f"5: streamtasks and its peers, round {i + 1}/{r} ...")
+            await peer_round(peers, work, quix_python=args.quix_python, step=step)
+        rows += peer_rows(peers, spread)
     return rows, problems
 
 
@@ -559,8 +576,9 @@ async def main() -> int:
     parser.add_argument("--partitions", type=int, default=6, help="input partitions (= tasks)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every measurement (median shown)")
     parser.add_argument(
-        "--rows", default="1,2,3,4", help="rows to measure (1c and 2 run together, so do 3 and 4)"
+        "--rows", default="1,2,3,4,5", help="rows to measure (1c and 2 run together, so do 3 and 4)"
     )
+    parser.add_argument("--quix-python", help="row 5: a Python with quixstreams 3.28 installed")
     parser.add_argument("--bootstrap-servers", help="a cluster (default: $STREAMTASKS_BOOTSTRAP or embedded)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, format="%(asctime)s %(name)s %(levelname)s %(message)s")
