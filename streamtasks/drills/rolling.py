@@ -137,7 +137,10 @@ class _Worker:
             pump_json_lines(self.proc, "drill-events.jsonl", lambda line: self._sink(self.name, line))
         )
 
-    async def stop(self, timeout_s: float = 30.0) -> None:
+    async def stop(self, timeout_s: float = 90.0) -> bool:
+        """SIGTERM, then SIGKILL after ``timeout_s``; returns whether it had to be killed (a
+        killed worker may lose what it had not flushed: the drill reports it)."""
+        killed = False
         if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -145,9 +148,11 @@ class _Worker:
             except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
+                killed = True
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
+        return killed
 
 
 class _Run:
@@ -239,6 +244,11 @@ class _Run:
             self._give(worker, tp, at)
         elif event == "RestoreCompleted":
             self.restores += 1
+
+    async def stop_worker(self, name: str) -> None:
+        if await self.workers[name].stop():
+            self.result.problems.append(f"{name} did not stop within 90 s after SIGTERM and was killed")
+        self.gone(name)
 
     def gone(self, worker: str) -> None:
         self._give(worker, sorted(self.owned.get(worker, set())), _now_ms())
@@ -366,9 +376,8 @@ class _Run:
                 stop.set()
                 with contextlib.suppress(Exception):
                     await producing
-                for name, w in self.workers.items():
-                    await w.stop()
-                    self.gone(name)
+                for name in list(self.workers):
+                    await self.stop_worker(name)
                 if reader is not None:
                     await asyncio.sleep(1.0)
                     await reader.stop()
@@ -393,8 +402,7 @@ class _Run:
 
             async def bounce(stage: Stage = stage) -> None:
                 for n in names:
-                    await self.workers[n].stop()
-                    self.gone(n)
+                    await self.stop_worker(n)
                     module, argv = self._argv(stage, state_root, n)
                     self.workers[n] = _Worker(n, module, argv, self.on_line)
                     await self.workers[n].start()
