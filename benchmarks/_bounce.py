@@ -135,6 +135,7 @@ class _World:
         self.stats = WaveStats(name="")
         self.incarnations = 0
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
+        self.last_delivery: dict[tuple[str, str], int] = {}
 
     def new_coordinator(self, interval_ms: int) -> GroupCoordinator:
         c = self.config
@@ -159,8 +160,13 @@ class _World:
         self.seq += 1
         heapq.heappush(self.queue, _Event(when, self.seq, kind, member, payload))
 
-    def delay(self) -> int:
-        return self.rng.randint(1, 3)
+    def deliver(self, kind: str, member: _Member, payload: Any) -> None:
+        """A message over the member's link: 1-3 ms, and FIFO per direction like a TCP
+        connection (a heartbeat sent just before a leave is not overtaken by it)."""
+        key = (member.member_id, kind)
+        when = max(self.now + self.rng.randint(1, 3), self.last_delivery.get(key, 0))
+        self.last_delivery[key] = when
+        self.at(when, kind, member, payload)
 
     def write(self, call: Callable[[], Result[Any]]) -> Any:
         start = time.process_time()
@@ -220,7 +226,7 @@ class _World:
                 member.reported = owned
         member.in_flight = True
         self.stats.heartbeats += 1
-        self.at(self.now + self.delay(), "request", member, request)
+        self.deliver("request", member, request)
 
     def on_response(self, member: _Member, response: Any) -> None:
         member.in_flight = False
@@ -271,7 +277,7 @@ class _World:
             elif kind == "request":
                 assert member is not None
                 response = self.write(partial(self.coordinator.heartbeat, event.payload, self.now))
-                self.at(self.now + self.delay(), "response", member, response)
+                self.deliver("response", member, response)
             elif kind == "response":
                 assert member is not None
                 self.on_response(member, event.payload)

@@ -5,6 +5,7 @@ second, the time to rebuild a group from its records, and a simulated rolling bo
     .venv/bin/python benchmarks/coordinator.py                 # both suites
     .venv/bin/python benchmarks/coordinator.py --suite heartbeats --members 500   # other sizes
     .venv/bin/python benchmarks/coordinator.py --suite bounce  # the rolling bounces only
+    .venv/bin/python benchmarks/coordinator.py --suite bounce --only static   # some of them
     .venv/bin/python benchmarks/coordinator.py --json          # rows as JSON
 
 For each size it writes the log of a stable group (10 partitions of one topic per member, every
@@ -283,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", choices=("all", "heartbeats", "bounce"), default="all")
     parser.add_argument("--members", type=int, action="append", help="group size (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--only", action="append", help="bounce runs whose label contains this (repeatable)")
     args = parser.parse_args(argv)
     rows = [measure(n) for n in (args.members or SIZES)] if args.suite != "bounce" else []
-    runs = [(label, run_bounce(c)) for label, c in BOUNCES] if args.suite != "heartbeats" else []
+    chosen = [(n, c) for n, c in BOUNCES if not args.only or any(o in n for o in args.only)]
+    runs = [(label, run_bounce(c)) for label, c in chosen] if args.suite != "heartbeats" else []
     if args.json:
         print(json.dumps({"heartbeats": rows, "bounce": [_bounce_json(n, r) for n, r in runs]}, indent=2))
         return 0
