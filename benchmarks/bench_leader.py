@@ -35,8 +35,8 @@ with project_imports():
     from assignors.partition.uniform import UniformAssignor
     from streamtasks.membership.classic import leader
     from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
-    from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
     from streamtasks.protocol.consumer_bulk import AssignmentEncoder
+    from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
     from topology.bulk import bulk
     from topology.ids import TopicPartition
 

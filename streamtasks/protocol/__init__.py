@@ -22,7 +22,8 @@ from streamtasks.protocol.classic_group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from streamtasks.protocol.consumer import (
+from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
+from streamtasks.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     HIGHEST_CONSUMER_PROTOCOL_VERSION,
     ConsumerProtocolAssignment,
@@ -33,7 +34,6 @@ from streamtasks.protocol.consumer import (
     encode_subscription,
     subscription_from,
 )
-from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.faust_compat import (
     FAUST_ASSIGNOR_VERSION,

@@ -1,7 +1,7 @@
 """Kafka's consumer protocol a group at a time: what a leader reads from, and writes for, every
 member. ``SubscriptionDecoder`` and ``AssignmentEncoder`` give exactly what
-:func:`~streamtasks.protocol.consumer.decode_subscription` and
-:func:`~streamtasks.protocol.consumer.encode_assignment` give one message at a time
+:func:`~streamtasks.protocol.consumer_protocol.decode_subscription` and
+:func:`~streamtasks.protocol.consumer_protocol.encode_assignment` give one message at a time
 (``tests/protocol/test_consumer_bulk.py``), in a fraction of the time for a group of 10,000.
 """
 
@@ -15,7 +15,7 @@ from operator import attrgetter, itemgetter
 from assignors.partition.types import Subscription
 from streamtasks.errors import DecodeError
 from streamtasks.protocol._buf import INT32_MAX, INT32_MIN, Writer
-from streamtasks.protocol.consumer import (
+from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     _check_partitions,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError, LocalProtocolError
-from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from streamtasks.protocol.faust_compat import (
     FAUST_PROTOCOL_NAME,
     FaustClientMetadata,

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamtasks.errors import DecodeError, LocalProtocolError
-from streamtasks.protocol.consumer import (
+from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
+from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     decode_assignment,
@@ -22,7 +23,6 @@ from streamtasks.protocol.consumer import (
     encode_subscription,
     subscription_from,
 )
-from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
 from tests.protocol import strategies as S
 from topology.ids import TopicPartition
 

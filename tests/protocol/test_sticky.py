@@ -15,7 +15,7 @@ from streamtasks.protocol import (
     decode_sticky_userdata,
     encode_sticky_userdata,
 )
-from streamtasks.protocol.consumer import decode_subscription
+from streamtasks.protocol.consumer_protocol import decode_subscription
 from tests.protocol import strategies as S
 from topology.ids import TopicPartition as TP
 

@@ -16,7 +16,7 @@ from assignors.task.high_availability import HighAvailabilityTaskAssignor
 from assignors.types import AssignmentConfigs, TaskAssignor
 from streamtasks.membership.classic.leader import LeaderResult, lead
 from streamtasks.protocol.classic_group import JoinGroupMember
-from streamtasks.protocol.consumer import (
+from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,
     decode_assignment,
     encode_subscription,

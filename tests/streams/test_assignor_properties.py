@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from assignors.cooperative import OwnedClaim, valid_claims
 from streamtasks.protocol.classic_group import JoinGroupMember
-from streamtasks.protocol.consumer import decode_subscription
+from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, UNKNOWN_OFFSET_SUM, AssignorErrorCode
 from tests.streams.helpers import REPARTITION, assignor, member, pid, run
 from topology import TaskId, TopicPartition, Topology, TopologyBuilder

@@ -24,7 +24,7 @@ from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
 from streamtasks.membership.classic.leader import lead
 from streamtasks.membership.classic.subscription import join_protocols
 from streamtasks.protocol.classic_group import JoinGroupMember
-from streamtasks.protocol.consumer import decode_assignment
+from streamtasks.protocol.consumer_protocol import decode_assignment
 from streamtasks.protocol.faust_compat import decode_faust_subscription
 from streamtasks.streams.faust_assignment import FaustMemberInput, faust_assign
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_leader_topic, faust_topics

@@ -52,8 +52,8 @@ from assignors.partition.types import GroupSubscription, MemberId, PartitionAssi
 from streamtasks.errors import AssignorError, DecodeError
 from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
 from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
-from streamtasks.protocol.consumer import HIGHEST_CONSUMER_PROTOCOL_VERSION
 from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
+from streamtasks.protocol.consumer_protocol import HIGHEST_CONSUMER_PROTOCOL_VERSION
 from topology.bulk import bulk
 from topology.ids import TopicPartition
 

@@ -41,7 +41,7 @@ from streamtasks.protocol.classic_group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from streamtasks.protocol.consumer import decode_assignment
+from streamtasks.protocol.consumer_protocol import decode_assignment
 from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
 

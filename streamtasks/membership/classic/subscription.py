@@ -20,7 +20,7 @@ from assignors.partition.types import PartitionAssignor
 from streamtasks.membership.classic.config import MemberConfig
 from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
 from streamtasks.protocol.classic_group import ProtocolMetadata
-from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from topology.ids import TopicPartition
 
 __all__ = ["join_protocols", "user_data_for"]

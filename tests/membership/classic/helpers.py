@@ -30,7 +30,7 @@ from streamtasks.protocol.classic_group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from streamtasks.protocol.consumer import ConsumerProtocolAssignment, encode_assignment
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolAssignment, encode_assignment
 from streamtasks.protocol.errors import KafkaErrorCode
 from tests.ids import tp
 from topology.ids import TopicPartition

@@ -18,7 +18,7 @@ from streamtasks.membership.classic import (
     ResponseReceived,
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest
-from streamtasks.protocol.consumer import decode_subscription
+from streamtasks.protocol.consumer_protocol import decode_subscription
 from tests.membership.classic.helpers import (
     E,
     config,

@@ -14,7 +14,7 @@ from streamtasks.membership.classic import (
 )
 from streamtasks.membership.classic.leader import decode_members, lead, legacy_trust_claims
 from streamtasks.protocol.classic_group import JoinGroupMember, JoinGroupRequest
-from streamtasks.protocol.consumer import (
+from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,
     decode_assignment,
     encode_subscription,
@@ -180,7 +180,7 @@ def test_member_offers_sticky_userdata_with_its_generation() -> None:
 
     done = commit_ok(member, member.poll(0))
     from streamtasks.protocol.classic_group import JoinGroupRequest
-    from streamtasks.protocol.consumer import decode_subscription
+    from streamtasks.protocol.consumer_protocol import decode_subscription
     from tests.membership.classic.helpers import request
 
     _, req = request(done, JoinGroupRequest)
@@ -194,7 +194,7 @@ def test_member_without_marker_sends_no_generation() -> None:
     member = ClassicMember(config(generation_marker=False))
     stable(member, tps("t0"), generation=7)
     member.enforce_rebalance()
-    from streamtasks.protocol.consumer import decode_subscription
+    from streamtasks.protocol.consumer_protocol import decode_subscription
 
     _, _, req = rejoin(member, 0)
     assert decode_subscription(req.protocols[0].metadata).generation_id == -1

@@ -12,7 +12,7 @@ import pytest
 from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol
 from streamtasks.membership.classic.leader import lead
 from streamtasks.protocol.classic_group import JoinGroupMember
-from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 
 
 class _Watching:

@@ -8,7 +8,7 @@ import warnings
 from assignors.partition.sticky import StickyAssignor
 from streamtasks.membership.classic.leader import decode_members, lead
 from streamtasks.protocol.classic_group import JoinGroupMember
-from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from streamtasks.protocol.sticky import StickyUserData, encode_sticky_userdata
 from tests.membership.classic.helpers import tps
 

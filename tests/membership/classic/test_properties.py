@@ -44,7 +44,7 @@ from streamtasks.protocol.classic_group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from streamtasks.protocol.consumer import ConsumerProtocolSubscription, encode_subscription
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from tests.membership.classic.helpers import E, assignment_bytes, config, tps
 from topology.ids import TopicPartition
 

@@ -29,7 +29,7 @@ from streamtasks.protocol.classic_group import (
     LeaveGroupRequest,
     OffsetCommitResponse,
 )
-from streamtasks.protocol.consumer import decode_subscription
+from streamtasks.protocol.consumer_protocol import decode_subscription
 from tests.membership.classic.helpers import (
     E,
     commit_ok,

@@ -13,7 +13,7 @@ from streamtasks.membership.classic import (
     ResponseReceived,
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest, OffsetCommitResponse, SyncGroupResponse
-from streamtasks.protocol.consumer import decode_subscription
+from streamtasks.protocol.consumer_protocol import decode_subscription
 from tests.membership.classic.helpers import (
     E,
     assignment_bytes,

@@ -25,7 +25,7 @@ from streamtasks.protocol.classic_group import (
     JoinGroupMember,
     SyncGroupResponse,
 )
-from streamtasks.protocol.consumer import (
+from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     decode_assignment,
