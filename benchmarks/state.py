@@ -1,7 +1,7 @@
 """The stateful runtime of issue 6, measured on a real broker, in one table.
 
     .venv/bin/python benchmarks/state.py [--records 100000] [--keys 20000] [--partitions 6]
-        [--repeat 1] [--rows 1,2,3,4,5] [--quix-python PATH] [--bootstrap-servers HOST:PORT]
+        [--repeat 1] [--rows 1,2,3,4,5,6] [--quix-python PATH] [--bootstrap-servers HOST:PORT]
 
 Uses ``--bootstrap-servers``, else ``$STREAMTASKS_BOOTSTRAP``, else the embedded broker
 ``$STREAMTASKS_BROKER`` picks (Apache Kafka where Java and Maven are installed, else Tansu).
@@ -38,6 +38,9 @@ two changelog writes per input record. Rows:
    the same workload (count + latest, no audit topic) and broker, in ``--repeat`` interleaved
    rounds; records/s, changelog records written, and the streamtasks rows' ratios to each peer.
 
+6. memory: RSS growth of a process that writes 1,000,000 keys into one store and reads them back
+   (:mod:`_memory`), without the cache, with the default 10 MiB, and with a cache holding them all.
+
 Wall-clock figures from a shared machine are noisy: the load average at start and end is
 printed. Nothing asserts on a time. The workers run with the repository root as working
 directory (``python -m`` puts it first on ``sys.path``).
@@ -47,10 +50,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -564,7 +569,30 @@ async def measure(args: argparse.Namespace, bootstrap: str, root: Path) -> tuple
             step(f"5: streamtasks and its peers, round {i + 1}/{r} ...")
             await peer_round(peers, work, quix_python=args.quix_python, step=step)
         rows += peer_rows(peers, spread)
+    if "6" in wanted:
+        rows += memory_rows(root)
     return rows, problems
+
+
+def memory_rows(root: Path, keys: int = 1_000_000) -> list[Row]:
+    """Row 6: RSS per million keys in a store, each setting in a fresh process."""
+    rows: list[Row] = []
+    for label, budget in (("no cache", 0), ("cache 10 MiB", 10 << 20), ("cache holding all", 1 << 30)):
+        step(f"6: RSS of {keys:,} keys in a store, {label} ...")
+        where = root / f"memory-{budget}"
+        argv = [sys.executable, "-P", str(ROOT / "benchmarks" / "_memory.py"), "--keys", str(keys)]
+        argv += ["--cache-bytes", str(budget), "--dir", str(where)]
+        out = subprocess.run(
+            argv, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        )
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        shutil.rmtree(where, ignore_errors=True)
+        grown = (got["after"] - got["before"]) / 1e6 * 1_000_000 / keys
+        rows += rows_of(
+            "6", f"RSS per 1M keys, {label}", f"{grown:,.0f} MB",
+            f"{got['entries']:,} entries cached, {got['cache_bytes'] / 1e6:,.1f} MB counted by the budget",
+        )  # fmt: skip
+    return rows
 
 
 async def main() -> int:
@@ -576,7 +604,7 @@ async def main() -> int:
     parser.add_argument("--partitions", type=int, default=6, help="input partitions (= tasks)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every measurement (median shown)")
     parser.add_argument(
-        "--rows", default="1,2,3,4,5", help="rows to measure (1c and 2 run together, so do 3 and 4)"
+        "--rows", default="1,2,3,4,5,6", help="rows to measure (1c and 2 run together, so do 3 and 4)"
     )
     parser.add_argument("--quix-python", help="row 5: a Python with quixstreams 3.28 installed")
     parser.add_argument("--bootstrap-servers", help="a cluster (default: $STREAMTASKS_BOOTSTRAP or embedded)")
