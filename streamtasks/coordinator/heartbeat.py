@@ -54,7 +54,9 @@ def validate_heartbeat(request: ConsumerGroupHeartbeatRequest, ctx: WriteContext
         return _error(bad, f"MemberEpoch {epoch} is invalid.")
     if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and request.instance_id is None:
         return _error(bad, "InstanceId can't be null when leaving temporarily (MemberEpoch -2).")
-    if request.subscribed_topic_regex is not None:
+    # An empty regex is no regex: Apache Kafka 4.x reads "" as "not subscribed by pattern", and
+    # librdkafka sends it beside its topic names.
+    if request.subscribed_topic_regex:
         if request.subscribed_topic_names is not None:
             return _error(bad, "SubscribedTopicNames and SubscribedTopicRegex can't be used together.")
         return _error(bad, "SubscribedTopicRegex is not supported by this coordinator.")

@@ -219,10 +219,6 @@ class Handlers:
         version = header.api_version
         request = codec.decode_heartbeat_request(body, version)
         self.stats.heartbeats += 1
-        if request.subscribed_topic_regex == "" and request.subscribed_topic_names is not None:
-            # librdkafka sends an empty regex beside its topic names; Apache Kafka reads an empty
-            # regex as none, the coordinator refuses names and a regex together.
-            request = dataclasses.replace(request, subscribed_topic_regex=None)
         if (
             request.group_id not in self.coordinator.groups
             and len(self.coordinator.groups) >= self.max_groups

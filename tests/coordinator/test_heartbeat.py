@@ -33,6 +33,15 @@ def request(**changes: Any) -> ConsumerGroupHeartbeatRequest:
     return ConsumerGroupHeartbeatRequest(**fields)
 
 
+def test_an_empty_regex_beside_topic_names_is_no_regex() -> None:
+    """librdkafka joins with SubscribedTopicRegex "" and its topic names; Apache Kafka 4.x reads
+    the empty regex as none and accepts the join, and so does this coordinator."""
+    h = Harness()
+    result = h.coordinator.heartbeat(request(subscribed_topic_regex=""), 0)
+    assert result.response.error is KafkaErrorCode.NONE
+    assert result.response.member_epoch > 0
+
+
 @pytest.mark.parametrize(
     "changes",
     [
