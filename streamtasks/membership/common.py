@@ -75,7 +75,11 @@ class InFlight(Generic[ApiT]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Requests(Generic[ApiT]):
-    """What the member waits for: requests in flight and listener invocations not reported yet."""
+    """What the member waits for: requests in flight and listener invocations not reported yet.
+
+    Generic over the protocol's ``Api`` enum; annotate (``r: Requests[Api] = Requests()``)
+    rather than call the subscripted alias: ``Requests[Api]()`` cannot set ``__orig_class__``
+    on a frozen slotted instance and raises ``TypeError``."""
 
     next_id: int = 0
     inflight: Mapping[int, InFlight[ApiT]] = field(default_factory=dict)
