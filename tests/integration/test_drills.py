@@ -1,0 +1,37 @@
+"""The rolling-upgrade drills, live and small (two workers): each must pass its own verdict."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from streamtasks.drills.catalog import get_drill
+from streamtasks.drills.rolling import DrillOptions, run_live_drill
+from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("name", ["eager-to-cooperative", "faust-to-streamtasks"])
+def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> None:
+    lines: list[str] = []
+    result = asyncio.run(
+        run_live_drill(
+            get_drill(name),
+            DrillOptions(workers=2, partitions=4, rate=100, keys=50),
+            kafka.bootstrap_servers,
+            lines.append,
+        )
+    )
+    report = "\n".join(lines) + f"\n{result.to_json()}"
+    assert result.problems == [], report
+    assert result.double_owned == 0, report
+    assert result.acknowledged > 0
+    assert result.lost == 0, report
+    assert result.ok, report
+    assert len(result.phases) == 3
+    assert {p for p, _, _, _ in result.ownership} == set(range(4))
+    if name == "faust-to-streamtasks":
+        assert result.state_checked
+        assert result.state_counts_short == 0
