@@ -222,8 +222,10 @@ class DrillRun:
         return False
 
     def settled(self, names: tuple[str, ...]) -> bool:
+        """Every task active once, every worker of ``names`` active for some (not only in a
+        moment of a hand-over where one holds them all), and as many standbys as tasks."""
         owner = self.active_owner()
-        if len(owner) != self.partitions:
+        if len(owner) != self.partitions or not all(n in owner.values() for n in names):
             return False
         standbys = {t for n in names for t, r in self.workers[n].tasks.items() if r != "active"}
         return len(standbys) >= self.partitions if len(names) > 1 else True
