@@ -239,7 +239,7 @@ class StreamTask:
                 self.checkpoint()
         finally:  # a failed checkpoint must not leave RocksDB's lock held
             for cache in self.caches.values():
-                cache.clear()  # a dirty close drops unflushed entries, as it drops ``pending``
+                cache.detach()  # a dirty close drops unflushed entries, as it drops ``pending``
             for store in self.stores.values():
                 store.close()
             self.closed = True

@@ -10,8 +10,8 @@ A :class:`CachedStore` sits in front of one :class:`~streamtasks.state.store.Key
   Updates of one key between two flushes are merged: only the last reaches the changelog.
 * **bounded by bytes**: every cache of one application shares one :class:`CacheBudget`
   (Kafka's ``ThreadCache``); an entry counts ``len(key) + len(value) +`` :data:`ENTRY_OVERHEAD`.
-  A write that takes the budget over its limit evicts least-recently-used entries of the store
-  written to (as Kafka evicts from the named cache being written), writing dirty ones through.
+  A write that takes the budget over its limit evicts least-recently-used entries, one per
+  cache in turn (as Kafka's ``ThreadCache`` does), writing dirty ones through.
 
 Reads never see anything but the last write: a cached value, a cached delete (``None``), or
 the store. ``items()`` and ``count()`` flush first, then read the store. Restore and standby
@@ -41,15 +41,34 @@ _MISS: Final = object()
 
 
 class CacheBudget:
-    """The byte limit every cache of one application shares, and what they use of it."""
+    """The byte limit every cache of one application shares, what they use of it, and the
+    caches themselves: over the limit, it evicts one least-recently-used entry at a time from
+    each cache in turn (Kafka's ``ThreadCache.maybeEvict``), so a store written often takes
+    room from idle ones rather than only from itself."""
 
-    __slots__ = ("max_bytes", "used")
+    __slots__ = ("_caches", "_turn", "max_bytes", "used")
 
     def __init__(self, max_bytes: int) -> None:
         if max_bytes < 0:
             raise ValueError(f"a cache budget cannot be negative, got {max_bytes}")
         self.max_bytes = max_bytes
         self.used = 0
+        self._caches: list[CachedStore] = []
+        self._turn = 0
+
+    def attach(self, cache: CachedStore) -> None:
+        self._caches.append(cache)
+
+    def detach(self, cache: CachedStore) -> None:
+        self._caches = [c for c in self._caches if c is not cache]
+
+    def evict(self) -> None:
+        """Evict, one entry per cache in turn, until the budget holds or every cache is empty."""
+        caches = self._caches
+        empty_in_a_row = 0
+        while self.used > self.max_bytes and caches and empty_in_a_row < len(caches):
+            self._turn = (self._turn + 1) % len(caches)
+            empty_in_a_row = 0 if caches[self._turn].evict_one() else empty_in_a_row + 1
 
     def __repr__(self) -> str:
         return f"CacheBudget(max_bytes={self.max_bytes}, used={self.used})"
@@ -78,6 +97,7 @@ class CachedStore:
         #: Entries written to the store by eviction, and by flushes (counters, for metrics).
         self.evictions = 0
         self.flushed = 0
+        budget.attach(self)
 
     @property
     def store(self) -> KeyValueStore:
@@ -146,28 +166,29 @@ class CachedStore:
         budget = self._budget
         budget.used += size
         if budget.used > budget.max_bytes:
-            self._evict()
+            budget.evict()
 
     def _grow(self, delta: int) -> None:
         budget = self._budget
         budget.used += delta
         if budget.used > budget.max_bytes:
-            self._evict()
+            budget.evict()
 
-    def _evict(self) -> None:
-        """Drop least-recently-used entries of this cache until the budget holds (or this
-        cache is empty); a dirty one is written to the store first."""
-        budget, values, dirty, store = self._budget, self._values, self._dirty, self._store
-        while budget.used > budget.max_bytes and values:
-            key, value = values.popitem(last=False)
-            budget.used -= _size(key, value)
-            if key in dirty:
-                del dirty[key]
-                self.evictions += 1
-                if value is None:
-                    store.delete(key)
-                else:
-                    store.put(key, value)
+    def evict_one(self) -> bool:
+        """Drop this cache's least-recently-used entry, writing it to the store first if it is
+        dirty. False when the cache is empty."""
+        if not self._values:
+            return False
+        key, value = self._values.popitem(last=False)
+        self._budget.used -= _size(key, value)
+        if key in self._dirty:
+            del self._dirty[key]
+            self.evictions += 1
+            if value is None:
+                self._store.delete(key)
+            else:
+                self._store.put(key, value)
+        return True
 
     # -- flushing ---------------------------------------------------------------------------
 
@@ -188,6 +209,11 @@ class CachedStore:
         """Flush, then drop every entry (the store is about to be written around the cache)."""
         self.flush()
         self.clear()
+
+    def detach(self) -> None:
+        """Drop every entry and leave the budget (the store is closing)."""
+        self.clear()
+        self._budget.detach(self)
 
     def clear(self) -> None:
         """Drop every entry, dirty ones included, and give their bytes back to the budget."""

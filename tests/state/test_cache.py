@@ -142,3 +142,19 @@ def test_contains_count_and_types(tmp_path: Path) -> None:
             cache.put(b"a", None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="cannot be negative"):
         CacheBudget(-1)
+
+
+def test_an_idle_cache_gives_room_to_a_busy_one(tmp_path: Path) -> None:
+    """Over the budget, entries are evicted from every cache in turn, not only the writer's."""
+    budget = CacheBudget(4 * (2 + 1 + ENTRY_OVERHEAD))
+    with KeyValueStore(tmp_path / "x", name="x") as x, KeyValueStore(tmp_path / "y", name="y") as y:
+        idle, busy = CachedStore(x, budget), CachedStore(y, budget)
+        idle.put(b"a0", b"1")
+        idle.put(b"a1", b"1")
+        for i in range(10):
+            busy.put(f"b{i}".encode(), b"1")
+        assert len(idle) == 0
+        assert dict(x.items()) == {b"a0": b"1", b"a1": b"1"}  # written through on eviction
+        assert budget.used <= budget.max_bytes
+        busy.detach()
+        assert budget.used == 0
