@@ -19,7 +19,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from streamtasks.errors import ProcessingError
 from topology.ids import TopicPartition
 
-__all__ = ["BatchDone", "Keyed", "Row", "by_partition", "partition_for", "send_rows"]
+__all__ = ["BatchDone", "Keyed", "Row", "by_partition", "partition_for", "partitions_of", "send_rows"]
 
 #: One record to send: (key, value).
 Row = tuple[bytes | None, bytes | None]
@@ -42,9 +42,13 @@ def by_partition(records: Iterable[Keyed]) -> dict[TopicPartition, list[Row]]:
     return out
 
 
-async def partition_for(producer: AIOKafkaProducer, topic: str, key: bytes | None) -> int:
-    """The partition the producer's default partitioner gives ``key`` in ``topic``."""
-    partitions = sorted(await producer.partitions_for(topic))
+async def partitions_of(producer: AIOKafkaProducer, topic: str) -> list[int]:
+    """The partitions of ``topic`` the producer knows (metadata fetched if it has none yet)."""
+    return sorted(await producer.partitions_for(topic))
+
+
+def partition_for(key: bytes | None, partitions: list[int]) -> int:
+    """The partition the producer's default partitioner gives ``key`` among ``partitions``."""
     return int(_partitioner(key, partitions, partitions))
 
 

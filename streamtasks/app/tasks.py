@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from streamtasks.app.context import Output, ProcessorContext, Record
 from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled, wall_ms
-from streamtasks.app.sending import Keyed, by_partition, partition_for, send_rows
+from streamtasks.app.sending import Keyed, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
@@ -302,10 +302,14 @@ class TaskSet:
             outbox, self._outbox = self._outbox, []
             if outbox:
                 keyed: list[Keyed] = []
+                parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
                 for out in outbox:
                     part = out.partition
                     if part is None:
-                        part = await partition_for(producer, out.topic, out.key)
+                        known = parts.get(out.topic)
+                        if known is None:
+                            known = parts[out.topic] = await partitions_of(producer, out.topic)
+                        part = partition_for(out.key, known)
                     keyed.append((TopicPartition(out.topic, part), out.key, out.value))
                 for tp, rows in by_partition(keyed).items():
                     await send_rows(producer, tp, rows, self._ack_callback(None, None))

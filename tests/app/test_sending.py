@@ -10,7 +10,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from streamtasks.app.sending import by_partition, partition_for, send_rows
+from streamtasks.app.sending import by_partition, partition_for, partitions_of, send_rows
 from streamtasks.embedded import Cluster
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.aio import to_aio
@@ -54,7 +54,8 @@ def test_rows_span_several_batches_in_order(kafka: Cluster) -> None:
         try:
             await send_rows(producer, tp, rows, lambda n, f: done.append((f.result().offset, n)))
             await producer.flush()
-            keyed = {await partition_for(producer, topic, k) for k in (b"k1", b"k2", b"other")}
+            known = await partitions_of(producer, topic)
+            keyed = {partition_for(k, known) for k in (b"k1", b"k2", b"other")}
             sent = [await (await producer.send(topic, key=k, value=b"v")) for k in (b"k1", b"k2", b"other")]
         finally:
             await producer.stop()
