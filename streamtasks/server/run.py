@@ -52,6 +52,14 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-members-per-group", type=int, default=None)
     parser.add_argument("--session-timeout-ms", type=int, default=45_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=5_000)
+    parser.add_argument(
+        "--assignment-interval-ms",
+        type=int,
+        default=0,
+        help="batch target assignments: compute at most one per interval per group (Apache Kafka's "
+        "group.consumer.assignment.interval.ms, default 1000 there; 0 computes one per epoch bump, "
+        "fine for small groups; set 1000 for groups of thousands of members)",
+    )
     parser.add_argument("--status-interval-s", type=float, default=5.0)
     parser.add_argument(
         "--log-level", default="WARNING", help="INFO logs every error a member is answered with"
@@ -78,6 +86,7 @@ def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> Server
         coordinator=CoordinatorConfig(
             session_timeout_ms=args.session_timeout_ms,
             heartbeat_interval_ms=args.heartbeat_interval_ms,
+            assignment_interval_ms=args.assignment_interval_ms,
             max_group_size=args.max_members_per_group,
         ),
     )
