@@ -134,7 +134,15 @@ class TaskSet:
         if unknown:
             log.error("assignment names tasks this topology does not have: %s (ignored)", unknown)
         active = {t for t in active if t in self._infos}
-        standby = {t for t in info.standby_tasks | info.warmup_tasks if t in self._infos and t not in active}
+        # KIP-848: the target's AssignmentInfo names a task active here while its partitions are
+        # still owned elsewhere (pending their release). A standby or warm-up of it stays until
+        # they arrive, then is recycled, instead of being closed now and rebuilt then.
+        pending = {t for t in info.active_tasks - active if t in self.tasks and not self.tasks[t].is_active}
+        standby = {
+            t
+            for t in info.standby_tasks | info.warmup_tasks | pending
+            if t in self._infos and t not in active
+        }
         current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}
         plan = plan_tasks(current, active=active, standby=standby)
         now = wall_ms()

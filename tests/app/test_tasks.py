@@ -103,9 +103,11 @@ class Fixture:
         standby: Iterable[str] = (),
         warmup: Iterable[str] = (),
         lost: Iterable[TopicPartition] = (),
+        active: Iterable[str] = (),
     ) -> list[AppEvent]:
         before = len(self.events)
-        info = AssignmentInfo(  # active tasks come from the owned partitions, not from here
+        info = AssignmentInfo(  # active tasks run from the owned partitions; ``active``: info's list
+            active_tasks=frozenset(map(t, active)),
             standby_tasks=frozenset(map(t, standby)),
             warmup_tasks=frozenset(map(t, warmup)),
         )
@@ -226,6 +228,25 @@ def test_a_warmup_recycled_to_active_stops_being_a_warmup(fx: Fixture) -> None:
     assert fx.tasks.roles() == {t("0_0"): "active", t("1_2"): "active"}
     assert [(e.from_role, e.to_role) for e in events if isinstance(e, TaskRecycled)] == [("warmup", "active")]
     assert not fx.tasks.tasks[t("1_2")].warmup
+
+
+def test_a_warmup_named_active_before_its_partitions_arrive_is_kept_then_recycled(fx: Fixture) -> None:
+    """KIP-848: the target names the task active here while its partitions are pending their
+    release by the old owner; the warm-up is kept (as a standby) and recycled when they come."""
+    fx.reconcile([text(0)], warmup=["1_2"])
+    warm = fx.tasks.tasks[t("1_2")]
+    events = fx.reconcile([text(0)], active=["0_0", "1_2"])
+    assert not [e for e in events if isinstance(e, TaskClosed)]
+    assert fx.tasks.roles() == {t("0_0"): "active", t("1_2"): "standby"}
+    assert fx.tasks.tasks[t("1_2")] is warm
+    events = fx.reconcile([text(0), words(2)], active=["0_0", "1_2"])
+    assert [(str(e.task), e.from_role, e.to_role) for e in events if isinstance(e, TaskRecycled)] == [
+        ("1_2", "standby", "active")
+    ]
+    assert fx.tasks.tasks[t("1_2")] is warm
+    # a task named active here that this member does not hold at all is not created early
+    events = fx.reconcile([text(0), words(2)], active=["0_0", "1_2", "1_3"])
+    assert t("1_3") not in fx.tasks.roles()
 
 
 def test_a_kept_standby_follows_the_warmup_flag(fx: Fixture) -> None:
