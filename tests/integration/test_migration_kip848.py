@@ -35,10 +35,12 @@ from streamtasks.protocol.consumer_group import (
     CONSUMER_GROUP_DESCRIBE_API_KEY,
     CONSUMER_GROUP_HEARTBEAT_API_KEY,
     ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
 )
 from streamtasks.protocol.consumer_group_codec import decode_describe_response, encode_describe_request
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.consumer_driver import send_consumer_group_request
 from tests.integration.harness import (
     Audit,
     JavaPeer,
@@ -273,3 +275,62 @@ def check(audit: Audit, views: list[GroupView], order: tuple[str, ...]) -> None:
     assert report.violations == ()
     assert audit.records.lost() == []
     assert audit.records.produced_count > 0
+
+
+async def librdkafka_led_upgrade(kafka: Cluster) -> tuple[list[Any], Audit]:
+    """librdkafka leads a classic group (it joined first) with a streamtasks member beside it; a
+    KIP-848 join is answered, then librdkafka leaves (streamtasks leads the next generation) and
+    the same join is answered again. Returns both answers and the audit."""
+    topic = f"migration-rdkafka-leads-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    kafka.create_topics({topic: 3})
+    partitions = {TopicPartition(topic, p) for p in range(3)}
+    audit = Audit(partitions)
+    bootstrap = kafka.bootstrap_servers
+    workers: dict[str, Any] = {
+        "confluent": confluent_worker("confluent", audit, bootstrap, group, topic),
+        "st1": StreamtasksWorker(
+            "st1", audit, topic, bootstrap_servers=bootstrap, group_id=group, assignors=["cooperative_sticky"]
+        ),
+    }
+    join = ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=uuid.uuid4().hex,
+        member_epoch=0,
+        rebalance_timeout_ms=10_000,
+        subscribed_topic_names=(topic,),
+        topic_partitions=(),
+    )
+    answers: list[Any] = []
+    client = GroupCoordinatorClient(bootstrap, group)
+    try:
+        started: set[str] = set()
+        for name, worker in workers.items():  # librdkafka first: it leads every generation it is in
+            await start_worker(worker)
+            started.add(name)
+            await wait_until(stable(audit, partitions, started), WAIT_S, f"{name} to get partitions")
+        answers.append(await send_consumer_group_request(client, join, timeout_s=10))
+        await stop_worker(workers.pop("confluent"))
+        audit.gone("confluent")
+        await wait_until(stable(audit, partitions, {"st1"}), WAIT_S, "st1 alone")
+        answers.append(await send_consumer_group_request(client, join, timeout_s=10))
+        leave = ConsumerGroupHeartbeatRequest(group_id=group, member_id=join.member_id, member_epoch=-1)
+        await send_consumer_group_request(client, leave, timeout_s=10)
+    finally:
+        await client.close()
+        for w in workers.values():
+            with contextlib.suppress(Exception):
+                await stop_worker(w)
+    return answers, audit
+
+
+def test_a_librdkafka_led_classic_generation_blocks_the_upgrade(kip848: Cluster) -> None:
+    """Apache Kafka refuses to convert a classic group whose assignments carry user data;
+    librdkafka's leader copies each member's subscription user data into its assignment, so the
+    first KIP-848 member is refused until a generation led by another client (docs/testing.md)."""
+    (refused, accepted), audit = asyncio.run(librdkafka_led_upgrade(kip848))
+    assert refused.error is KafkaErrorCode.GROUP_ID_NOT_FOUND
+    assert "unsupported custom assignor" in (refused.error_message or "")
+    assert accepted.error is KafkaErrorCode.NONE, accepted
+    assert accepted.member_epoch > 0
+    assert audit.ledger.report(0).violations == ()
