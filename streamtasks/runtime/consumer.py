@@ -38,6 +38,7 @@ from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.aio import AioTopicPartition, from_aio
 from streamtasks.runtime.aio import to_aio as _tp
+from streamtasks.runtime.classic_driver import MemberDriver
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
 from streamtasks.runtime.consumer_driver import (
@@ -45,7 +46,6 @@ from streamtasks.runtime.consumer_driver import (
     TopicMetadata,
     open_kip848_bootstrap,
 )
-from streamtasks.runtime.driver import MemberDriver
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
     GroupMember,

@@ -6,7 +6,7 @@ the commit before a revocation, listener calls, assignment bookkeeping, error re
 and sleeps until the member's next deadline or the next event. Requests run as tasks, so
 heartbeats keep going while the application processes records. What differs between protocols
 (how a request goes on the wire, what the metadata event carries, which states end the loop) is
-left to the subclass: :class:`~streamtasks.runtime.driver.MemberDriver` (classic) and
+left to the subclass: :class:`~streamtasks.runtime.classic_driver.MemberDriver` (classic) and
 :class:`~streamtasks.runtime.consumer_driver.ConsumerGroupDriver` (KIP-848).
 """
 
