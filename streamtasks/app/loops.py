@@ -130,6 +130,9 @@ class Loops:
                     await tasks.process(batch)
                     consumer.rewind(tasks.take_unprocessed())
                     await tasks.send_pending(self._producer)
+                # Neither a buffered getmany nor a batched send suspends: yield once per batch so
+                # heartbeats, the changelog and lag loops run during a long backlog.
+                await asyncio.sleep(0)
             if time.monotonic() >= next_commit:
                 next_commit = time.monotonic() + interval_s
                 try:
