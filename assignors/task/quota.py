@@ -18,7 +18,10 @@ Placement, in passes over the tasks (each in the order given):
 3. then with the first ``secondary`` candidate (previous standby, caught-up process, ...) that
    has room;
 4. the rest are dealt round-robin, in process order, to the processes still below ``lo``, then
-   to those that may take an extra task.
+   to those that may take an extra task: lowest ``lo/c`` first (raise the floor), then lowest
+   ``hi/c``, then process order. With mixed capacities the quotas alone allow an idle process
+   beside ones that run a full thread's worth more (4 tasks on 2+2+1+1 threads: 2/2/0/0 is
+   within them, 1/1/1/1 is the balanced answer).
 
 Keeping ``min(previous, lo)`` tasks everywhere and handing the extras to processes that had more
 is what makes the number of moved tasks the smallest any balanced assignment allows.
@@ -181,7 +184,13 @@ def balanced_fill(
                     again.append(p)
             ring = again
     if placed < len(rest):
-        for p in range(len(counts)):
+        # The extras raise the lowest per-thread loads first (then the ones an extra raises least):
+        # with mixed capacities "process order" could give them to the processes already carrying
+        # the most per thread and leave another one idle.
+        takers = [p for p in range(len(counts)) if counts[p] == lo[p] < hi[p]]
+        if len({capacity[p] for p in takers}) > 1:
+            takers.sort(key=lambda p: (lo[p] / capacity[p], hi[p] / capacity[p], p))
+        for p in takers:
             if placed == len(rest) or not extras:
                 break
             if counts[p] == lo[p] < hi[p]:

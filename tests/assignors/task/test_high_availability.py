@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 import assignors
 from assignors.task.high_availability import HighAvailabilityTaskAssignor
-from assignors.task.quality import active_spread, colocated_standbys
+from assignors.task.quality import active_spread, colocated_standbys, moved_actives
 from assignors.types import RUNNING_LAG, AssignmentConfigs, ClientState, TaskAssignment
 from assignors.validate import validate_task_assignment
 from streamtasks.errors import AssignorInputError
@@ -278,3 +280,33 @@ def test_with_nowhere_else_to_go_a_standby_lands_on_the_destination_and_replaces
     assert p1.standby == set(tasks)
     assert not p1.warmup
     assert result.needs_followup
+
+
+def test_extras_raise_the_lowest_per_thread_load_first() -> None:
+    """Found by the differential test against Kafka's HighAvailabilityTaskAssignor (issue 11,
+    item 5): four stateful tasks and one stateless on processes of 2, 2, 1 and 1 threads, no
+    lags beyond process 1 running 0_0 (it ran 1_0 too). Kafka: per-thread spread 1/2, nothing
+    moved (e.g. 0_0 and 1_0 stay on process 1, one task on each other process). The quotas'
+    extra tasks used to go, in process order, to the 2-thread processes, leaving process 4 with
+    none (spread 1) and pushing 1_0 off process 1."""
+    clients = [
+        ClientState(
+            process_id=pid(1),
+            capacity=2,
+            previous_active=frozenset({t(0, 0), t(1, 0)}),
+            task_lags=running(t(0, 0)),
+        ),
+        ClientState(process_id=pid(2), capacity=2),
+        ClientState(process_id=pid(3), capacity=1),
+        ClientState(process_id=pid(4), capacity=1),
+    ]
+    state = build_state(
+        task_specs({0: 4}, {1: 1}),
+        clients,
+        AssignmentConfigs(num_standby_replicas=0, acceptable_recovery_lag=0),
+    )
+    result = HA.assign(state)
+    assert active_spread(state, result) == Fraction(1, 2)
+    assert moved_actives(state, result) == 0
+    assert actives(result, 1) == {t(0, 0), t(1, 0)}
+    assert [len(actives(result, n)) for n in (2, 3, 4)] == [1, 1, 1]
