@@ -373,6 +373,49 @@ def test_pinned_room_not_reused() -> None:
         pytest.xfail("reported: streamtasks is worse here (PINNED_ROOM_NOT_REUSED)")
 
 
+def test_stacked_on_caught_up() -> None:
+    """Found by the differential test under a random seed, not yet explained or fixed (so not a
+    named decision and still an error there): 12 stateful tasks on 1+1+3+1+3+3+3 threads, no
+    standbys, acceptable lag 1,000. Kafka reaches an active spread of 2 with 1 task moved;
+    streamtasks keeps five actives on the 3-thread process 3 (caught up) while four movements
+    are pending, spread 3 with 2 moved. Passes once streamtasks is no worse."""
+    t = TaskId
+    tasks = [TaskSpec(id=t(0, p), is_stateful=True) for p in range(12)]
+
+    def client(n: int, capacity: int, active: tuple[int, ...], lags: dict[int, int]) -> ClientState:
+        return ClientState(
+            process_id=pid(n),
+            capacity=capacity,
+            previous_active=frozenset(t(0, p) for p in active),
+            task_lags={t(0, p): lag for p, lag in lags.items()},
+        )
+
+    state = ApplicationState.build(
+        tasks,
+        [
+            client(1, 1, (6, 7), {0: 50, 6: -2, 7: -2, 8: 50}),
+            client(2, 1, (2, 4), {2: -2, 4: -2, 6: 5000, 11: 50}),
+            client(3, 3, (0, 5), {0: -2, 5: -2, 7: 50, 8: 0, 10: 0}),
+            client(4, 1, (10, 9), {9: -2, 10: -2}),
+            client(5, 3, (1,), {1: -2}),
+            client(8, 3, (), {}),
+            client(9, 3, (), {2: 50}),
+        ],
+        AssignmentConfigs(num_standby_replicas=0, acceptable_recovery_lag=1000, max_warmup_replicas=1),
+    )
+    (kafka,) = run_oracle([TaskCase(state)])
+    assert isinstance(kafka, KafkaTaskResult)
+    q = task_quality(state, HA.assign(state))
+    theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
+    if q.active_spread > theirs.active_spread and q.moved > theirs.moved:
+        pytest.xfail(
+            f"reported: streamtasks is worse here (spread {q.active_spread} vs {theirs.active_spread}, "
+            f"moved {q.moved} vs {theirs.moved})"
+        )
+    assert q.active_spread <= theirs.active_spread
+    assert q.moved <= theirs.moved
+
+
 def test_heterogeneous_moves() -> None:
     """HETEROGENEOUS_MOVES: m1 (generation 1) validly owns a-3, c-9 and c-11; Kafka keeps all
     three with member counts 10/10/10; streamtasks reaches 10/10/10 too but moves c-11."""
