@@ -41,7 +41,7 @@ from streamtasks.drills.offset_audit import OffsetAudit
 from streamtasks.embedded import Cluster, EmbeddedBroker, ExternalCluster, start_broker
 from streamtasks.errors import BrokerError, ConfigError
 from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
-from streamtasks.runtime.classic_driver import monotonic_ms
+from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
 __all__ = ["PROTOCOLS", "DemoOptions", "PhaseReport", "run_demo"]

@@ -27,8 +27,8 @@ import assignors as assignor_registry
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.ledger import offset_id
 from streamtasks.errors import StreamTasksError
-from streamtasks.runtime.classic_driver import monotonic_ms
 from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
+from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
 __all__ = ["main", "make_consumer", "parse_args"]

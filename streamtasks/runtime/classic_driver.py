@@ -19,11 +19,9 @@ from streamtasks.membership.classic import (
     ResponseReceived,
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest
-from streamtasks.runtime.member_loop import DriverHost, MemberLoop, monotonic_ms
+from streamtasks.runtime.member_loop import MemberLoop
 
-__all__ = ["DriverHost", "MemberDriver", "monotonic_ms"]
-
-# ``DriverHost`` and ``monotonic_ms`` are re-exported: callers imported them from here.
+__all__ = ["MemberDriver"]
 
 log = logging.getLogger("streamtasks.driver")
 

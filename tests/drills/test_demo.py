@@ -17,7 +17,7 @@ from streamtasks.embedded import EmbeddedBroker
 from streamtasks.errors import BrokerError
 from streamtasks.membership.classic import ClassicMember
 from streamtasks.membership.consumer import ConsumerMember
-from streamtasks.runtime.classic_driver import monotonic_ms
+from streamtasks.runtime.member_loop import monotonic_ms
 from topology import TopicPartition
 
 

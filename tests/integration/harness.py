@@ -31,8 +31,8 @@ from streamtasks.embedded._process import die_with_parent, log_tail
 from streamtasks.embedded.java import JavaProgram, JavaUnavailable, compiled_program
 from streamtasks.embedded.kafka_broker import kafka_requirements_missing
 from streamtasks.errors import BrokerError
-from streamtasks.runtime.classic_driver import monotonic_ms
 from streamtasks.runtime.consumer import Consumer
+from streamtasks.runtime.member_loop import monotonic_ms
 from topology import TopicPartition
 
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "rebalance_timeout_ms": 10000}

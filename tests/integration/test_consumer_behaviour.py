@@ -11,7 +11,7 @@ import pytest
 import streamtasks
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster, client_settings
 from streamtasks.protocol.classic_group import CommittedOffset, OffsetCommitRequest
-from streamtasks.runtime.classic_driver import monotonic_ms
+from streamtasks.runtime.member_loop import monotonic_ms
 from tests.integration.harness import FAST_GROUP, Audit, SteadyProducer, wait_until
 from topology import TopicPartition
 
