@@ -56,6 +56,6 @@ def test_rolling_bounce_loses_nothing_and_never_double_owns(
 ) -> None:
     audit = asyncio.run(rolling_bounce(kafka, assignor))
     report = audit.ledger.report(0)
-    assert report.violations == ()
+    assert report.violations == (), audit.timeline()
     assert audit.records.lost() == []
     assert audit.records.produced_count > 0

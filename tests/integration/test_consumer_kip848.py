@@ -79,7 +79,7 @@ def _worker(name: str, audit: Audit, topic: str, kafka: Cluster, **settings: Any
 
 
 def _check(audit: Audit) -> None:
-    assert audit.ledger.report(0).violations == ()
+    assert audit.ledger.report(0).violations == (), audit.timeline()
     assert audit.records.lost() == []
     assert audit.records.produced_count > 0
 
@@ -329,7 +329,7 @@ def test_a_member_removed_by_the_session_timeout_cannot_commit(kip848: Cluster) 
     audit, error, held = asyncio.run(frozen_member(kip848))
     assert held
     assert "UNKNOWN_MEMBER_ID" in error
-    assert audit.ledger.report(0).violations == ()
+    assert audit.ledger.report(0).violations == (), audit.timeline()
 
 
 # -- cut off from the coordinator: partitions lost before anyone else gets them ---------------------

@@ -124,6 +124,6 @@ def test_java_peer_rolling_bounce(
 ) -> None:
     audit = asyncio.run(java_group(kafka, peer, tmp_path, static=static, order=order))
     report = audit.ledger.report(0)
-    assert report.violations == ()
+    assert report.violations == (), audit.timeline()
     assert audit.records.lost() == []
     assert audit.records.produced_count > 0

@@ -133,6 +133,6 @@ def test_kip848_group_of_streamtasks_librdkafka_and_java_rolling_bounce(
     assert {m.member_type for m in described} == {1}
     assert "java" in {m.client_id for m in described}
     report = audit.ledger.report(0)
-    assert report.violations == ()
+    assert report.violations == (), audit.timeline()
     assert audit.records.lost() == []
     assert audit.records.produced_count > 0

@@ -285,7 +285,7 @@ def check(
 ) -> None:
     assert [(v.step, v.kind, v.members) for v in views] == expected_views(order, classic_protocol)
     report = audit.ledger.report(0)
-    assert report.violations == ()
+    assert report.violations == (), audit.timeline()
     assert audit.records.lost() == []
     assert audit.records.produced_count > 0
 
@@ -346,4 +346,4 @@ def test_a_librdkafka_led_classic_generation_blocks_the_upgrade(kip848: Cluster)
     assert "unsupported custom assignor" in (refused.error_message or "")
     assert accepted.error is KafkaErrorCode.NONE, accepted
     assert accepted.member_epoch > 0
-    assert audit.ledger.report(0).violations == ()
+    assert audit.ledger.report(0).violations == (), audit.timeline()
