@@ -98,7 +98,11 @@ class Workload:
 
 async def _input(w: Workload, app_id: str) -> str:
     topic = f"{app_id}-input"
-    await create_topics_async(w.bootstrap, {topic: w.partitions})
+    # Kafka's defaults, spelled out: quixstreams reads retention.ms and retention.bytes from
+    # DescribeConfigs, and Tansu reports only the configs a topic was created with.
+    retention = {"retention.ms": "604800000", "retention.bytes": "-1"}
+    spec = TopicSpec(name=topic, partitions=w.partitions, configs=retention)
+    await create_topics_async(w.bootstrap, [spec])
     await w.produce(w.bootstrap, topic, w.records, w.keys, OffsetAudit())
     return topic
 
@@ -145,9 +149,11 @@ async def _peer(w: Workload, python: str, framework: str, commit_every: int = 0)
         "--app-id", app_id, "--topic", topic, "--records", str(records), "--partitions", str(w.partitions),
         "--state-dir", str(w.root / app_id), "--commit-every", str(commit_every),
     ]  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": ""}
-    )
+    log = w.root / f"{app_id}.log"
+    with log.open("wb") as err:  # the child keeps its own descriptor
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=subprocess.PIPE, stderr=err, env={**os.environ, "PYTHONPATH": ""}
+        )
     assert proc.stdout is not None
     result: dict[str, Any] | None = None
     try:
@@ -168,7 +174,9 @@ async def _peer(w: Workload, python: str, framework: str, commit_every: int = 0)
             proc.kill()
             await proc.wait()
     if result is None:
-        raise RuntimeError(f"{framework} stopped before processing {records:,} records")
+        tail = log.read_text(errors="replace")[-3000:]
+        what = f"{framework} stopped before processing {records:,} records"
+        raise RuntimeError(f"{what}; its log ({log}) ends:\n{tail}")
     return result["records"] / result["seconds"], await _changelog_records(w.bootstrap, app_id, w.partitions)
 
 
