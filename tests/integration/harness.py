@@ -529,6 +529,69 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str)
         await asyncio.sleep(0.1)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveGroup:
+    """One live test's group: a fresh topic of ``count`` partitions, its group id, the audit,
+    and makers for every kind of member, each filled in with those (and the record ids)."""
+
+    audit: Audit
+    bootstrap: str
+    group: str
+    topic: str
+    count: int
+    record_ids: str = "value"
+    log_dir: Path | None = None
+    java_peer: JavaPeer | None = None
+
+    @classmethod
+    def create(
+        cls, cluster: Any, topic: str, count: int, *, record_ids: str = "value", log_dir: Path | None = None,
+        java_peer: JavaPeer | None = None,
+    ) -> LiveGroup:  # fmt: skip
+        """Create ``topic`` on ``cluster`` (group ``g-<topic>``) and an empty audit for it."""
+        cluster.create_topics({topic: count})
+        return cls(
+            audit=Audit({TopicPartition(topic, p) for p in range(count)}),
+            bootstrap=cluster.bootstrap_servers,
+            group=f"g-{topic}",
+            topic=topic,
+            count=count,
+            record_ids=record_ids,
+            log_dir=log_dir,
+            java_peer=java_peer,
+        )
+
+    @property
+    def partitions(self) -> set[TopicPartition]:
+        return {TopicPartition(self.topic, p) for p in range(self.count)}
+
+    def producer(self) -> SteadyProducer:
+        return SteadyProducer(self.bootstrap, self.topic, self.audit, self.count, record_ids=self.record_ids)
+
+    def streamtasks(self, name: str, **settings: Any) -> StreamtasksWorker:
+        return StreamtasksWorker(
+            name, self.audit, self.topic, record_ids=self.record_ids, bootstrap_servers=self.bootstrap,
+            group_id=self.group, **settings,
+        )  # fmt: skip
+
+    def java(self, name: str, properties: Mapping[str, str]) -> JavaWorker:
+        assert self.java_peer is not None, "a Java member needs the compiled peer"
+        assert self.log_dir is not None, "a Java member needs a log directory"
+        return JavaWorker(
+            name, self.audit, self.java_peer, bootstrap=self.bootstrap, group=self.group, topic=self.topic,
+            log_dir=self.log_dir, properties=properties, record_ids=self.record_ids,
+        )  # fmt: skip
+
+    def confluent(self, name: str, **options: Any) -> ThreadWorker:
+        return confluent_worker(
+            name, self.audit, self.bootstrap, self.group, self.topic, record_ids=self.record_ids, **options
+        )
+
+    def kafka_python(self, name: str, **options: Any) -> ThreadWorker:
+        assert self.record_ids == "value", "the kafka-python worker names records by value"
+        return kafka_python_worker(name, self.audit, self.bootstrap, self.group, self.topic, **options)
+
+
 def stable(audit: Audit, partitions: set[TopicPartition], members: set[str]) -> Callable[[], bool]:
     """Every partition owned exactly once, each by one of ``members``, each member owning some."""
 

@@ -28,15 +28,10 @@ from tests.integration.harness import (
     Audit,
     JavaPeer,
     JavaPeerMissing,
-    JavaWorker,
-    SteadyProducer,
-    StreamtasksWorker,
-    confluent_worker,
+    LiveGroup,
     java_peer,
-    kafka_python_worker,
     rolling_bounce_group,
 )
-from topology import TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -69,46 +64,23 @@ async def java_group(
     kafka: Cluster, peer: JavaPeer, log_dir: Path, *, static: bool, order: tuple[str, ...]
 ) -> Audit:
     topic = f"interop-java-{'static' if static else 'dynamic'}-{uuid.uuid4().hex[:6]}"
-    group = f"g-{topic}"
-    kafka.create_topics({topic: PARTITIONS})
-    partitions = {TopicPartition(topic, p) for p in range(PARTITIONS)}
-    audit = Audit(partitions)
-    bootstrap = kafka.bootstrap_servers
+    g = LiveGroup.create(kafka, topic, PARTITIONS, log_dir=log_dir, java_peer=peer)
     print(f"Java peer logs and the callbacks' timeline: {log_dir}")
 
     def make(name: str) -> Any:
         instance = name if static else None
         if name.startswith("st"):
-            return StreamtasksWorker(
-                name,
-                audit,
-                topic,
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                assignors=["cooperative_sticky"],
-                group_instance_id=instance,
-            )
+            return g.streamtasks(name, assignors=["cooperative_sticky"], group_instance_id=instance)
         if name == "java":
-            props = {"group.instance.id": name} if static else {}
-            return JavaWorker(
-                name,
-                audit,
-                peer,
-                bootstrap=bootstrap,
-                group=group,
-                topic=topic,
-                log_dir=log_dir,
-                properties=props,
-            )
+            return g.java(name, {"group.instance.id": name} if static else {})
         if name == "kafka-python":
-            return kafka_python_worker(name, audit, bootstrap, group, topic, group_instance_id=instance)
-        return confluent_worker(name, audit, bootstrap, group, topic, group_instance_id=instance)
+            return g.kafka_python(name, group_instance_id=instance)
+        return g.confluent(name, group_instance_id=instance)
 
-    producer = SteadyProducer(bootstrap, topic, audit, partitions=PARTITIONS)
     await rolling_bounce_group(
-        make, order, audit, partitions, producer, static=static, log_dir=log_dir, wait_s=WAIT_S
+        make, order, g.audit, g.partitions, g.producer(), static=static, log_dir=log_dir, wait_s=WAIT_S
     )
-    return audit
+    return g.audit
 
 
 @pytest.mark.parametrize(

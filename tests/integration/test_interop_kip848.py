@@ -28,15 +28,11 @@ from tests.integration.harness import (
     Audit,
     JavaPeer,
     JavaPeerMissing,
-    JavaWorker,
-    SteadyProducer,
-    StreamtasksWorker,
-    confluent_worker,
+    LiveGroup,
     java_peer,
     rolling_bounce_group,
 )
 from tests.integration.test_consumer_kip848 import KIP848, TANSU_SKIP, describe
-from topology import TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -61,59 +57,27 @@ async def kip848_group(
     kafka: Cluster, peer: JavaPeer, log_dir: Path, *, static: bool, order: tuple[str, ...]
 ) -> tuple[Audit, list[DescribedMember]]:
     topic = f"interop-kip848-{'static' if static else 'dynamic'}-{uuid.uuid4().hex[:6]}"
-    group = f"g-{topic}"
-    kafka.create_topics({topic: PARTITIONS})
-    partitions = {TopicPartition(topic, p) for p in range(PARTITIONS)}
-    audit = Audit(partitions)
-    bootstrap = kafka.bootstrap_servers
+    g = LiveGroup.create(kafka, topic, PARTITIONS, record_ids="offset", log_dir=log_dir, java_peer=peer)
     print(f"Java peer logs and the callbacks' timeline: {log_dir}")
 
     def make(name: str) -> Any:
         instance = name if static else None
         if name.startswith("st"):
-            return StreamtasksWorker(
-                name,
-                audit,
-                topic,
-                record_ids="offset",
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                group_instance_id=instance,
-                **KIP848,
-            )
+            return g.streamtasks(name, group_instance_id=instance, **KIP848)
         if name == "java":
-            props = {"group.protocol": "consumer", **({"group.instance.id": name} if static else {})}
-            return JavaWorker(
-                name,
-                audit,
-                peer,
-                bootstrap=bootstrap,
-                group=group,
-                topic=topic,
-                log_dir=log_dir,
-                properties=props,
-                record_ids="offset",
-            )
-        return confluent_worker(
-            name,
-            audit,
-            bootstrap,
-            group,
-            topic,
-            group_instance_id=instance,
-            group_protocol="consumer",
-            record_ids="offset",
-        )
+            static_id = {"group.instance.id": name} if static else {}
+            return g.java(name, {"group.protocol": "consumer", **static_id})
+        return g.confluent(name, group_instance_id=instance, group_protocol="consumer")
 
     async def joined() -> None:
-        described.extend(await describe(bootstrap, group))
+        described.extend(await describe(g.bootstrap, g.group))
 
     described: list[DescribedMember] = []
-    producer = SteadyProducer(bootstrap, topic, audit, partitions=PARTITIONS, record_ids="offset")
     await rolling_bounce_group(
-        make, order, audit, partitions, producer, static=static, log_dir=log_dir, wait_s=WAIT_S, joined=joined
-    )
-    return audit, described
+        make, order, g.audit, g.partitions, g.producer(), static=static, log_dir=log_dir, wait_s=WAIT_S,
+        joined=joined,
+    )  # fmt: skip
+    return g.audit, described
 
 
 @pytest.mark.parametrize(

@@ -45,10 +45,7 @@ from tests.integration.harness import (
     Audit,
     JavaPeer,
     JavaPeerMissing,
-    JavaWorker,
-    SteadyProducer,
-    StreamtasksWorker,
-    confluent_worker,
+    LiveGroup,
     java_peer,
     stable,
     start_worker,
@@ -56,7 +53,6 @@ from tests.integration.harness import (
     wait_until,
 )
 from tests.integration.test_consumer_kip848 import KIP848, TANSU_SKIP
-from topology import TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -137,48 +133,25 @@ async def migrate(
     peer: JavaPeer | None = None,
     classic_assignor: str = "cooperative_sticky",
 ) -> tuple[Audit, list[GroupView]]:
-    topic = f"migration-{uuid.uuid4().hex[:6]}"
-    group = f"g-{topic}"
-    kafka.create_topics({topic: PARTITIONS})
-    partitions = {TopicPartition(topic, p) for p in range(PARTITIONS)}
-    audit = Audit(partitions)
-    bootstrap = kafka.bootstrap_servers
+    g = LiveGroup.create(
+        kafka, f"migration-{uuid.uuid4().hex[:6]}", PARTITIONS, record_ids="offset", log_dir=log_dir,
+        java_peer=peer,
+    )  # fmt: skip
+    audit, bootstrap, group, partitions = g.audit, g.bootstrap, g.group, g.partitions
     views: list[GroupView] = []
 
     def make(name: str, protocol: str) -> Any:
         if name.startswith("st"):
             settings: dict[str, Any] = KIP848 if protocol == "consumer" else {"assignors": [classic_assignor]}
-            return StreamtasksWorker(
-                name,
-                audit,
-                topic,
-                record_ids="offset",
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                client_id=name,
-                **settings,
-            )
+            return g.streamtasks(name, client_id=name, **settings)
         if name == "java":
-            assert peer is not None
             props = (
                 {"group.protocol": "consumer"}
                 if protocol == "consumer"
                 else {"group.protocol": "classic", "partition.assignment.strategy": JAVA_COOPERATIVE_STICKY}
             )
-            return JavaWorker(
-                name,
-                audit,
-                peer,
-                bootstrap=bootstrap,
-                group=group,
-                topic=topic,
-                log_dir=log_dir,
-                properties=props,
-                record_ids="offset",
-            )
-        return confluent_worker(
-            name, audit, bootstrap, group, topic, group_protocol=protocol, record_ids="offset"
-        )
+            return g.java(name, props)
+        return g.confluent(name, group_protocol=protocol)
 
     async def bounce(name: str, protocol: str) -> None:
         await stop_worker(workers.pop(name))
@@ -189,7 +162,7 @@ async def migrate(
         await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} back on {protocol}")
         views.append(await view_group(bootstrap, group, f"{name} -> {protocol}"))
 
-    producer = SteadyProducer(bootstrap, topic, audit, partitions=PARTITIONS, record_ids="offset")
+    producer = g.producer()
     await producer.start()
     producing = True
     workers: dict[str, Any] = {}
@@ -294,17 +267,11 @@ async def librdkafka_led_upgrade(kafka: Cluster) -> tuple[list[Any], Audit]:
     """librdkafka leads a classic group (it joined first) with a streamtasks member beside it; a
     KIP-848 join is answered, then librdkafka leaves (streamtasks leads the next generation) and
     the same join is answered again. Returns both answers and the audit."""
-    topic = f"migration-rdkafka-leads-{uuid.uuid4().hex[:6]}"
-    group = f"g-{topic}"
-    kafka.create_topics({topic: 3})
-    partitions = {TopicPartition(topic, p) for p in range(3)}
-    audit = Audit(partitions)
-    bootstrap = kafka.bootstrap_servers
+    g = LiveGroup.create(kafka, f"migration-rdkafka-leads-{uuid.uuid4().hex[:6]}", 3)
+    audit, bootstrap, group, topic, partitions = g.audit, g.bootstrap, g.group, g.topic, g.partitions
     workers: dict[str, Any] = {
-        "confluent": confluent_worker("confluent", audit, bootstrap, group, topic),
-        "st1": StreamtasksWorker(
-            "st1", audit, topic, bootstrap_servers=bootstrap, group_id=group, assignors=["cooperative_sticky"]
-        ),
+        "confluent": g.confluent("confluent"),
+        "st1": g.streamtasks("st1", assignors=["cooperative_sticky"]),
     }
     join = ConsumerGroupHeartbeatRequest(
         group_id=group,
