@@ -7,7 +7,12 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    (:func:`~assignors.task.quota.balanced_fill`: previous owner, then caught-up processes and
    previous standbys, then round-robin);
 2. keeps each stateful active whose destination is not caught up, while some other process is,
-   on a caught-up process (least loaded; the one running it wins a tie) -- a pending *movement*;
+   on a caught-up process (least loaded; the one running it wins a tie) -- a pending *movement* --
+   unless a task destined to such a process can take its place on the destination: one caught
+   up there, or one nobody is caught up on whose state there is no further behind (its restore
+   is due anyway); then the two swap destinations and nothing is pending. A task running on
+   that process gives up its place only when the pin would take the process beyond its
+   per-thread share (then the swap is a move to a caught-up process);
 3. balances stateless actives by load (sticky within quota) on top of the stateful ones;
 4. plans warm-up replicas on the destinations of pending movements, at most
    ``max_warmup_replicas`` in all: warm-ups under way first (least lag), then tasks with the
@@ -36,6 +41,8 @@ from assignors.types import RUNNING_LAG, ApplicationState, TaskAssignment
 __all__ = ["HighAvailabilityTaskAssignor"]
 
 _NO_LAG = 1 << 62
+#: The rank of a process running the task (:data:`RUNNING_LAG`).
+_RUNNING_RANK = -1
 
 
 class HighAvailabilityTaskAssignor:
@@ -75,23 +82,50 @@ class HighAvailabilityTaskAssignor:
         owner = list(destination)
         moving: dict[int, int] = {}
         caught_count: dict[int, int] = {}
+        # Before pinning a task on a caught-up process p, look there for a task destined to p
+        # that can take the task's place on d instead (caught up on d, or nobody is caught up
+        # on it and d is no further behind than p): the two swap destinations, the balance is
+        # unchanged and nothing is pending. pools[p]: the tasks destined to p that may still
+        # swap (built at the first pin).
+        pools: list[list[int]] | None = None
+        total_capacity = sum(capacity)
+        n_stateful = len(stateful)
         for i in stateful:
             first, end = r_start[i], r_start[i + 1]
             if first == end or r_rank[first] > 0:
                 continue  # nobody is caught up: the destination stands
             d = destination[i]
-            best = -1
-            best_key = (0.0, 0, 0)
+            candidates: list[tuple[float, int, int]] = []
             k = first
             while k < end and r_rank[k] <= 0:
                 p = r_procs[k]
                 if p == d:
                     break
-                key = ((counts[p] + 1) / capacity[p], r_rank[k], p)
-                if best < 0 or key < best_key:
-                    best, best_key = p, key
+                candidates.append(((counts[p] + 1) / capacity[p], r_rank[k], p))
                 k += 1
             else:
+                candidates.sort()
+                if pools is None:
+                    pools = [[] for _ in range(ix.num_processes)]
+                    for j in stateful:
+                        pools[destination[j]].append(j)
+                swapped = False
+                for _, _, p in candidates:
+                    # a task running on p gives up its place only if the pin would take p
+                    # beyond its per-thread share (ceil(stateful * c / threads))
+                    over = counts[p] * total_capacity >= n_stateful * capacity[p]
+                    j = _swap_partner(ranked, pools[p], p, d, move_running=over)
+                    if j >= 0:
+                        # i takes j's place on p (caught up: no movement), j takes i's room on d
+                        pools[p].remove(j)
+                        destination[i] = owner[i] = p
+                        destination[j] = owner[j] = d
+                        swapped = True
+                        break
+                if swapped:
+                    continue
+                best = candidates[0][2]
+                pools[d].remove(i)  # pinned on best, not d's to give away
                 owner[i] = best
                 counts[best] += 1
                 counts[d] -= 1
@@ -202,3 +236,29 @@ def _lag_on(ix: IndexedState, task: int, process: int) -> int:
         if rows.items[k] == process:
             return ix.lag_values[k]
     return _NO_LAG
+
+
+def _swap_partner(ranked: _Ranked, pool: list[int], p: int, d: int, *, move_running: bool) -> int:
+    """A task destined to ``p`` that can take the place on ``d`` of a task that is caught up on
+    ``p`` but not on ``d``, or -1: one caught up on ``d``, or one nobody is caught up on whose
+    state on ``d`` is no further behind than on ``p`` (its restore is due anyway). A task not
+    running on ``p`` first, then the least lag on ``d``, then task order."""
+    start, procs, ranks = ranked.start, ranked.items, ranked.ranks
+    best, best_key = -1, (0, 0, 0)
+    for j in pool:
+        first, end = start[j], start[j + 1]
+        rank_d = rank_p = _NO_LAG
+        for k in range(first, end):
+            if procs[k] == d:
+                rank_d = ranks[k]
+            elif procs[k] == p:
+                rank_p = ranks[k]
+        if rank_d > 0 and ((first < end and ranks[first] <= 0) or rank_d > rank_p):
+            continue  # not caught up on d, and either caught up elsewhere or further behind on d
+        running = rank_p == _RUNNING_RANK
+        if running and not move_running:
+            continue
+        key = (running, rank_d, j)
+        if best < 0 or key < best_key:
+            best, best_key = j, key
+    return best

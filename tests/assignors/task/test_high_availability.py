@@ -9,7 +9,7 @@ import pytest
 import assignors
 from assignors.task.high_availability import HighAvailabilityTaskAssignor
 from assignors.task.quality import active_spread, colocated_standbys, moved_actives
-from assignors.types import RUNNING_LAG, AssignmentConfigs, ClientState, TaskAssignment
+from assignors.types import RUNNING_LAG, ApplicationState, AssignmentConfigs, ClientState, TaskAssignment
 from assignors.validate import validate_task_assignment
 from streamtasks.errors import AssignorInputError
 from tests.assignors.task.scenarios import build_state, pid, task_specs
@@ -310,3 +310,61 @@ def test_extras_raise_the_lowest_per_thread_load_first() -> None:
     assert moved_actives(state, result) == 0
     assert actives(result, 1) == {t(0, 0), t(1, 0)}
     assert [len(actives(result, n)) for n in (2, 3, 4)] == [1, 1, 1]
+
+
+def test_a_task_nobody_is_caught_up_on_takes_the_room_of_a_pinned_one() -> None:
+    """Was PINNED_ROOM_NOT_REUSED in the differential test against Kafka: the balanced
+    destination of 1_0 is process 2, which is not caught up on it, so it stays on process 1
+    (caught up); process 2 used to be left with two tasks beside process 1's four. 0_0, which
+    nobody is caught up on and which process 2 is closer to (lag 500, process 1 has no lag for
+    it), now takes that room: 3/3 with nothing pending."""
+    clients = [
+        ClientState(
+            process_id=pid(1),
+            capacity=2,
+            previous_standby=frozenset({t(0, 0), t(0, 1), t(0, 2), t(1, 1)}),
+            task_lags={t(0, 3): 5, t(1, 0): 5, t(1, 1): 500},
+        ),
+        ClientState(process_id=pid(2), capacity=2, task_lags={t(0, 0): 500, t(0, 2): 50}),
+    ]
+    configs = AssignmentConfigs(num_standby_replicas=1, acceptable_recovery_lag=100, max_warmup_replicas=3)
+    state = build_state(task_specs({0: 4, 1: 2}), clients, configs)
+    result = HA.assign(state)
+    assert actives(result, 1) == {t(0, 1), t(0, 3), t(1, 0)}
+    assert actives(result, 2) == {t(0, 0), t(0, 2), t(1, 1)}
+    assert not result.movements
+    assert not result.needs_followup
+    assert validate_task_assignment(state, result).name == "NONE"
+
+
+def test_a_running_task_swaps_only_when_the_pin_exceeds_the_share() -> None:
+    """Process 0 runs 0_1, 0_3 and 0_4, process 1 runs 0_0 and 0_2, the new process 2 is caught
+    up on 0_1 only. The balanced destination of 0_4 is process 2, where nobody but process 0 is
+    caught up on it. With one thread on process 0, pinning 0_4 there would put three tasks on
+    it, beyond its share of 5/3, so 0_1 (caught up on process 2) moves there instead and nothing
+    is pending. With two threads the pin stays within the share (3 of 5 * 2/4): 0_1 keeps
+    running where it ran and 0_4 is a pending movement to process 2."""
+
+    def state(capacity: int) -> ApplicationState:
+        clients = [
+            ClientState(
+                process_id=pid(0),
+                capacity=capacity,
+                previous_active=frozenset({t(0, 1), t(0, 3), t(0, 4)}),
+                task_lags=running(t(0, 1), t(0, 3), t(0, 4)),
+            ),
+            ClientState(
+                process_id=pid(1),
+                previous_active=frozenset({t(0, 0), t(0, 2)}),
+                task_lags=running(t(0, 0), t(0, 2)),
+            ),
+            ClientState(process_id=pid(2), task_lags={t(0, 1): 0}),
+        ]
+        return build_state(task_specs({0: 5}), clients, AssignmentConfigs(acceptable_recovery_lag=0))
+
+    result = HA.assign(state(1))
+    assert [actives(result, n) for n in range(3)] == [{t(0, 3), t(0, 4)}, {t(0, 0), t(0, 2)}, {t(0, 1)}]
+    assert not result.movements
+    result = HA.assign(state(2))
+    assert [actives(result, n) for n in range(3)] == [{t(0, 1), t(0, 3), t(0, 4)}, {t(0, 0), t(0, 2)}, set()]
+    assert dict(result.movements) == {t(0, 4): pid(2)}
