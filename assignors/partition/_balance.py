@@ -17,14 +17,19 @@ return, per member, a sorted list of partition numbers.
   by topic into the least-loaded subscribers (topics with the most partitions per subscriber
   first, as Kafka orders them). Then partitions move one at a time from the most-loaded holder
   of a topic to its least-loaded subscriber while their counts differ by more than one, until a
-  pass over the topics moves nothing: Kafka's definition of balanced (no single move helps).
+  pass over the topics moves nothing: Kafka's definition of balanced (no single move helps);
+  first only partitions handed out in this round move (over every topic), then owned ones.
   That can leave a chain unbalanced (a=3, b=4, c=5, d=6 where each can only pass to the next),
   so a last step shifts partitions along chains of members, each handing a partition of a
   topic the next one subscribes to, found as blocking flows (Dinic's algorithm on the
   member-topic graph), until no member can reach one with two or more partitions fewer. Each
   shift lowers the sum of squared counts, so this ends, and then the counts are as even as
   the subscriptions allow. Whenever a member hands over a partition it gives up one it
-  received in this round before one it owned.
+  received in this round before one it owned. Last, at the same counts, moves are undone
+  where two members allow it: a member holding a partition it did not own trades it for one
+  of its own with the member holding that (if that member subscribes to the first one's
+  topic), and a partition goes back to its previous owner when that owner has exactly one
+  fewer than its holder (the two counts trade places). Each lowers the number of moves.
 """
 
 from __future__ import annotations
@@ -113,18 +118,89 @@ def spread_assign(
         if free:
             _fill(free, subscribers[topic], counts, owner)
     movable = [t for t in live if len(subscribers[t]) > 1 and offsets[t + 1] > offsets[t]]
-    moved = True
-    while moved:
-        moved = False
-        for topic in movable:
-            lo, hi = offsets[topic], offsets[topic + 1]
-            if _balance_topic(lo, hi, subscribers[topic], owner=owner, original=original, counts=counts):
-                moved = True
+    # First only partitions handed out in this round move, over every topic, then owned ones
+    # too: a member that can give up a new partition of another topic keeps its owned ones.
+    for keep in (True, False):
+        moved = True
+        while moved:
+            moved = False
+            for topic in movable:
+                lo, hi = offsets[topic], offsets[topic + 1]
+                if _balance_topic(
+                    lo, hi, subscribers[topic], owner=owner, original=original, counts=counts, keep_owned=keep
+                ):
+                    moved = True
     _shift_chains(offsets, subscribers, member_topics, owner=owner, original=original, counts=counts)
+    while _swap_back(offsets, member_topics, owner, original) | _return_to_owners(owner, original, counts):
+        pass
     result: list[list[int]] = [[] for _ in range(members)]
     for number, member in enumerate(owner):
         result[member].append(number)
     return result
+
+
+def _swap_back(
+    offsets: Sequence[int], member_topics: Sequence[Sequence[int]], owner: list[int], original: list[int]
+) -> bool:
+    """A member that holds a partition it did not own and lost one it owned to another member
+    trades the first for the second when that member subscribes to the first one's topic:
+    counts stay, one move fewer (two when the partition handed over was the other member's
+    own). True if anything was traded."""
+    topic_of: list[int] = []
+    for topic in range(len(offsets) - 1):
+        topic_of.extend(repeat(topic, offsets[topic + 1] - offsets[topic]))
+    strangers: dict[int, dict[int, list[int]]] = {}
+    lost: dict[int, list[int]] = {}
+    for number, member in enumerate(owner):
+        previous = original[number]
+        if member != previous:
+            strangers.setdefault(member, {}).setdefault(topic_of[number], []).append(number)
+            if previous >= 0:
+                lost.setdefault(previous, []).append(number)
+    traded = False
+    for member in sorted(lost):
+        mine = strangers.get(member)
+        if not mine:
+            continue
+        for number in lost[member]:
+            holder = owner[number]
+            if holder == member:
+                continue  # came back in another member's trade
+            given = -1
+            for topic in member_topics[holder]:
+                held = mine.get(topic)
+                while held and (owner[held[-1]] != member or original[held[-1]] == member):
+                    held.pop()  # traded away since
+                if held:
+                    given = held.pop()
+                    break
+            if given < 0:
+                continue
+            owner[number], owner[given] = member, holder
+            if original[given] != holder:
+                strangers.setdefault(holder, {}).setdefault(topic_of[given], []).append(given)
+            traded = True
+    return traded
+
+
+def _return_to_owners(owner: list[int], original: list[int], counts: list[int]) -> bool:
+    """Hand a partition that moved back to its previous owner while that owner has exactly one
+    partition fewer than its holder: the two counts trade places, so the balance is the same
+    and one move fewer is left (which member of a balanced group ends a partition short is
+    otherwise an accident of the order of the moves). Previous owners subscribe to their
+    partitions' topics. True if anything returned; each return lowers the number of moves."""
+    any_returned = False
+    returned = True
+    while returned:
+        returned = False
+        for number, member in enumerate(owner):
+            previous = original[number]
+            if previous >= 0 and previous != member and counts[previous] == counts[member] - 1:
+                owner[number] = previous
+                counts[member] -= 1
+                counts[previous] += 1
+                returned = any_returned = True
+    return any_returned
 
 
 def _fill(free: list[int], subscribers: list[int], counts: list[int], owner: list[int]) -> None:
@@ -157,11 +233,19 @@ def _fill(free: list[int], subscribers: list[int], counts: list[int], owner: lis
 
 
 def _balance_topic(
-    lo: int, hi: int, subscribers: list[int], *, owner: list[int], original: list[int], counts: list[int]
+    lo: int,
+    hi: int,
+    subscribers: list[int],
+    *,
+    owner: list[int],
+    original: list[int],
+    counts: list[int],
+    keep_owned: bool = False,
 ) -> bool:
     """Move partitions ``lo .. hi-1`` (one topic) from their most-loaded holders to the topic's
     least-loaded subscribers until those differ by at most one. A holder gives up partitions
-    it did not own before the round first. True if anything moved."""
+    it did not own before the round first; with ``keep_owned`` only those. True if anything
+    moved."""
     least = min(map(counts.__getitem__, subscribers))
     if max(map(counts.__getitem__, subscribers)) - least <= 1:
         return False
@@ -170,7 +254,8 @@ def _balance_topic(
         return False
     parts: dict[int, list[int]] = {}
     for number in range(lo, hi):
-        parts.setdefault(owner[number], []).append(number)
+        if not keep_owned or original[number] != owner[number]:
+            parts.setdefault(owner[number], []).append(number)
     low = [(counts[m], m) for m in subscribers]
     heapq.heapify(low)
     high = [(-counts[m], m) for m in sorted(holders)]
@@ -194,7 +279,8 @@ def _balance_topic(
                 break
         else:
             number = mine.pop()
-        parts.setdefault(taker, []).append(number)
+        if not keep_owned or original[number] != taker:
+            parts.setdefault(taker, []).append(number)
         owner[number] = taker
         counts[donor] -= 1
         counts[taker] += 1

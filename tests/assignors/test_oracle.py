@@ -200,7 +200,8 @@ CHEAP_MOVES_FOR_BALANCE = Decision("CHEAP_MOVES_FOR_BALANCE")
 #: process that can take the room) is tried, not a chain of them through a third process.
 PINNED_ROOM_NOT_REUSED = Gap("PINNED_ROOM_NOT_REUSED")
 #: Reported: with different subscriptions, cooperative_sticky's moves are few but not minimal
-#: (assignors/partition/sticky.py says so); Kafka's general builder sometimes keeps more.
+#: (assignors/partition/sticky.py says so); Kafka's general builder sometimes keeps more (at the
+#: same spread: often with counts less even than streamtasks', sometimes with the same counts).
 HETEROGENEOUS_MOVES = Gap("HETEROGENEOUS_MOVES")
 
 
@@ -464,9 +465,11 @@ def test_stacked_on_caught_up() -> None:
     assert _cheap_moves(state, ours) == q.moved
 
 
-def test_heterogeneous_moves() -> None:
-    """HETEROGENEOUS_MOVES: m1 (generation 1) validly owns a-3, c-9 and c-11; Kafka keeps all
-    three with member counts 10/10/10; streamtasks reaches 10/10/10 too but moves c-11."""
+def test_heterogeneous_moves_kept_by_moving_new_partitions_first() -> None:
+    """Was HETEROGENEOUS_MOVES: m1 (generation 1) validly owns a-3, c-9 and c-11; Kafka keeps all
+    three with member counts 10/10/10; streamtasks reached 10/10/10 too but moved c-11 (it
+    balanced topic c first, where m1 had no new partition left to give). Owned partitions now
+    move only once no new one can: nothing moved."""
     tps = (TopicPartition("a", 3), TopicPartition("c", 9), TopicPartition("c", 11))
     group = GroupSubscription(
         members={
@@ -481,7 +484,48 @@ def test_heterogeneous_moves() -> None:
     handed, target = streamtasks_group(group)
     q = group_quality(group, handed.members, target.members)
     theirs = group_quality(group, kafka.members, kafka.target)
-    assert theirs.spread == 0
-    assert theirs.moved == 0
+    assert (theirs.spread, theirs.moved) == (0, 0)
+    assert group_verdict(group, q, theirs) is None
+    assert (q.spread, q.moved) == (0, 0)
+
+
+def test_heterogeneous_moves() -> None:
+    """HETEROGENEOUS_MOVES as it remains, found by the differential test: eleven members, the
+    same member counts as Kafka's (spread 2: m10 can take only d-0) and one partition more
+    moved. Keeping it would take a chain of trades through several members, which streamtasks
+    does not look for (it trades a new partition for an owned one between two members, and
+    hands a partition back to a previous owner that has one fewer)."""
+    owned = {
+        "m0": ("c-7", "c-8", "c-10"),
+        "m1": ("b-4", "c-0", "c-6", "c-9"),
+        "m2": ("c-2", "c-4", "d-0"),
+        "m3": ("c-5",),
+        "m4": ("b-2",),
+        "m5": ("a-1", "a-2", "a-3", "b-0", "b-1", "b-3", "c-1", "c-3"),
+        "m7": ("a-4",),
+    }
+    topics = {
+        "m0": "c", "m1": "bc", "m2": "dacb", "m3": "bcda", "m4": "acdb", "m5": "cdba", "m6": "b",
+        "m7": "dcab", "m8": "abd", "m9": "cad", "m10": "d",
+    }  # fmt: skip
+    group = GroupSubscription(
+        members={
+            m: Subscription(
+                topics=tuple(ts),
+                owned_partitions=tuple(TopicPartition(p[0], int(p[2:])) for p in owned.get(m, ())),
+                generation=5 if m in owned or m == "m6" else -1,
+            )
+            for m, ts in topics.items()
+        },
+        partitions_per_topic={"a": 5, "b": 5, "c": 11, "d": 1},
+    )
+    (kafka,) = run_oracle([GroupCase(group)])
+    assert isinstance(kafka, KafkaGroupResult)
+    handed, target = streamtasks_group(group)
+    q = group_quality(group, handed.members, target.members)
+    theirs = group_quality(group, kafka.members, kafka.target)
+    assert theirs.spread == 2
     if group_verdict(group, q, theirs) is HETEROGENEOUS_MOVES:
-        pytest.xfail("reported: streamtasks is worse here (HETEROGENEOUS_MOVES)")
+        pytest.xfail(
+            f"reported: streamtasks is worse here (HETEROGENEOUS_MOVES, moved {q.moved} vs {theirs.moved})"
+        )

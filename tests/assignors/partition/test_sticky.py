@@ -4,7 +4,7 @@ import pytest
 
 from assignors.partition.sticky import CooperativeStickyAssignor, StickyAssignor
 from assignors.partition.types import GroupAssignment, RebalanceProtocol
-from tests.assignors.partition.groups import check_complete, group, moved, next_round, spread
+from tests.assignors.partition.groups import check_complete, counts, group, moved, next_round, spread
 from tests.ids import tp
 
 STICKY = (StickyAssignor(), CooperativeStickyAssignor())
@@ -134,3 +134,59 @@ def test_members_without_topics_get_nothing() -> None:
     g = group({"a": [], "b": ["t"]}, {"t": 3})
     result = CooperativeStickyAssignor().assign(g)
     assert result.members == {"a": (), "b": (tp("t", 0), tp("t", 1), tp("t", 2))}
+
+
+def test_with_different_subscriptions_new_partitions_move_before_owned_ones() -> None:
+    """Found by the differential test against Kafka's CooperativeStickyAssignor: m1 (the
+    newer generation) validly owns a-3, c-9 and c-11. Balancing topic c first used to hand
+    c-11 to m2 once m1 had no new c partition left, although m1 could give m2 a new partition
+    of a instead: 10/10/10 with c-11 moved; Kafka keeps all three. Now owned partitions move
+    only once no new partition can: 10/10/10 and nothing moved."""
+    owned = [tp("a", 3), tp("c", 9), tp("c", 11)]
+    g = group(
+        {"m0": ["d", "b", "c"], "m1": ["a", "d", "b", "c"], "m2": ["c", "a"]},
+        {"a": 7, "b": 7, "c": 12, "d": 4},
+        {"m0": owned, "m1": owned},
+        {"m0": 0, "m1": 1, "m2": 3},
+    )
+    result = CooperativeStickyAssignor().assign(g)
+    check_complete(g, result)
+    assert spread(result) == 0
+    assert set(owned) <= set(result.members["m1"])
+
+
+def test_with_different_subscriptions_a_member_trades_a_new_partition_for_its_own() -> None:
+    """m0 owns 36 of 38 partitions and keeps 10 (m1 and m3 take a and d, m2 takes c). It used
+    to end with c-11, which nobody owned, while one of its own c partitions went to m2 (27
+    moved; Kafka 26): the two now trade, 26 moved at the same balance."""
+    every = {"a": 14, "b": 6, "c": 14, "d": 4}
+    owned = {
+        "m0": [tp(t, p) for t, n in every.items() for p in range(n) if (t, p) not in {("a", 2), ("c", 11)}]
+    }
+    g = group(
+        {"m0": ["d", "a", "b", "c"], "m1": ["d", "a"], "m2": ["b", "c"], "m3": ["d", "a"]}, every, owned
+    )
+    result = CooperativeStickyAssignor().assign(g)
+    check_complete(g, result)
+    assert spread(result) == 1
+    assert moved(owned, result) == 26
+    assert tp("c", 11) in result.members["m2"]
+
+
+def test_with_different_subscriptions_the_member_a_partition_short_is_one_that_lost_less() -> None:
+    """m3 joins; m0 gives it 7 of a; m2 (10 owned, b and d) and m1 (6 owned) share b and d. The
+    balancing used to leave m2 with 8 and m1 with 9, m2 having lost two of its own (9 moved;
+    Kafka 8); a partition now goes back to its previous owner when that owner has exactly one
+    fewer than its holder (the counts trade places): m2 9, m1 8, 8 moved."""
+    owned = {
+        "m0": [tp("a", p) for p in range(12)] + [tp("c", p) for p in range(4)],
+        "m1": [tp("b", 3), tp("b", 6), tp("b", 8), tp("d", 2), tp("d", 5), tp("d", 6)],
+        "m2": [tp("b", p) for p in (0, 2, 4, 5, 7, 9)] + [tp("d", p) for p in (0, 4, 7, 8)],
+    }
+    subs = {"m0": ["c", "a"], "m1": ["b", "d"], "m2": ["d", "b"], "m3": ["a", "c", "b", "d"]}
+    g = group(subs, {"a": 12, "b": 10, "c": 4, "d": 9}, owned)
+    result = CooperativeStickyAssignor().assign(g)
+    check_complete(g, result)
+    assert spread(result) == 1
+    assert moved(owned, result) == 8
+    assert counts(result) == {"m0": 9, "m1": 8, "m2": 9, "m3": 9}
