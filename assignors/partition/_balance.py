@@ -131,32 +131,56 @@ def spread_assign(
                 ):
                     moved = True
     _shift_chains(offsets, subscribers, member_topics, owner=owner, original=original, counts=counts)
-    while _swap_back(offsets, member_topics, owner, original) | _return_to_owners(owner, original, counts):
-        pass
+    _undo_moves(offsets, member_topics, owner, original, counts)
     result: list[list[int]] = [[] for _ in range(members)]
     for number, member in enumerate(owner):
         result[member].append(number)
     return result
 
 
+def _undo_moves(
+    offsets: Sequence[int],
+    member_topics: Sequence[Sequence[int]],
+    owner: list[int],
+    original: list[int],
+    counts: list[int],
+) -> None:
+    """Undo moves at the same counts (:func:`_swap_back`, :func:`_return_to_owners`) until
+    neither finds one. Only partitions that moved are looked at: their set only shrinks."""
+    moved = [
+        n
+        for n, (m, previous) in enumerate(zip(owner, original, strict=True))
+        if previous >= 0 and m != previous
+    ]
+    while moved:
+        traded = _swap_back(offsets, member_topics, owner, original, moved)
+        returned = _return_to_owners(owner, original, counts, moved)
+        if not traded and not returned:
+            return
+        moved = [n for n in moved if owner[n] != original[n]]
+
+
 def _swap_back(
-    offsets: Sequence[int], member_topics: Sequence[Sequence[int]], owner: list[int], original: list[int]
+    offsets: Sequence[int],
+    member_topics: Sequence[Sequence[int]],
+    owner: list[int],
+    original: list[int],
+    moved: Sequence[int],
 ) -> bool:
-    """A member that holds a partition it did not own and lost one it owned to another member
-    trades the first for the second when that member subscribes to the first one's topic:
-    counts stay, one move fewer (two when the partition handed over was the other member's
-    own). True if anything was traded."""
-    topic_of: list[int] = []
-    for topic in range(len(offsets) - 1):
-        topic_of.extend(repeat(topic, offsets[topic + 1] - offsets[topic]))
-    strangers: dict[int, dict[int, list[int]]] = {}
+    """A member that holds a partition it did not own and lost one it owned (``moved``: the
+    partitions away from their previous owner) to another member trades the first for the
+    second when that member subscribes to the first one's topic: counts stay, one move fewer
+    (two when the partition handed over was the other member's own). True if anything was
+    traded."""
     lost: dict[int, list[int]] = {}
-    for number, member in enumerate(owner):
-        previous = original[number]
-        if member != previous:
-            strangers.setdefault(member, {}).setdefault(topic_of[number], []).append(number)
-            if previous >= 0:
-                lost.setdefault(previous, []).append(number)
+    for number in moved:
+        lost.setdefault(original[number], []).append(number)
+    strangers: dict[int, dict[int, list[int]]] = {}
+    for topic in range(len(offsets) - 1):
+        for number in range(offsets[topic], offsets[topic + 1]):
+            member = owner[number]
+            if member in lost and original[number] != member:
+                strangers.setdefault(member, {}).setdefault(topic, []).append(number)
     traded = False
     for member in sorted(lost):
         mine = strangers.get(member)
@@ -166,24 +190,24 @@ def _swap_back(
             holder = owner[number]
             if holder == member:
                 continue  # came back in another member's trade
-            given = -1
+            given, given_topic = -1, -1
             for topic in member_topics[holder]:
                 held = mine.get(topic)
                 while held and (owner[held[-1]] != member or original[held[-1]] == member):
                     held.pop()  # traded away since
                 if held:
-                    given = held.pop()
+                    given, given_topic = held.pop(), topic
                     break
             if given < 0:
                 continue
             owner[number], owner[given] = member, holder
-            if original[given] != holder:
-                strangers.setdefault(holder, {}).setdefault(topic_of[given], []).append(given)
+            if holder in lost and original[given] != holder:
+                strangers.setdefault(holder, {}).setdefault(given_topic, []).append(given)
             traded = True
     return traded
 
 
-def _return_to_owners(owner: list[int], original: list[int], counts: list[int]) -> bool:
+def _return_to_owners(owner: list[int], original: list[int], counts: list[int], moved: Sequence[int]) -> bool:
     """Hand a partition that moved back to its previous owner while that owner has exactly one
     partition fewer than its holder: the two counts trade places, so the balance is the same
     and one move fewer is left (which member of a balanced group ends a partition short is
@@ -193,9 +217,9 @@ def _return_to_owners(owner: list[int], original: list[int], counts: list[int]) 
     returned = True
     while returned:
         returned = False
-        for number, member in enumerate(owner):
-            previous = original[number]
-            if previous >= 0 and previous != member and counts[previous] == counts[member] - 1:
+        for number in moved:
+            member, previous = owner[number], original[number]
+            if previous != member and counts[previous] == counts[member] - 1:
                 owner[number] = previous
                 counts[member] -= 1
                 counts[previous] += 1
