@@ -35,10 +35,11 @@ return, per member, a sorted list of partition numbers.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from itertools import chain, compress, repeat
-from operator import lt
+from operator import lt, ne
 
 __all__ = ["quota_assign", "spread_assign"]
 
@@ -146,17 +147,16 @@ def _undo_moves(
     counts: list[int],
 ) -> None:
     """Undo moves at the same counts (:func:`_swap_back`, :func:`_return_to_owners`) until
-    neither finds one. Only partitions that moved are looked at: their set only shrinks."""
-    moved = [
-        n
-        for n, (m, previous) in enumerate(zip(owner, original, strict=True))
-        if previous >= 0 and m != previous
-    ]
+    neither finds one. Only partitions away from their previous owner (or that had none) are
+    looked at: neither step adds to them."""
+    changed = list(compress(range(len(owner)), map(ne, owner, original)))
+    moved = [n for n in changed if original[n] >= 0]
     while moved:
-        traded = _swap_back(offsets, member_topics, owner, original, moved)
+        traded = _swap_back(offsets, member_topics, owner, original, moved=moved, changed=changed)
         returned = _return_to_owners(owner, original, counts, moved)
         if not traded and not returned:
             return
+        changed = [n for n in changed if owner[n] != original[n]]
         moved = [n for n in moved if owner[n] != original[n]]
 
 
@@ -165,7 +165,9 @@ def _swap_back(
     member_topics: Sequence[Sequence[int]],
     owner: list[int],
     original: list[int],
+    *,
     moved: Sequence[int],
+    changed: Sequence[int],
 ) -> bool:
     """A member that holds a partition it did not own and lost one it owned (``moved``: the
     partitions away from their previous owner) to another member trades the first for the
@@ -176,11 +178,11 @@ def _swap_back(
     for number in moved:
         lost.setdefault(original[number], []).append(number)
     strangers: dict[int, dict[int, list[int]]] = {}
-    for topic in range(len(offsets) - 1):
-        for number in range(offsets[topic], offsets[topic + 1]):
-            member = owner[number]
-            if member in lost and original[number] != member:
-                strangers.setdefault(member, {}).setdefault(topic, []).append(number)
+    for number in changed:  # every partition not on its previous owner, or that had none
+        member = owner[number]
+        if member in lost and original[number] != member:
+            topic = bisect_right(offsets, number) - 1
+            strangers.setdefault(member, {}).setdefault(topic, []).append(number)
     traded = False
     for member in sorted(lost):
         mine = strangers.get(member)
