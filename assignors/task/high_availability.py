@@ -7,7 +7,8 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    (:func:`~assignors.task.quota.balanced_fill`: previous owner, then caught-up processes and
    previous standbys, then round-robin);
 2. keeps each stateful active whose destination is not caught up, while some other process is,
-   on a caught-up process (least loaded; the one running it wins a tie) -- a pending *movement* --
+   on a caught-up process (least loaded; the one running it wins a tie; tasks with the fewest
+   caught-up processes first, as Kafka orders its movements) -- a pending *movement* --
    unless a task destined to such a process can take its place on the destination: one caught
    up there, or one nobody is caught up on whose state there is no further behind (its restore
    is due anyway); then the two swap destinations and nothing is pending. A task running on
@@ -90,47 +91,55 @@ class HighAvailabilityTaskAssignor:
         pools: list[list[int]] | None = None
         total_capacity = sum(capacity)
         n_stateful = len(stateful)
+        # Tasks to pin, those with the fewest caught-up processes first (as Kafka orders its
+        # movements): a task with one choice takes it before tasks with several fill it.
+        to_pin: list[tuple[int, int]] = []
         for i in stateful:
             first, end = r_start[i], r_start[i + 1]
             if first == end or r_rank[first] > 0:
                 continue  # nobody is caught up: the destination stands
             d = destination[i]
-            candidates: list[tuple[float, int, int]] = []
             k = first
-            while k < end and r_rank[k] <= 0:
-                p = r_procs[k]
-                if p == d:
-                    break
-                candidates.append(((counts[p] + 1) / capacity[p], r_rank[k], p))
+            while k < end and r_rank[k] <= 0 and r_procs[k] != d:
                 k += 1
-            else:
-                candidates.sort()
-                if pools is None:
-                    pools = [[] for _ in range(ix.num_processes)]
-                    for j in stateful:
-                        pools[destination[j]].append(j)
-                swapped = False
-                for _, _, p in candidates:
-                    # a task running on p gives up its place only if the pin would take p
-                    # beyond its per-thread share (ceil(stateful * c / threads))
-                    over = counts[p] * total_capacity >= n_stateful * capacity[p]
-                    j = _swap_partner(ranked, pools[p], p, d, move_running=over)
-                    if j >= 0:
-                        # i takes j's place on p (caught up: no movement), j takes i's room on d
-                        pools[p].remove(j)
-                        destination[i] = owner[i] = p
-                        destination[j] = owner[j] = d
-                        swapped = True
-                        break
-                if swapped:
-                    continue
-                best = candidates[0][2]
-                pools[d].remove(i)  # pinned on best, not d's to give away
-                owner[i] = best
-                counts[best] += 1
-                counts[d] -= 1
-                moving[i] = d
-                caught_count[i] = k - first
+            if k == end or r_rank[k] > 0:
+                to_pin.append((k - first, i))
+        to_pin.sort()
+        for caught, i in to_pin:
+            first = r_start[i]
+            d = destination[i]
+            if any(r_procs[k] == d for k in range(first, first + caught)):
+                continue  # it took another task's place on a process caught up on it
+            candidates = sorted(
+                ((counts[r_procs[k]] + 1) / capacity[r_procs[k]], r_rank[k], r_procs[k])
+                for k in range(first, first + caught)
+            )
+            if pools is None:
+                pools = [[] for _ in range(ix.num_processes)]
+                for j in stateful:
+                    pools[destination[j]].append(j)
+            swapped = False
+            for _, _, p in candidates:
+                # a task running on p gives up its place only if the pin would take p
+                # beyond its per-thread share (ceil(stateful * c / threads))
+                over = counts[p] * total_capacity >= n_stateful * capacity[p]
+                j = _swap_partner(ranked, pools[p], p, d, move_running=over)
+                if j >= 0:
+                    # i takes j's place on p (caught up: no movement), j takes i's room on d
+                    pools[p].remove(j)
+                    destination[i] = owner[i] = p
+                    destination[j] = owner[j] = d
+                    swapped = True
+                    break
+            if swapped:
+                continue
+            best = candidates[0][2]
+            pools[d].remove(i)  # pinned on best, not d's to give away
+            owner[i] = best
+            counts[best] += 1
+            counts[d] -= 1
+            moving[i] = d
+            caught_count[i] = caught
 
         balanced_fill(stateless, capacity, counts, owner, sticky=ix.prev_active)
 
