@@ -345,6 +345,15 @@ def test_cooperative_sticky_is_never_worse_than_kafkas(groups: list[GroupSubscri
 # -- the reported gaps, pinned: each xfails while the gap is there, passes once it is fixed ---
 
 
+def _against_kafka(state: ApplicationState) -> tuple[TaskAssignment, TaskQuality, TaskQuality]:
+    """streamtasks' answer to one pinned scenario, its measure and Kafka's."""
+    (kafka,) = run_oracle([TaskCase(state)])
+    assert isinstance(kafka, KafkaTaskResult)
+    ours = HA.assign(state)
+    theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
+    return ours, task_quality(state, ours), theirs
+
+
 def _pinned_room_state() -> ApplicationState:
     tasks = [TaskSpec(id=TaskId(s, p), is_stateful=True) for s, n in ((0, 4), (1, 2)) for p in range(n)]
     t = TaskId
@@ -368,11 +377,7 @@ def test_pinned_room_is_reused_by_a_swap() -> None:
     pinned it on process 1, 4/2. Now 0_0 (nobody caught up, lag 500 on process 2, none on 1)
     takes its room on process 2: 3/3 with nothing pending; Kafka 3/3 and a follow-up."""
     state = _pinned_room_state()
-    (kafka,) = run_oracle([TaskCase(state)])
-    assert isinstance(kafka, KafkaTaskResult)
-    ours = HA.assign(state)
-    q = task_quality(state, ours)
-    theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
+    ours, q, theirs = _against_kafka(state)
     assert (theirs.active_spread, theirs.moved) == (0, 0)
     assert task_verdict(state, ours, q, theirs) is None
     assert (q.active_spread, q.moved, ours.movements) == (0, 0, {})
@@ -413,11 +418,7 @@ def test_pinned_room_not_reused_through_a_third_process() -> None:
         ],
         AssignmentConfigs(num_standby_replicas=2, acceptable_recovery_lag=0, max_warmup_replicas=1),
     )
-    (kafka,) = run_oracle([TaskCase(state)])
-    assert isinstance(kafka, KafkaTaskResult)
-    ours = HA.assign(state)
-    q = task_quality(state, ours)
-    theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
+    ours, q, theirs = _against_kafka(state)
     assert theirs.active_spread == 1
     if task_verdict(state, ours, q, theirs) is PINNED_ROOM_NOT_REUSED:
         pytest.xfail("reported: streamtasks is worse here (PINNED_ROOM_NOT_REUSED)")
@@ -455,11 +456,7 @@ def test_stacked_on_caught_up() -> None:
         ],
         AssignmentConfigs(num_standby_replicas=0, acceptable_recovery_lag=1000, max_warmup_replicas=1),
     )
-    (kafka,) = run_oracle([TaskCase(state)])
-    assert isinstance(kafka, KafkaTaskResult)
-    ours = HA.assign(state)
-    q = task_quality(state, ours)
-    theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
+    ours, q, theirs = _against_kafka(state)
     assert (theirs.active_spread, theirs.moved) == (2, 1)
     assert q.active_spread <= theirs.active_spread
     assert task_verdict(state, ours, q, theirs) is CHEAP_MOVES_FOR_BALANCE
@@ -514,13 +511,18 @@ def test_pins_with_the_fewest_caught_up_processes_go_first() -> None:
     Kafka's order (fewest caught-up processes first): 5/5, spread 5/6; the two extra moves are
     to caught-up processes."""
     state = _fewest_choices_state()
-    (kafka,) = run_oracle([TaskCase(state)])
-    assert isinstance(kafka, KafkaTaskResult)
-    ours = HA.assign(state)
-    q = task_quality(state, ours)
-    theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
+    ours, q, theirs = _against_kafka(state)
     assert q.active_spread <= theirs.active_spread == Fraction(5, 6)
     assert task_verdict(state, ours, q, theirs) in {None, CHEAP_MOVES_FOR_BALANCE}
+
+
+def _group_against_kafka(group: GroupSubscription) -> tuple[GroupQuality, GroupQuality]:
+    """cooperative_sticky's measure on one pinned group, and Kafka's."""
+    (kafka,) = run_oracle([GroupCase(group)])
+    assert isinstance(kafka, KafkaGroupResult)
+    handed, target = streamtasks_group(group)
+    ours = group_quality(group, handed.members, target.members)
+    return ours, group_quality(group, kafka.members, kafka.target)
 
 
 def test_heterogeneous_moves_kept_by_moving_new_partitions_first() -> None:
@@ -537,11 +539,7 @@ def test_heterogeneous_moves_kept_by_moving_new_partitions_first() -> None:
         },
         partitions_per_topic={"a": 7, "b": 7, "c": 12, "d": 4},
     )
-    (kafka,) = run_oracle([GroupCase(group)])
-    assert isinstance(kafka, KafkaGroupResult)
-    handed, target = streamtasks_group(group)
-    q = group_quality(group, handed.members, target.members)
-    theirs = group_quality(group, kafka.members, kafka.target)
+    q, theirs = _group_against_kafka(group)
     assert (theirs.spread, theirs.moved) == (0, 0)
     assert group_verdict(group, q, theirs) is None
     assert (q.spread, q.moved) == (0, 0)
@@ -577,11 +575,7 @@ def test_heterogeneous_moves() -> None:
         },
         partitions_per_topic={"a": 5, "b": 5, "c": 11, "d": 1},
     )
-    (kafka,) = run_oracle([GroupCase(group)])
-    assert isinstance(kafka, KafkaGroupResult)
-    handed, target = streamtasks_group(group)
-    q = group_quality(group, handed.members, target.members)
-    theirs = group_quality(group, kafka.members, kafka.target)
+    q, theirs = _group_against_kafka(group)
     assert theirs.spread == 2
     if group_verdict(group, q, theirs) is HETEROGENEOUS_MOVES:
         pytest.xfail(
