@@ -8,6 +8,7 @@ from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import Output, ProcessorContext, Record, UnknownStoreError
 from streamtasks.app.events import (
     AppEvent,
+    OffsetsCommitted,
     RebalanceTriggered,
     RestoreCompleted,
     TaskClosed,
@@ -21,6 +22,7 @@ __all__ = [
     "App",
     "AppConfig",
     "AppEvent",
+    "OffsetsCommitted",
     "Output",
     "ProcessingError",
     "Processor",

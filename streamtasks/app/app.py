@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -47,7 +48,7 @@ from assignors.partition.types import RebalanceProtocol
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
-from streamtasks.app.events import AppEvent, wall_ms
+from streamtasks.app.events import AppEvent, OffsetsCommitted, wall_ms
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
@@ -67,6 +68,9 @@ from topology.model import Topology
 __all__ = ["App"]
 
 log = logging.getLogger("streamtasks.app")
+
+#: How many of its latest events an app keeps in :attr:`App.events`.
+EVENT_HISTORY = 10_000
 
 
 class _EagerStreamsAssignor(StreamsPartitionAssignor):
@@ -155,7 +159,9 @@ class App:
             metadata_version=metadata_version,
         )
         self._on_event = on_event
-        self.events: list[AppEvent] = []
+        #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
+        #: the history is bounded); ``on_event`` sees every one.
+        self.events: deque[AppEvent] = deque(maxlen=EVENT_HISTORY)
         self.trigger = LagTrigger(
             acceptable_recovery_lag=cfg.acceptable_recovery_lag,
             growth_window_ms=cfg.standby_lag_growth_ms,
@@ -269,13 +275,21 @@ class App:
             offsets = self.tasks.committable(self.consumer.assignment())
         if offsets:
             await self.consumer.commit(offsets)
+            self._committed(offsets, confirmed=True)
 
     async def _flushed_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Before the member commits ``partitions`` (a revocation): flush under the app lock
         (no batch is half-processed), then their processed input offsets."""
         async with self.lock:
             await self.flush()
-            return self.tasks.committable(partitions)
+            offsets = self.tasks.committable(partitions)
+        if offsets:
+            self._committed(offsets, confirmed=False)
+        return offsets
+
+    def _committed(self, offsets: Mapping[TopicPartition, int], *, confirmed: bool) -> None:
+        rows = tuple((tp.topic, tp.partition, off) for tp, off in sorted(offsets.items()))
+        self.emit(OffsetsCommitted(at_ms=wall_ms(), offsets=rows, confirmed=confirmed))
 
     # -- what the group protocol asks of us ---------------------------------------------------
 

@@ -14,6 +14,7 @@ from topology.ids import TaskId
 
 __all__ = [
     "AppEvent",
+    "OffsetsCommitted",
     "RebalanceTriggered",
     "RestoreCompleted",
     "TaskClosed",
@@ -81,6 +82,17 @@ class RebalanceTriggered(AppEvent):
     lag: int | None
     trigger: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetsCommitted(AppEvent):
+    """Input offsets this process committed: ``offsets`` are (topic, partition, next offset to
+    read). ``confirmed``: the broker accepted them (an interval or closing commit); False: they
+    were handed to the group member for the commit it sends before a revocation, whose answer
+    the member handles (a rejected one leaves the previous commit in place)."""
+
+    offsets: tuple[tuple[str, int, int], ...]
+    confirmed: bool
 
 
 def event_to_json(event: AppEvent) -> dict[str, Any]:

@@ -122,6 +122,10 @@ def print_verdict(result: Any, out: TextIO) -> None:
         out.write(f"double ownership: {v}\n")
     if result.lost_runs:
         out.write(f"lost input offsets: {', '.join(result.lost_runs)}\n")
+    if result.peer_lost_runs:
+        out.write(f"lost by a peer library: {', '.join(result.peer_lost_runs)}\n")
+        for commit in result.peer_commits:
+            out.write(f"  {commit}, past records it never processed\n")
     out.flush()
 
 

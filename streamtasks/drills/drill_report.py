@@ -33,6 +33,7 @@ def verdict_rows(result: DrillResult) -> list[tuple[str, str, str]]:
         ("double-owned partitions", str(result.double_owned), "ok" if result.double_owned == 0 else "FAIL"),
         ("input offsets acknowledged", f"{result.acknowledged:,}", "-"),
         ("lost records (never processed)", f"{result.lost:,}", "ok" if result.lost == 0 else "FAIL"),
+        ("lost by a peer library (its worker committed past them)", f"{result.peer_lost:,}", "-"),
         ("duplicates (processed twice or more)", f"{result.duplicates:,}", "-"),
         ("longest unowned stretch", f"{worst_gap:,} ms", "-"),
         ("rebalances (generations seen)", str(result.rebalances), "-"),

@@ -8,8 +8,9 @@ A faust app (faust's own ``PartitionAssignor``) whose agent counts records per k
 count as JSON, faust's ``raw`` / ``json`` codecs) and writes ``b"<partition>:<offset>"`` of every
 record it processed to the audit topic, before faust commits the offset. It prints JSON lines
 on stdout for the drill: ``assigned`` / ``revoked`` with the source topic's partitions, as faust
-reports them (eager: everything is revoked before each assignment), and ``revoked`` for
-everything it held when its agent stops (a stopping faust worker sends no revocation signal).
+reports them (eager: everything is revoked before each assignment), ``revoked`` for
+everything it held when its agent stops (a stopping faust worker sends no revocation signal),
+and ``committed`` with the source topic's offsets after each commit faust made.
 :func:`streamtasks.drills.stateful_app.faust_counts_app` is the ``streamtasks.App`` that reads
 and writes the same table.
 """
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -30,11 +32,38 @@ __all__ = ["main", "make_faust_app"]
 _STDOUT = sys.__stdout__
 
 
+#: faust's aiokafka consumer commits from its own thread.
+_EMIT_LOCK = threading.Lock()
+
+
 def emit(**fields: Any) -> None:
     fields["wall_ms"] = time.time_ns() // 1_000_000
     assert _STDOUT is not None
-    _STDOUT.write(json.dumps(fields, separators=(",", ":")) + "\n")
-    _STDOUT.flush()
+    line = json.dumps(fields, separators=(",", ":")) + "\n"
+    with _EMIT_LOCK:
+        _STDOUT.write(line)
+        _STDOUT.flush()
+
+
+def report_commits(name: str, topic: str) -> None:
+    """Print ``committed`` lines (the input topic's offsets) after each commit faust's aiokafka
+    consumer made: the drill charges a record never processed to whoever first committed past it."""
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    original = AIOKafkaConsumerThread._commit
+    if getattr(original, "_reports_commits", False):
+        return
+
+    async def _commit(self: Any, offsets: Any) -> bool:
+        assigned = self.assignment()
+        ok: bool = await original(self, offsets)
+        if ok:
+            rows = sorted([tp.topic, tp.partition, off] for tp, off in offsets.items() if tp in assigned)
+            emit(worker=name, kind="committed", by="faust", offsets=[r for r in rows if r[0] == topic])
+        return ok
+
+    _commit._reports_commits = True  # type: ignore[attr-defined]
+    AIOKafkaConsumerThread._commit = _commit  # type: ignore[method-assign]
 
 
 def make_faust_app(args: argparse.Namespace) -> Any:
@@ -64,6 +93,7 @@ def make_faust_app(args: argparse.Namespace) -> Any:
     counts = app.Table("counts", default=int, partitions=args.partitions, key_type=bytes, value_type=int)
 
     owned: set[tuple[str, int]] = set()
+    report_commits(args.name, args.topic)
 
     @app.agent(source)
     async def count(stream: Any) -> None:

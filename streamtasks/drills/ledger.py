@@ -4,17 +4,28 @@
 :class:`DoubleOwnership` whenever a partition is handed to a member while another still holds
 it. It also measures how long partitions went without an owner. :class:`RecordAudit` compares
 produced and consumed record ids: duplicates are allowed (at-least-once), losses are not.
+:func:`first_commits_past` tells, for each lost record, which member's offset commit first
+moved its partition past it (the member that skipped it: every later owner resumed after it).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from topology.ids import TopicPartition
 
-__all__ = ["DoubleOwnership", "LedgerReport", "OwnershipLedger", "RecordAudit", "offset_id", "offset_runs"]
+__all__ = [
+    "CommitMark",
+    "DoubleOwnership",
+    "LedgerReport",
+    "OwnershipLedger",
+    "RecordAudit",
+    "first_commits_past",
+    "offset_id",
+    "offset_runs",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,3 +172,35 @@ def offset_runs(ids: Iterable[str]) -> list[str]:
             if off is not None:
                 start = prev = off
     return runs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitMark:
+    """One member's offset commit of one partition: ``offset`` is the next offset to read."""
+
+    at_ms: int
+    worker: str
+    #: The library that committed (``"streamtasks"``, ``"faust"``, ...).
+    by: str
+    partition: int
+    offset: int
+
+    def describe(self, t0_ms: int) -> str:
+        return (
+            f"{self.worker} ({self.by}) committed offset {self.offset} of partition "
+            f"{self.partition} at {(self.at_ms - t0_ms) / 1000:.3f}s"
+        )
+
+
+def first_commits_past(lost: Iterable[str], commits: Sequence[CommitMark]) -> dict[str, CommitMark | None]:
+    """For each lost record id (``"<partition>:<offset>"``), the earliest commit (by time) of
+    its partition at an offset past it; None when no commit passed it. A record is skipped
+    by whoever first commits past it unprocessed: later owners start after that commit."""
+    by_partition: dict[int, list[CommitMark]] = {}
+    for mark in sorted(commits, key=lambda c: c.at_ms):
+        by_partition.setdefault(mark.partition, []).append(mark)
+    out: dict[str, CommitMark | None] = {}
+    for rid in lost:
+        part, offset = (int(x) for x in rid.split(":"))
+        out[rid] = next((c for c in by_partition.get(part, ()) if c.offset > offset), None)
+    return out

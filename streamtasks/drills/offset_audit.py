@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -51,10 +52,12 @@ class OffsetAudit:
         key: bytes,
         value: bytes,
         partition: int | None = None,
-    ) -> None:
-        """Send one input record; its offset is recorded when the broker acknowledges it."""
-        future = await producer.send(topic, key=key, value=value, partition=partition)
+    ) -> asyncio.Future[Any]:
+        """Send one input record; its offset is recorded when the broker acknowledges it.
+        Returns the send's future (its result is the record's metadata)."""
+        future: asyncio.Future[Any] = await producer.send(topic, key=key, value=value, partition=partition)
         future.add_done_callback(self._acked)
+        return future
 
     def _acked(self, future: asyncio.Future[object]) -> None:
         if not future.cancelled() and future.exception() is None:
@@ -66,6 +69,10 @@ class OffsetAudit:
 
     def processed(self, record_id: str) -> None:
         self._records.consumed(record_id)
+
+    def lost(self) -> list[str]:
+        """The ids of acknowledged offsets not (yet) seen processed."""
+        return self._records.lost()
 
     def complete(self) -> bool:
         return not self._records.lost()

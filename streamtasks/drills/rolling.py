@@ -13,7 +13,10 @@ the audits give the verdict:
   partition is owned while its active task exists): no partition may have two owners;
 * **records** (per input offset, from what the broker acknowledged): consumer workers report
   each record's (partition, offset) as they consume it; app workers write it to the audit topic
-  (:func:`streamtasks.drills.stateful_app.audited`). None may be missing; duplicates are counted;
+  (:func:`streamtasks.drills.stateful_app.audited`). None may be missing; duplicates are counted.
+  A missing record is charged to the member whose offset commit first passed it (workers report
+  their commits): one a peer library (faust) committed past is that library's loss, reported
+  apart; any other, including one no commit passed, is streamtasks' and fails the drill;
 * **state** (app drills): the changelogs read back: every key's latest value must be the last
   value produced for it, and no count may be short.
 
@@ -25,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -39,7 +44,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
-from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_id, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.drills.stateful_demo import _read_changelog
@@ -89,8 +94,14 @@ class DrillResult:
     #: (partition, seconds) of each double ownership, for the timeline
     violation_marks: list[tuple[int, float]] = field(default_factory=list)
     acknowledged: int = 0
+    #: Acknowledged input offsets never processed, that no peer library committed past first.
     lost: int = 0
     lost_runs: list[str] = field(default_factory=list)
+    #: Never processed, and first committed past by a peer library's worker (faust): its loss.
+    peer_lost: int = 0
+    peer_lost_runs: list[str] = field(default_factory=list)
+    #: The peer commits that passed them (``CommitMark.describe``).
+    peer_commits: list[str] = field(default_factory=list)
     duplicates: int = 0
     longest_unowned_ms: dict[int, int] = field(default_factory=dict)
     rebalances: int = 0
@@ -173,9 +184,13 @@ class _Run:
         self.owned: dict[str, set[TopicPartition]] = {}
         self.open: dict[TopicPartition, tuple[str, int]] = {}
         self.generations: dict[int, int] = {}
+        #: Every offset commit of the input topic the workers reported.
+        self.commits: list[CommitMark] = []
         self.restores = 0
         self.last_value: dict[str, int] = {}
         self.produced_per_key: dict[str, int] = {}
+        #: The key of each acknowledged input record, by its id (``"<partition>:<offset>"``).
+        self.key_of: dict[str, str] = {}
         self.result = DrillResult(
             drill=spec.name, broker=bootstrap, workers=options.workers, partitions=options.partitions,
             rate=options.rate,
@@ -223,14 +238,27 @@ class _Run:
                 self._take(worker, tps, at)
             else:
                 self._give(worker, tps, at, lost=kind == "lost")
+        elif kind == "committed":  # a faust worker's commit (streamtasks.drills.faust_worker)
+            by = str(line.get("by", "faust"))
+            self._commits(worker, by, line.get("offsets", []), line.get("wall_ms", at))
         elif kind == "consumed":
             for rid in line.get("ids", []):
                 self.audit.processed(rid)
         elif kind == "event":
             self._app_event(worker, line, at)
 
+    def _commits(self, worker: str, by: str, rows: list[list[Any]], at: int) -> None:
+        for topic, part, off in rows:
+            offset = int(off)
+            if topic == self.topic:
+                mark = CommitMark(at_ms=int(at), worker=worker, by=by, partition=int(part), offset=offset)
+                self.commits.append(mark)
+
     def _app_event(self, worker: str, line: dict[str, Any], at: int) -> None:
         event, task = line.get("event"), str(line.get("task", ""))
+        if event == "OffsetsCommitted":
+            self._commits(worker, "streamtasks", line.get("offsets", []), line.get("at_ms", at))
+            return
         if "_" not in task:
             return
         tp = [TopicPartition(self.topic, int(task.split("_")[1]))]
@@ -331,7 +359,8 @@ class _Run:
             while not stop.is_set():
                 for _ in range(max(1, self.o.rate // 20)):
                     key, value = record_for(seq, self.o.keys)
-                    await self.audit.send(producer, self.topic, key=key, value=value)
+                    sent = await self.audit.send(producer, self.topic, key=key, value=value)
+                    sent.add_done_callback(functools.partial(self._key_acked, key.decode()))
                     self.last_value[key.decode()] = seq
                     self.produced_per_key[key.decode()] = self.produced_per_key.get(key.decode(), 0) + 1
                     seq += 1
@@ -339,6 +368,17 @@ class _Run:
             await producer.flush()
         finally:
             await producer.stop()
+
+    def _unprocessed_ours(self) -> bool:
+        """Whether an acknowledged record is still unprocessed and not lost by a peer (nobody
+        will process those: its worker committed past them)."""
+        passed = first_commits_past(self.audit.lost(), self.commits)
+        return any(c is None or c.by == "streamtasks" for c in passed.values())
+
+    def _key_acked(self, key: str, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            meta = future.result()
+            self.key_of[offset_id(meta.partition, meta.offset)] = key
 
     async def sample(self) -> None:
         while True:
@@ -369,7 +409,7 @@ class _Run:
                 await producing
                 self.say("producer stopped; draining")
                 deadline = time.monotonic() + o.drain_timeout_s
-                while not self.audit.complete() and time.monotonic() < deadline:
+                while self._unprocessed_ours() and time.monotonic() < deadline:
                     await asyncio.sleep(0.25)
                 await asyncio.sleep(1.0)
             finally:
@@ -423,8 +463,13 @@ class _Run:
         ]
         r.violation_marks = [(v.partition.partition, self.seconds(v.at_ms)) for v in final.violations]
         offsets = self.audit.report()
-        r.acknowledged, r.lost, r.duplicates = offsets.acknowledged, offsets.lost, offsets.duplicates
-        r.lost_runs = list(offsets.lost_runs)
+        r.acknowledged, r.duplicates = offsets.acknowledged, offsets.duplicates
+        passed = first_commits_past(self.audit.lost(), self.commits)
+        ours = [rid for rid, c in passed.items() if c is None or c.by == "streamtasks"]
+        peers = {rid: c for rid, c in passed.items() if c is not None and c.by != "streamtasks"}
+        r.lost, r.lost_runs = len(ours), offset_runs(ours)[:8]
+        r.peer_lost, r.peer_lost_runs = len(peers), offset_runs(peers)[:8]
+        r.peer_commits = sorted({c.describe(self.t0) for c in peers.values()})[:8]
         r.rebalances = len(self.generations)
         r.revoked = final.revocations
         r.restores = self.restores
@@ -434,7 +479,11 @@ class _Run:
                 self.bootstrap, changelog_topic(self.group, "counts"), decode=_json_int
             )
             r.state_checked = True
-            r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)
+            # A record a peer lost is missing from its key's count too (unless a duplicate hid it).
+            skipped = Counter(self.key_of.get(rid) for rid in peers)
+            r.state_counts_short = sum(
+                1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n - skipped[k]
+            )
         elif self.spec.worker == "app":
             latest = await _read_changelog(self.bootstrap, changelog_topic(self.group, "latest"))
             counts = await _read_changelog(self.bootstrap, changelog_topic(self.group, "counts"))

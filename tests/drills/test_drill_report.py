@@ -80,6 +80,11 @@ def test_verdict_passes_and_fails_on_the_right_fields() -> None:
     rows = {a: (b, c) for a, b, c in verdict_rows(small_result(lost=3))}
     assert rows["lost records (never processed)"] == ("3", "FAIL")
     assert rows["duplicates (processed twice or more)"] == ("12", "-")
+    # A peer library's loss (its worker committed past the records) is reported, not ours to fail.
+    peer = small_result(peer_lost=3, peer_lost_runs=["2:[177..179]"])
+    assert peer.ok
+    rows = {a: (b, c) for a, b, c in verdict_rows(peer)}
+    assert rows["lost by a peer library (its worker committed past them)"] == ("3", "-")
 
 
 def test_report_files(tmp_path: Path) -> None:

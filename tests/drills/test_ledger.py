@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from streamtasks.drills import OwnershipLedger, RecordAudit
+from streamtasks.drills.ledger import CommitMark, first_commits_past
 from topology import TopicPartition
 
 P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -56,3 +57,22 @@ def test_record_audit_counts_duplicates_and_losses() -> None:
     assert audit.lost() == ["r3"]
     assert audit.unexpected() == ["zz"]
     assert (audit.produced_count, audit.consumed_count) == (3, 4)
+
+
+def test_a_lost_record_is_charged_to_the_first_commit_past_it() -> None:
+    def mark(at: int, worker: str, by: str, partition: int, offset: int) -> CommitMark:
+        return CommitMark(at_ms=at, worker=worker, by=by, partition=partition, offset=offset)
+
+    commits = [
+        mark(300, "w1", "streamtasks", 2, 400),  # later, and further: not the one that skipped 177
+        mark(100, "w2", "faust", 2, 177),  # up to 176: does not pass 177
+        mark(200, "w2", "faust", 2, 180),  # the first past 177..179
+        mark(150, "w1", "streamtasks", 0, 50),
+    ]
+    passed = first_commits_past(["2:177", "2:179", "2:180", "0:49", "0:50", "1:3"], commits)
+    assert passed["2:177"] == passed["2:179"] == commits[2]
+    assert passed["2:180"] == commits[0]
+    assert passed["0:49"] == commits[3]
+    assert passed["0:50"] is None  # a commit *at* an offset has not passed it
+    assert passed["1:3"] is None  # nobody committed that partition
+    assert commits[2].describe(t0_ms=0) == "w2 (faust) committed offset 180 of partition 2 at 0.200s"
