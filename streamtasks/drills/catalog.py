@@ -11,6 +11,10 @@ each later stage (a *bounce* per stage). Workers are processes of one of two kin
   table (the ``faust-to-streamtasks`` drill's start; its App stages run
   :func:`~streamtasks.drills.stateful_app.faust_counts_app`, the same table in faust's formats).
 
+A consumer-group drill may also take one *peer*: a kafka-python or confluent-kafka consumer
+(:mod:`streamtasks.drills.peer_worker`) in the same group, on the stage's ``peer_args``, bounced
+after the streamtasks workers in each bounce.
+
 **Emulating an older release** (``userdata-upgrade``): a member of release R is emulated by the
 current code with ``upgrade_from=R``, which pins what R put on the wire: its userdata version
 (the ``SubscriptionInfo`` it sends) and its rebalance protocol (EAGER before 0.3). What it does
@@ -38,6 +42,8 @@ class Stage:
     args: tuple[str, ...]
     #: The worker kind for this stage (None: the drill's).
     worker: str | None = None
+    #: A peer worker's arguments on this stage (consumer drills that take a peer).
+    peer_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,9 +70,19 @@ DRILLS: tuple[DrillSpec, ...] = (
         "cooperative_sticky, two rolling bounces",
         worker="consumer",
         stages=(
-            Stage(label="eager (range)", args=("--assignor", "range")),
-            Stage(label="both: cooperative_sticky, range", args=("--assignor", "cooperative_sticky,range")),
-            Stage(label="cooperative_sticky only", args=("--assignor", "cooperative_sticky")),
+            # A peer library cannot offer both (peer_worker): range, then cooperative-sticky from
+            # its bounce in the first round on, when every other member already offers both.
+            Stage(label="eager (range)", args=("--assignor", "range"), peer_args=("--assignor", "range")),
+            Stage(
+                label="both: cooperative_sticky, range",
+                args=("--assignor", "cooperative_sticky,range"),
+                peer_args=("--assignor", "cooperative-sticky"),
+            ),
+            Stage(
+                label="cooperative_sticky only",
+                args=("--assignor", "cooperative_sticky"),
+                peer_args=("--assignor", "cooperative-sticky"),
+            ),
         ),
     ),
     DrillSpec(

@@ -37,6 +37,11 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--workers", type=int, default=3)
     run.add_argument("--partitions", type=int, default=6)
     run.add_argument("--rate", type=int, default=200, help="records produced per second")
+    run.add_argument(
+        "--peer",
+        choices=("kafka-python", "confluent"),
+        help="consumer drills: one consumer of this library in the group too, bounced last",
+    )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--report", metavar="DIR", help="write report.json and report.html here")
     run.add_argument(
@@ -138,7 +143,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
     if args.simulate:
         return _simulate(args, spec, out)
-    options = DrillOptions(workers=args.workers, partitions=args.partitions, rate=args.rate)
+    options = DrillOptions(workers=args.workers, partitions=args.partitions, rate=args.rate, peer=args.peer)
     if options.workers < 2 or options.partitions < 1 or options.rate < 1:
         raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
     logging.getLogger("aiokafka").setLevel(logging.ERROR)

@@ -46,6 +46,7 @@ from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
 from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_id, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
+from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.drills.stateful_demo import _read_changelog
 from streamtasks.errors import ConfigError
@@ -54,6 +55,10 @@ from topology.ids import TopicPartition
 from topology.names import changelog_topic
 
 __all__ = ["DrillOptions", "DrillResult", "PhaseResult", "run_live_drill"]
+
+
+#: The peer worker's name (DrillOptions.peer).
+PEER_NAME = "p1"
 
 
 def _now_ms() -> int:
@@ -68,6 +73,9 @@ class DrillOptions:
     keys: int = 300
     settle_timeout_s: float = 120.0
     drain_timeout_s: float = 90.0
+    #: A peer library's consumer in the group too (``kafka-python`` or ``confluent``; consumer
+    #: drills whose stages have ``peer_args``), worker ``p1``, bounced after the others.
+    peer: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -88,6 +96,8 @@ class DrillResult:
     workers: int
     partitions: int
     rate: int
+    #: The peer library in the group (DrillOptions.peer), if any.
+    peer_client: str | None = None
     phases: list[PhaseResult] = field(default_factory=list)
     double_owned: int = 0
     violations: list[str] = field(default_factory=list)
@@ -172,6 +182,11 @@ class _Run:
             raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
         if options.workers < 2 or options.partitions < 1 or options.rate < 1:
             raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
+        if options.peer is not None:
+            if options.peer not in PEER_CLIENTS:
+                raise ConfigError(f"--peer must be one of {', '.join(PEER_CLIENTS)}, not {options.peer!r}")
+            if spec.worker != "consumer" or not all(stage.peer_args for stage in spec.stages):
+                raise ConfigError(f"drill {spec.name!r} takes no peer (consumer drills with peer stages do)")
         self.spec, self.o, self.bootstrap, self.say = spec, options, bootstrap, say
         run = uuid.uuid4().hex[:8]
         self.topic = f"drill-{spec.name}-{run}"
@@ -193,7 +208,7 @@ class _Run:
         self.key_of: dict[str, str] = {}
         self.result = DrillResult(
             drill=spec.name, broker=bootstrap, workers=options.workers, partitions=options.partitions,
-            rate=options.rate,
+            rate=options.rate, peer_client=options.peer,
         )  # fmt: skip
         self.workers: dict[str, _Worker] = {}
 
@@ -286,6 +301,10 @@ class _Run:
 
     def _argv(self, stage: Stage, state_root: str, name: str) -> tuple[str, list[str]]:
         kind = stage.worker or self.spec.worker
+        if name == PEER_NAME and self.o.peer is not None:
+            base = ["--client", self.o.peer, "--bootstrap-servers", self.bootstrap, "--group", self.group,
+                    "--topic", self.topic]  # fmt: skip
+            return "streamtasks.drills.peer_worker", [*base, *stage.peer_args]
         if kind == "faust":
             base = [
                 "--bootstrap-servers", self.bootstrap, "--app-id", self.group, "--topic", self.topic,
@@ -397,7 +416,7 @@ class _Run:
         )
         if reader is not None:
             await reader.start()
-        names = [f"w{i + 1}" for i in range(o.workers)]
+        names = [f"w{i + 1}" for i in range(o.workers)] + ([PEER_NAME] if o.peer is not None else [])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         producing = loop.create_task(self.produce(stop))
@@ -446,7 +465,8 @@ class _Run:
                     module, argv = self._argv(stage, state_root, n)
                     self.workers[n] = _Worker(n, module, argv, self.on_line)
                     await self.workers[n].start()
-                    self.say(f"  {n} now runs {stage.label}")
+                    peer = f" ({self.o.peer}: {' '.join(stage.peer_args)})" if n == PEER_NAME else ""
+                    self.say(f"  {n} now runs {stage.label}{peer}")
                     await self.wait_settled(names, f"{n} back on {stage.label}")
 
             await self.phase(f"bounce {index}: {stage.label}", bounce)
