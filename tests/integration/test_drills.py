@@ -35,3 +35,27 @@ def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> Non
     if name == "faust-to-streamtasks":
         assert result.state_checked
         assert result.state_counts_short == 0
+
+
+@pytest.mark.parametrize("peer", ["kafka-python", "confluent"])
+def test_eager_to_cooperative_with_a_peer_library(kafka: EmbeddedBroker | ExternalCluster, peer: str) -> None:
+    """Two streamtasks workers and one kafka-python or librdkafka member move from range to
+    cooperative-sticky; the peer, which cannot offer both, moves in one bounce, last."""
+    lines: list[str] = []
+    result = asyncio.run(
+        run_live_drill(
+            get_drill("eager-to-cooperative"),
+            DrillOptions(workers=2, partitions=4, rate=100, keys=50, peer=peer),
+            kafka.bootstrap_servers,
+            lines.append,
+        )
+    )
+    report = "\n".join(lines) + f"\n{result.to_json()}"
+    assert result.peer_client == peer
+    assert result.problems == [], report
+    assert result.double_owned == 0, report
+    assert result.acknowledged > 0
+    assert result.lost == 0, report
+    assert result.ok, report
+    # every worker, the peer included, owned partitions at some point
+    assert {w for _, w, _, _ in result.ownership} == {"w1", "w2", "p1"}, report
