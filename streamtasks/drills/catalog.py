@@ -120,10 +120,17 @@ DRILLS: tuple[DrillSpec, ...] = (
     ),
     DrillSpec(
         name="classic-to-consumer",
-        summary="KIP-848 online migration: every member bounced from the classic protocol to "
-        "group.protocol=consumer",
-        available=False,
-        unavailable="waits for the KIP-848 live work (issue 13) to land",
+        summary="KIP-848 online migration on Apache Kafka: every member bounced from the classic protocol "
+        "(cooperative_sticky) to group.protocol=consumer (the broker's uniform assignor), then back",
+        worker="consumer",
+        stages=(
+            Stage(label="classic (cooperative_sticky)", args=("--assignor", "cooperative_sticky")),
+            Stage(
+                label="consumer (KIP-848, uniform)",
+                args=("--group-protocol", "consumer", "--remote-assignor", "uniform"),
+            ),
+            Stage(label="classic again (the downgrade)", args=("--assignor", "cooperative_sticky")),
+        ),
     ),
 )
 

@@ -76,6 +76,11 @@ def drill_scenario(
         raise ConfigError(
             f"drill {spec.name!r} has no simulated script (only consumer-group drills run in the simulator)"
         )
+    if any("--group-protocol" in stage.args for stage in spec.stages):
+        raise ConfigError(
+            f"drill {spec.name!r} has no simulated script: the simulator does not model a group "
+            "moving between the classic protocol and KIP-848"
+        )
     if members < 2 or partitions < 1:
         raise ConfigError("a simulated drill needs --members >= 2 and --partitions >= 1")
     rng = random.Random(seed)

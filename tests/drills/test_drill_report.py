@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from streamtasks.cli import build_parser
-from streamtasks.drills.catalog import DRILLS, get_drill
+from streamtasks.drills import catalog
+from streamtasks.drills.catalog import DRILLS, DrillSpec, get_drill
 from streamtasks.drills.command import print_verdict, run_drill_command
 from streamtasks.drills.drill_report import verdict_rows, write_report
 from streamtasks.drills.rolling import DrillResult, PhaseResult, _longest_gaps
@@ -62,7 +63,10 @@ def test_every_drill_has_stages_or_says_why_not() -> None:
     for drill in DRILLS:
         assert drill.available == (len(drill.stages) >= 2)
         assert drill.available or drill.unavailable
-    assert not get_drill("classic-to-consumer").available
+    migration = get_drill("classic-to-consumer")
+    assert migration.available
+    # classic -> KIP-848 -> classic: the upgrade and the downgrade, one rolling bounce each
+    assert ["--group-protocol" in s.args for s in migration.stages] == [False, True, False]
     with pytest.raises(ConfigError, match="no drill named"):
         get_drill("nope")
 
@@ -111,11 +115,14 @@ def test_print_verdict_lists_measures_and_phases() -> None:
     assert "bounce 1: cooperative" in text
 
 
-def test_drill_list_and_unavailable_run() -> None:
+def test_drill_list_and_unavailable_run(monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
     assert run_drill_command(argparse.Namespace(drill_command="list", json=True), out) == 0
     listed = json.loads(out.getvalue())
     assert {d["name"] for d in listed} == {d.name for d in DRILLS}
-    args = build_parser().parse_args(["drill", "run", "classic-to-consumer"])
+    # Every listed drill runs today; one that cannot is refused with its reason.
+    later = DrillSpec(name="later", summary="not yet", available=False, unavailable="needs more work")
+    monkeypatch.setitem(catalog._BY_NAME, "later", later)
+    args = build_parser().parse_args(["drill", "run", "later"])
     with pytest.raises(ConfigError, match="not available"):
         run_drill_command(args, io.StringIO())

@@ -36,6 +36,8 @@ def test_a_small_group_passes_and_the_seed_replays() -> None:
 def test_only_consumer_group_drills_have_a_simulated_script() -> None:
     with pytest.raises(ConfigError, match="no simulated script"):
         drill_scenario(get_drill("userdata-upgrade"), members=3, partitions=6)
+    with pytest.raises(ConfigError, match="does not model a group moving between"):
+        drill_scenario(get_drill("classic-to-consumer"), members=3, partitions=6)
     with pytest.raises(ConfigError, match="members"):
         drill_scenario(E2C, members=1, partitions=6)
 

@@ -59,3 +59,25 @@ def test_eager_to_cooperative_with_a_peer_library(kafka: EmbeddedBroker | Extern
     assert result.ok, report
     # every worker, the peer included, owned partitions at some point
     assert {w for _, w, _, _ in result.ownership} == {"w1", "w2", "p1"}, report
+
+
+def test_classic_to_consumer_and_back(kafka: EmbeddedBroker | ExternalCluster) -> None:
+    """Online migration to KIP-848 and the downgrade, every member bounced each way."""
+    if isinstance(kafka, EmbeddedBroker):
+        pytest.skip("KIP-848 groups need Apache Kafka 4.x (Tansu has no ConsumerGroupHeartbeat)")
+    lines: list[str] = []
+    result = asyncio.run(
+        run_live_drill(
+            get_drill("classic-to-consumer"),
+            DrillOptions(workers=2, partitions=4, rate=100, keys=50),
+            kafka.bootstrap_servers,
+            lines.append,
+        )
+    )
+    report = "\n".join(lines) + f"\n{result.to_json()}"
+    assert result.problems == [], report
+    assert result.double_owned == 0, report
+    assert result.acknowledged > 0
+    assert result.lost == 0, report
+    assert result.ok, report
+    assert len(result.phases) == 3
