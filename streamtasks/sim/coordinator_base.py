@@ -10,6 +10,7 @@ methods: composition, not a chain of base classes.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from streamtasks.protocol.classic_group import (
@@ -100,6 +101,10 @@ class CoordinatorState:
         self.rebalances = 0
         self._snapshot: GroupSnapshot = self.group.snapshot()
         self._timers: dict[tuple[str, str], tuple[int, int, tuple[int, ...]]] = {}
+        #: ``(deadline, seq, key)`` of every timer set, the live ones those whose seq is still
+        #: the key's in ``_timers``: the earliest found in O(log n), not by a scan of every
+        #: member's session timer on each event (a cost quadratic in the group size).
+        self._timer_heap: list[tuple[int, int, tuple[str, str]]] = []
         self._timer_seq = 0
         self._ids = 0
         self._out: list[Reply] = []
@@ -130,22 +135,41 @@ class CoordinatorState:
     def next_deadline_ms(self) -> int | None:
         if self._down_until is not None:
             return self._down_until
-        return min((t[0] for t in self._timers.values()), default=None)
+        first = self._first_timer()
+        return None if first is None else first[0]
 
     def pop_due(self) -> tuple[str, str, tuple[int, ...]] | None:
         """The earliest timer due now (removed), as ``(kind, key, args)``; ``None`` when none is
-        due or the coordinator is down."""
-        if not self._timers or self._down_until is not None:
+        due or the coordinator is down. Earliest: by deadline, then by when it was set."""
+        if self._down_until is not None:
             return None
-        key, (deadline, _, args) = min(self._timers.items(), key=lambda kv: (kv[1][0], kv[1][1]))
-        if deadline > self.now:
+        first = self._first_timer()
+        if first is None or first[0] > self.now:
             return None
-        del self._timers[key]
+        key = first[2]
+        heapq.heappop(self._timer_heap)
+        args = self._timers.pop(key)[2]
         return key[0], key[1], args
+
+    def _first_timer(self) -> tuple[int, int, tuple[str, str]] | None:
+        """The earliest live timer's heap entry (stale entries above it dropped)."""
+        heap, live = self._timer_heap, self._timers
+        while heap:
+            timer = live.get(heap[0][2])
+            if timer is not None and timer[1] == heap[0][1]:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
 
     def schedule(self, kind: str, key: str, delay_ms: int, *args: int) -> None:
         self._timer_seq += 1
-        self._timers[(kind, key)] = (self.now + delay_ms, self._timer_seq, args)
+        deadline = self.now + delay_ms
+        self._timers[(kind, key)] = (deadline, self._timer_seq, args)
+        heapq.heappush(self._timer_heap, (deadline, self._timer_seq, (kind, key)))
+        if len(self._timer_heap) > 64 + 2 * len(self._timers):
+            live = self._timers
+            self._timer_heap = [e for e in self._timer_heap if live.get(e[2], (0, 0))[1] == e[1]]
+            heapq.heapify(self._timer_heap)
 
     def cancel(self, kind: str, key: str = "") -> None:
         self._timers.pop((kind, key), None)
@@ -162,6 +186,7 @@ class CoordinatorState:
                     self.reply(member.awaiting_sync, SyncGroupResponse(error=E.NOT_COORDINATOR))
                     member.awaiting_sync = None
             self._timers.clear()
+            self._timer_heap.clear()
             self.note(f"coordinator unavailable until {now_ms + down_for_ms}")
         self._down_until = max(self._down_until or 0, now_ms + down_for_ms)
 

@@ -203,6 +203,11 @@ class OwnershipLedger:
     def owners(self, tp: TopicPartition) -> tuple[Holding, ...]:
         return tuple(self.holders.get(tp, {}).values())
 
+    def all_owned(self) -> bool:
+        """Every existing partition has an owner (those without one are the open orphan
+        stretches: O(1), not a pass over every partition)."""
+        return not self._orphan_since
+
     def orphan_total_ms(self, now_ms: int) -> int:
         """Partition-milliseconds without an owner, since measuring started."""
         if not self.measuring:

@@ -149,6 +149,8 @@ class Driver:
         self.procs: dict[str, SimProcess] = {}
         self.current: dict[str, SimProcess] = {}
         self.counts: dict[str, int] = dict(scenario.topics)
+        #: ``existing()``'s answer for the counts it was built from (rebuilt when they change).
+        self._existing: tuple[tuple[tuple[str, int], ...], frozenset[TopicPartition]] = ((), frozenset())
         self.violations: list[Violation] = []
         self.listener_log: list[tuple[int, str, ListenerKind, tuple[TopicPartition, ...], int]] = []
         self._apply_step = apply_step
@@ -385,7 +387,11 @@ class Driver:
         return proc is not None and is_current(proc, self.coordinator)
 
     def existing(self) -> frozenset[TopicPartition]:
-        return frozenset(TopicPartition(t, p) for t, n in self.counts.items() for p in range(n))
+        counts = tuple(self.counts.items())
+        if counts != self._existing[0]:
+            partitions = frozenset(TopicPartition(t, p) for t, n in counts for p in range(n))
+            self._existing = (counts, partitions)
+        return self._existing[1]
 
     def live(self) -> list[SimProcess]:
         return [p for p in self.current.values() if p.alive]

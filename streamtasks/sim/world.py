@@ -327,7 +327,7 @@ class World:
         return blind
 
     def _all_owned(self) -> bool:
-        return all(self.ledger.owners(tp) for tp in self.driver.existing())
+        return self.ledger.all_owned()
 
     def _result(self) -> RunResult:
         quiet_base = (
