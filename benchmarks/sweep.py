@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/sweep.py                        # both parts
     .venv/bin/python benchmarks/sweep.py --part throughput --seeds 20
     .venv/bin/python benchmarks/sweep.py --part scale --scale-sizes 10,30,100 --budget-s 300
+    .venv/bin/python benchmarks/sweep.py --part sample --members 10000 --bounces 3
 
 Throughput: the same scenarios (every protocol; rolling bounce, scale-out, crash; 3 and 6
 members, 24 partitions) run by a loop in this process (``streamtasks.sweeps.job.run_chunk`` per
@@ -15,6 +16,11 @@ the drill's own rebalances and partitions moved per bounce, violations, events a
 each size while its run is predicted (quadratic growth) to take at most ``--budget-s``; the last
 line extrapolates the wall time of 10,000 members x 100,000 partitions from the largest size
 reached (events grow with members x bounces, heartbeats included: quadratic in the group size).
+
+Sample: the scale row for a group too large to bounce every member of. ``--bounces`` members
+drawn by ``--seed`` out of ``--members`` (partitions 10x members) are bounced, one every 12 s
+from the drill's start as in the full rolling bounce, and the run goes on to convergence; the
+figures (formation subtracted) are per bounce of the sample, not of a full rolling bounce.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from _table import format_table
 with project_imports():
     from streamtasks.sweeps.grid import Point, chunks, parse_grid
     from streamtasks.sweeps.job import read_rows, run_chunk, run_sweep, spark_session
-    from streamtasks.sweeps.metrics import run_point
+    from streamtasks.sweeps.metrics import run_bounce_sample, run_point
 
 PROTOCOLS = {
     "eager": "range",
@@ -99,23 +105,28 @@ def _key(row: dict[str, object]) -> tuple[str, ...]:
     return (str(row["protocol"]), str(row["members"]).zfill(6), str(row["drill"]), str(row["seed"]).zfill(6))
 
 
+def _bounce_point(protocol: str, members: int) -> Point:
+    """A rolling bounce of ``members`` with 10x as many partitions, the protocol's assignor."""
+    return Point(
+        protocol=protocol,
+        assignor=PROTOCOLS[protocol],
+        members=members,
+        partitions=10 * members,
+        standbys=0,
+        faults="none",
+        drill="rolling_bounce",
+    )
+
+
 def scale(sizes: list[int], budget_s: float) -> None:
     rows = []
     reached: dict[str, tuple[int, float]] = {}
-    for protocol, assignor in PROTOCOLS.items():
+    for protocol in PROTOCOLS:
         last: tuple[int, float] | None = None
         for members in sizes:
             if last is not None and last[1] * (members / last[0]) ** 2 > budget_s:
                 break  # the next size would take longer than the budget (events grow quadratically)
-            point = Point(
-                protocol=protocol,
-                assignor=assignor,
-                members=members,
-                partitions=10 * members,
-                standbys=0,
-                faults="none",
-                drill="rolling_bounce",
-            )
+            point = _bounce_point(protocol, members)
             t = time.perf_counter()
             row = run_point(point, 0)
             seconds = time.perf_counter() - t
@@ -158,19 +169,68 @@ def scale(sizes: list[int], budget_s: float) -> None:
         )
 
 
+def sample(members: int, bounces: int, protocols: list[str], seed: int) -> None:
+    """A rolling bounce of ``bounces`` members (drawn by the seed) of a ``members`` group with 10x
+    as many partitions, per protocol: the drill's figures per bounce."""
+    headers = [
+        "protocol",
+        "members",
+        "partitions",
+        "bounces (sample)",
+        "rebalances/bounce",
+        "moved/bounce",
+        "revoked/bounce",
+        "violations",
+        "events",
+        "simulated s",
+        "wall s",
+    ]
+    rows = []
+    for protocol in protocols:
+        point = _bounce_point(protocol, members)
+        t = time.perf_counter()
+        row = run_bounce_sample(point, seed, bounces)
+        seconds = time.perf_counter() - t
+        rows.append(
+            [
+                f"{protocol} ({PROTOCOLS[protocol]})",
+                f"{members:,}",
+                f"{10 * members:,}",
+                f"{bounces} of {members:,} (seed {seed})",
+                f"{row['rebalances_per_change']:.2f}",
+                f"{row['moved_per_change']:.1f}",
+                f"{int(str(row['partitions_revoked'])) / bounces:.1f}",
+                str(row["violations"]) + (f" ({row['violation']})" if row["violations"] else ""),
+                f"{row['events']:,}",
+                f"{int(str(row['sim_ms'])) / 1000:,.0f}",
+                f"{seconds:.1f}",
+            ]
+        )
+        print("  ".join(rows[-1]), file=sys.stderr, flush=True)
+    print(format_table(headers, rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("throughput", "scale", "both"), default="both")
+    parser.add_argument("--part", choices=("throughput", "scale", "sample", "both"), default="both")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seeds", type=int, default=10, help="seeds per point (24 points)")
     parser.add_argument("--chunk-size", type=int, default=5)
     parser.add_argument("--scale-sizes", default="10,30,100,300")
     parser.add_argument("--budget-s", type=float, default=240.0, help="skip sizes predicted to run longer")
+    parser.add_argument("--members", type=int, default=10_000, help="sample: the group's size")
+    parser.add_argument("--bounces", type=int, default=3, help="sample: members bounced")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="sample: which protocols")
+    parser.add_argument("--seed", type=int, default=0, help="sample: draws the bounced members")
     args = parser.parse_args()
     if args.part in ("throughput", "both"):
         throughput(args.master, args.seeds, args.chunk_size)
     if args.part in ("scale", "both"):
         scale([int(s) for s in args.scale_sizes.split(",")], args.budget_s)
+    if args.part == "sample":
+        print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        sample(args.members, args.bounces, args.protocols.split(","), args.seed)
+        print(f"load average after {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from streamtasks.sweeps.grid import Point
 __all__ = [
     "BOUNCE_INTERVAL_MS",
     "TOPIC",
+    "bounce_sample",
     "drill_changes",
     "drill_scenario",
     "drill_start_ms",
@@ -99,14 +100,38 @@ def drill_scenario(point: Point, seed: int) -> Scenario:
         raise AssertionError(point.drill)
     end = max(s.at_ms for s in drill)
     drill += _faults(rng, point, t0, max(end, t0 + BOUNCE_INTERVAL_MS))
+    return _scenario(point, seed, steps + drill, rng)
+
+
+def _scenario(point: Point, seed: int, steps: list[Step], rng: random.Random) -> Scenario:
     return Scenario(
         seed=seed,
         protocol=RebalanceProtocol.EAGER if point.protocol == "eager" else RebalanceProtocol.COOPERATIVE,
         topics=((TOPIC, point.partitions),),
         assignors=sim_assignors(point),
-        steps=tuple(sorted(steps + drill, key=lambda s: s.at_ms)),
+        steps=tuple(sorted(steps, key=lambda s: s.at_ms)),
         link=LinkProfile(min_delay_ms=1, max_delay_ms=rng.choice((2, 5, 20))),
     )
+
+
+def bounce_sample(point: Point, seed: int, sample: int) -> Scenario:
+    """A ``rolling_bounce`` point's scenario with only ``sample`` of its members bounced: the
+    same starts, the same drill start and one bounce every :data:`BOUNCE_INTERVAL_MS`, the
+    bounced members (and their down times) drawn by the seed, bounced in member order. What a
+    bounce costs in a group too large to bounce every member of (docs/spark.md)."""
+    if point.drill != "rolling_bounce" or point.faults != "none":
+        raise ValueError(f"a bounce sample takes a rolling_bounce point without faults, not {point.key}")
+    if not 1 <= sample <= point.members:
+        raise ValueError(f"a bounce sample of {sample} members out of {point.members}")
+    rng = random.Random(f"sweep-sample-{point.key}-{seed}")
+    n = point.members
+    steps = [Step(at_ms=rng.randint(0, 2_000), op="start", member=_name(i)) for i in range(n)]
+    at = drill_start_ms(n)
+    for i in sorted(rng.sample(range(n), sample)):
+        steps.append(Step(at_ms=at, op="leave", member=_name(i)))
+        steps.append(Step(at_ms=at + rng.randint(1_000, 5_000), op="restart", member=_name(i)))
+        at += BOUNCE_INTERVAL_MS
+    return _scenario(point, seed, steps, rng)
 
 
 def formation(scenario: Scenario, point: Point) -> Scenario:

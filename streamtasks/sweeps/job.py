@@ -32,6 +32,7 @@ __all__ = [
     "chunk_path",
     "read_rows",
     "run_chunk",
+    "run_chunks",
     "run_sweep",
     "spark_session",
 ]
@@ -59,10 +60,15 @@ class SweepStats:
 
 
 def run_chunk(task: tuple[str, int, int]) -> list[dict[str, object]]:
-    """An executor's work: ``(point key, first seed, seeds)`` → rows (plain, picklable)."""
+    """One chunk: ``(point key, first seed, seeds)`` → rows (plain, picklable)."""
     key, first, count = task
     point = parse_point(key)
     return [run_point(point, seed) for seed in range(first, first + count)]
+
+
+def run_chunks(tasks: Sequence[tuple[str, int, int]]) -> list[list[dict[str, object]]]:
+    """An executor's work, one Spark task: several chunks → each chunk's rows."""
+    return [run_chunk(task) for task in tasks]
 
 
 def chunk_path(out: Path, chunk: Chunk) -> Path:
@@ -168,6 +174,7 @@ def run_sweep(
     master: str | None = None,
     session: Any = None,
     log: Callable[[str], None] = print,
+    chunks_per_task: int | None = None,
 ) -> SweepStats:
     """Run every chunk of ``grid`` not yet under ``out`` on ``master`` (``None``: ``local[*]``, or
     spark-submit's); ``session``: an existing SparkSession (its master wins over ``master``)."""
@@ -190,7 +197,7 @@ def run_sweep(
     log(f"spark {spark.version} on {sc.master} ({sc.defaultParallelism} cores) in {spark_start_s:.1f} s")
     began = time.monotonic()
     try:
-        _run_pending(sc, out, pending, log)
+        _run_pending(sc, out, pending, log, chunks_per_task)
     finally:
         if session is None:
             spark.stop()
@@ -205,24 +212,27 @@ def run_sweep(
     )
 
 
-Result = tuple[list[Chunk], list[list[dict[str, object]]], float]
+Result = tuple[list[list[Chunk]], list[list[list[dict[str, object]]]], float]
 
 
-def _run_pending(sc: Any, out: Path, pending: Iterable[Chunk], log: Callable[[str], None]) -> None:
-    """Jobs of one task per chunk, as many chunks per job as the executors have cores, two jobs
-    in flight (a job's start-up, ~0.1-0.5 s, is paid once per wave; the other job keeps the
-    cores busy while a wave's last task finishes). Each chunk's file is written, and its line
-    printed, as its job returns."""
+def _run_pending(
+    sc: Any, out: Path, pending: Iterable[Chunk], log: Callable[[str], None], per_task: int | None
+) -> None:
+    """Jobs of ``cores`` tasks of ``per_task`` chunks each, two jobs in flight (a job's start-up,
+    ~0.1-0.5 s, is paid once per wave; the other job keeps the cores busy while a wave's last
+    task finishes). Each chunk's file is written, and its line printed, as its job returns."""
     todo = list(pending)
     total = len(todo)
     cores = max(1, int(sc.defaultParallelism))
-    waves = [todo[i : i + cores] for i in range(0, total, cores)]
+    per_task = per_task or 1
+    tasks = [todo[i : i + per_task] for i in range(0, total, per_task)]
+    waves = [tasks[i : i + cores] for i in range(0, len(tasks), cores)]
 
-    def job(wave: list[Chunk]) -> Result:
+    def job(wave: list[list[Chunk]]) -> Result:
         t = time.monotonic()
-        sc.setJobDescription(f"{len(wave)} chunks from {wave[0].point.key} {wave[0].chunk_id}")
-        tasks = [(c.point.key, c.first_seed, c.seeds) for c in wave]
-        rows: list[list[dict[str, object]]] = sc.parallelize(tasks, len(tasks)).map(run_chunk).collect()
+        sc.setJobDescription(f"{len(wave)} tasks from {wave[0][0].point.key} {wave[0][0].chunk_id}")
+        work = [[(c.point.key, c.first_seed, c.seeds) for c in task] for task in wave]
+        rows: list[list[list[dict[str, object]]]] = sc.parallelize(work, len(work)).map(run_chunks).collect()
         return wave, rows, time.monotonic() - t
 
     done = 0
@@ -239,14 +249,15 @@ def _run_pending(sc: Any, out: Path, pending: Iterable[Chunk], log: Callable[[st
                     nxt = next(queue, None)
                     if nxt is not None:
                         running.add(pool.submit(job, nxt))
-                    for chunk, rows in zip(wave, results, strict=True):
-                        _write(chunk_path(out, chunk), rows)
-                        done += 1
-                        bad = sum(1 for r in rows if r["violations"])
-                        log(
-                            f"[{done}/{total}] {chunk.point.key} {chunk.chunk_id}: {len(rows)} scenarios, "
-                            f"{bad} with violations (wave of {len(wave)} in {seconds:.1f} s)"
-                        )
+                    for task, task_rows in zip(wave, results, strict=True):
+                        for chunk, rows in zip(task, task_rows, strict=True):
+                            _write(chunk_path(out, chunk), rows)
+                            done += 1
+                            bad = sum(1 for r in rows if r["violations"])
+                            log(
+                                f"[{done}/{total}] {chunk.point.key} {chunk.chunk_id}: {len(rows)} "
+                                f"scenarios, {bad} with violations (wave of {len(wave)} in {seconds:.1f} s)"
+                            )
         except BaseException:
             sc.cancelAllJobs()
             raise

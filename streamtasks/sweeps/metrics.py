@@ -17,11 +17,25 @@ from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.scenario import Scenario
 from streamtasks.sim.trace import Violation
 from streamtasks.sim.world import World, WorldSettings
-from streamtasks.sweeps.drills import drill_changes, drill_scenario, drill_start_ms, formation
+from streamtasks.sweeps.drills import (
+    bounce_sample,
+    drill_changes,
+    drill_scenario,
+    drill_start_ms,
+    formation,
+)
 from streamtasks.sweeps.grid import DIMENSIONS, Point
 from topology.ids import TopicPartition
 
-__all__ = ["COLUMNS", "DrillLedger", "Outcome", "replay_command", "run_point", "simulate"]
+__all__ = [
+    "COLUMNS",
+    "DrillLedger",
+    "Outcome",
+    "replay_command",
+    "run_bounce_sample",
+    "run_point",
+    "simulate",
+]
 
 #: Row columns after the grid's dimensions, with their Parquet types.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -182,10 +196,22 @@ def replay_command(point: Point, seed: int) -> str:
 
 def run_point(point: Point, seed: int) -> dict[str, object]:
     """The row of one scenario: the point's dimensions, then :data:`COLUMNS`."""
-    scenario = drill_scenario(point, seed)
+    return _row(point, seed, drill_scenario(point, seed), drill_changes(point))
+
+
+def run_bounce_sample(point: Point, seed: int, sample: int) -> dict[str, object]:
+    """The row of a rolling bounce of ``sample`` members of the point's group (drawn by the
+    seed; :func:`~streamtasks.sweeps.drills.bounce_sample`): its figures are those ``sample``
+    bounces', ``membership_changes`` is ``sample``; ``replay`` names the call that runs it again."""
+    replay = f"run_bounce_sample(parse_point({point.key!r}), {seed}, {sample})"
+    return _row(point, seed, bounce_sample(point, seed, sample), sample, replay)
+
+
+def _row(
+    point: Point, seed: int, scenario: Scenario, changes: int, replay: str | None = None
+) -> dict[str, object]:
     full = simulate(scenario, point)
     base = simulate(formation(scenario, point), point)
-    changes = drill_changes(point)
     rebalances = full.rebalances - base.rebalances
     moved = full.moved - base.moved
     orphan_ms = full.orphan_ms - base.orphan_ms
@@ -195,7 +221,7 @@ def run_point(point: Point, seed: int) -> dict[str, object]:
         seed=seed,
         violations=len(full.violations),
         violation="" if first is None else f"{first.invariant} at {first.time_ms} ms: {first.detail}"[:500],
-        replay="" if first is None else replay_command(point, seed),
+        replay="" if first is None else replay or replay_command(point, seed),
         membership_changes=changes,
         rebalances=rebalances,
         rebalances_per_change=rebalances / changes,

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from streamtasks.sweeps.drills import drill_changes, drill_scenario, drill_start_ms, formation, sim_assignors
+from streamtasks.sweeps.drills import (
+    BOUNCE_INTERVAL_MS,
+    bounce_sample,
+    drill_changes,
+    drill_scenario,
+    drill_start_ms,
+    formation,
+    sim_assignors,
+)
 from streamtasks.sweeps.grid import Point
 
 
@@ -73,3 +81,28 @@ def test_assignor_lists_per_protocol() -> None:
     assert sim_assignors(_point(protocol="cooperative", assignor="cooperative_sticky")) == (
         "cooperative_sticky",
     )
+
+
+def test_bounce_sample_bounces_the_drawn_members_one_per_interval() -> None:
+    point = _point(members=40)
+    scenario = bounce_sample(point, 3, 4)
+    t0 = drill_start_ms(40)
+    assert sorted(s.member for s in scenario.steps if s.op == "start") == sorted(f"m{i}" for i in range(40))
+    assert all(s.at_ms < t0 for s in scenario.steps if s.op == "start")
+    leaves = [s for s in scenario.steps if s.op == "leave"]
+    assert [s.at_ms for s in leaves] == [t0 + i * BOUNCE_INTERVAL_MS for i in range(4)]
+    bounced = [s.member for s in leaves]
+    assert len(set(bounced)) == 4
+    restarts = {s.member: s.at_ms for s in scenario.steps if s.op == "restart"}
+    assert set(restarts) == set(bounced)
+    assert all(1_000 <= restarts[s.member] - s.at_ms <= 5_000 for s in leaves)
+    assert bounce_sample(point, 3, 4) == scenario
+    assert {s.member for s in bounce_sample(point, 4, 4).steps if s.op == "leave"} != set(bounced)
+
+
+@pytest.mark.parametrize(
+    ("kw", "sample"), [({"drill": "crash"}, 1), ({"faults": "loss"}, 1), ({}, 0), ({}, 6)]
+)
+def test_bounce_sample_refuses_other_drills_faults_and_sizes(kw: dict[str, object], sample: int) -> None:
+    with pytest.raises(ValueError, match="bounce sample"):
+        bounce_sample(_point(**kw), 0, sample)

@@ -50,10 +50,12 @@ def test_rows_same_whatever_the_chunking_and_resume(
     }
     assert all(r["violations"] == 0 for r in rows)
 
-    # other chunking (one seed per Spark task): the same rows
+    # other chunking (one seed per chunk, three chunks per Spark task): the same rows
     other = tmp_path / "b"
-    run_sweep(with_chunk_size(grid, 1), other, session=local_spark, log=lambda _: None)
+    lines_b: list[str] = []
+    run_sweep(with_chunk_size(grid, 1), other, session=local_spark, log=lines_b.append, chunks_per_task=3)
     assert read_rows(other) == rows
+    assert sum(1 for line in lines_b if line.startswith("[")) == 12  # still one line per chunk
 
     # and the same rows as the single-process loop
     loop = [

@@ -8,7 +8,7 @@ import pytest
 from streamtasks.sim.ledger import ReleaseKind
 from streamtasks.sweeps.drills import drill_scenario
 from streamtasks.sweeps.grid import DIMENSIONS, Point
-from streamtasks.sweeps.metrics import COLUMNS, DrillLedger, run_point, simulate
+from streamtasks.sweeps.metrics import COLUMNS, DrillLedger, run_bounce_sample, run_point, simulate
 from topology.ids import TopicPartition
 
 ASSIGNOR = {
@@ -47,6 +47,19 @@ def test_rolling_bounce_row_per_protocol(protocol: str) -> None:
     assert 0 < row["longest_unowned_ms"] <= row["unowned_partition_ms"]
     assert (row["coordinator_records"] is None) == (protocol in ("eager", "cooperative"))
     assert run_point(point, 5) == row
+
+
+def test_bounce_sample_row_is_the_sampled_bounces_cost() -> None:
+    point = _point("cooperative", members=6)
+    row = run_bounce_sample(point, 1, 2)
+    assert list(row) == [*DIMENSIONS, *(name for name, _ in COLUMNS)]
+    assert row["violations"] == 0
+    assert row["membership_changes"] == 2
+    # each sampled bounce moves the bounced member's partitions away and back (cooperative:
+    # a leave, a rejoin and its follow-up), nothing else
+    assert row["rebalances_per_change"] == row["rebalances"] / 2 >= 2
+    assert 0 < row["partitions_moved"] <= 2 * 2 * 2
+    assert run_bounce_sample(point, 1, 2) == row
 
 
 def test_eager_revokes_everything_cooperative_only_what_moves() -> None:
