@@ -269,28 +269,44 @@ class Consumer:
             return {}
         batch = await self._fetcher.getmany(timeout_ms=timeout_ms, max_records=max_records)
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
-        for atp, records in batch.items():
-            if not records:
+        fetchable, positions, probes = self._fetchable, self._positions, self._gap_probes
+        for atp, fetched in batch.items():
+            if not fetched:
                 continue
-            tp = self._fetchable.get(atp)
+            tp = fetchable.get(atp)
             if tp is None:
-                self._not_handed_out(atp, records[0].offset)
+                self._not_handed_out(atp, fetched[0].offset)
                 continue
-            floor = self._positions.get(tp)
-            # Offsets rise within a batch: only a batch that starts below our position (fetched
-            # before a seek) needs trimming, and that is rare.
-            fresh = (
-                records
-                if floor is None or records[0].offset >= floor
-                else [r for r in records if r.offset >= floor]
-            )
-            if not fresh:
-                continue
-            if floor is not None and not self._continues(tp, atp, floor, fresh[0].offset):
-                continue
-            self._positions[tp] = fresh[-1].offset + 1
-            out[tp] = fresh
+            # The common case, checked inline: the batch continues where the partition's last
+            # handed-out record ended and no gap check is pending for it. Anything else (the
+            # first batch after an assignment, one fetched before a seek, a gap, a gap probe's
+            # answer) goes through _checked.
+            if fetched[0].offset == positions.get(tp) and not (probes and tp in probes):
+                records = fetched
+            else:
+                checked = self._checked(tp, atp, fetched)
+                if checked is None:
+                    continue
+                records = checked
+            positions[tp] = records[-1].offset + 1
+            out[tp] = records
         return out
+
+    def _checked(
+        self, tp: TopicPartition, atp: AioTopicPartition, records: list[ConsumerRecord[Any, Any]]
+    ) -> list[ConsumerRecord[Any, Any]] | None:
+        """The records of a batch of ``tp`` that may be handed out, or None (the batch is
+        dropped): records below the partition's position (fetched before a seek) are trimmed,
+        and a batch that does not start at the position is checked (:meth:`_continues`)."""
+        floor = self._positions.get(tp)
+        if floor is None:
+            return records
+        # Offsets rise within a batch: only a batch that starts below our position (fetched
+        # before a seek) needs trimming, and that is rare.
+        fresh = records if records[0].offset >= floor else [r for r in records if r.offset >= floor]
+        if not fresh or not self._continues(tp, atp, floor, fresh[0].offset):
+            return None
+        return fresh
 
     def _not_handed_out(self, atp: AioTopicPartition, first: int) -> None:
         """Records of ``atp`` came back but are not handed out (the partition is paused or is
@@ -447,6 +463,13 @@ class Consumer:
                         self._positions[tp] = offset
             except StreamTasksError as exc:
                 log.warning("committed offsets unavailable, using auto.offset.reset: %s", exc)
+        # Positions keyed by the very objects the fetchable partitions are (both from ``owned``):
+        # getmany looks a partition up in both for every batch, and a lookup by an equal but
+        # distinct key (one decoded from the OffsetFetch response, one kept from an earlier
+        # assignment) costs a dataclass __eq__ call each time.
+        for tp in owned:
+            if tp in self._positions:
+                self._positions[tp] = self._positions.pop(tp)
         self._fetcher.assign([_tp(tp) for tp in sorted(owned)])
         for tp in sorted(owned):
             if tp in self._positions:
