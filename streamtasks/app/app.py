@@ -20,7 +20,11 @@ tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, an
 * measures standby and warm-up lags every ``lag_check_interval_ms`` and asks for a rebalance
   (KIP-568 ``enforce_rebalance``) when a warm-up is caught up or a standby keeps falling
   behind (:class:`streamtasks.streams.LagTrigger`), and when the leader's probing deadline
-  passes.
+  passes;
+* runs the member side of version probing (classic protocol): when an assignment says the
+  group speaks another userdata version than this process sent (an older leader or member
+  joined, or the last old one left), it subscribes with that version from then on and asks for
+  a rebalance at once to send it (:meth:`StreamsPartitionAssignor.read_assignment`).
 
 The moving parts live in :mod:`streamtasks.app.tasks` (the task set),
 :mod:`streamtasks.app.restorer` (changelog reading, restore progress, end offsets and lags),
@@ -48,19 +52,19 @@ from assignors.partition.types import RebalanceProtocol
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
-from streamtasks.app.events import AppEvent, OffsetsCommitted, wall_ms
+from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
 from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
 from streamtasks.membership.classic import AssignmentChanged
-from streamtasks.protocol.upgrade import resolve_upgrade_from
-from streamtasks.protocol.userdata import AssignmentInfo
+from streamtasks.protocol.upgrade import resolve_release, resolve_upgrade_from
+from streamtasks.protocol.userdata import LATEST_VERSION, AssignmentInfo
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
-from streamtasks.streams import LagTrigger, StreamsPartitionAssignor
+from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
 from topology.ids import TopicPartition
 from topology.model import Topology
@@ -119,6 +123,10 @@ class App:
                 replicas=self.config.num_standby_replicas,
             )
         metadata_version = None if self.config.upgrade_from is None else upgrade.metadata_version
+        protocol, latest_version = upgrade.protocol, LATEST_VERSION
+        if self.config.emulate_release is not None:
+            release = resolve_release(self.config.emulate_release)
+            protocol, latest_version = release.protocol, release.latest_version
         cfg = self.config
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
@@ -139,7 +147,7 @@ class App:
             emit=self.emit,
         )
         assignor_cls = (
-            _EagerStreamsAssignor if upgrade.protocol is RebalanceProtocol.EAGER else StreamsPartitionAssignor
+            _EagerStreamsAssignor if protocol is RebalanceProtocol.EAGER else StreamsPartitionAssignor
         )
         self.assignor = assignor_cls(
             topology,
@@ -157,6 +165,7 @@ class App:
             rack=cfg.rack,
             client_tags=dict(cfg.client_tags),
             metadata_version=metadata_version,
+            latest_version=latest_version,
         )
         self._on_event = on_event
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
@@ -335,6 +344,7 @@ class App:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
         async with self.lock:
+            read: AssignmentRead | None = None
             if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
                 try:
                     info = self.faust.on_assignment(change.user_data)
@@ -342,11 +352,14 @@ class App:
                     log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
                     info = AssignmentInfo()
             else:
-                info = self.assignor.on_assignment(
+                read = self.assignor.read_assignment(
                     MemberAssignment(
                         partitions=change.owned, user_data=change.user_data, generation=change.generation
-                    )
+                    ),
+                    # KIP-848 versions assignor metadata itself (MetadataVersion in the heartbeat).
+                    follow_version=self.config.group_protocol == "classic",
                 )
+                info = read.info
             owned = change.owned
             if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
                 subscribed = set(self.topology.subscribed_topics())
@@ -361,6 +374,33 @@ class App:
             )
             if self._loops is not None:
                 self._loops.probe_at_ms = info.next_rebalance_ms
+            if read is not None and read.rejoin:
+                self._rejoin_for_version(read)
+
+    def _rejoin_for_version(self, read: AssignmentRead) -> None:
+        """Version probing: ask for a rebalance now, so the group sees the new version."""
+        assert read.version is not None
+        info, to_version = read.info, read.version.new_used_version
+        reason = (
+            f"version probing: sent userdata v{read.sent_version}, got a v{info.version} assignment, "
+            f"the group speaks v{info.latest_supported_version}; rejoining with v{to_version}"
+        )
+        try:
+            took = self.consumer.enforce_rebalance(reason)
+            note = "" if took else " (a rebalance is already under way)"
+        except StreamTasksError as exc:  # the member is leaving or closed: nothing to rejoin
+            took, note = False, f" (not rejoining: {exc})"
+        log.info("%s%s", reason, note)
+        self.emit(
+            SubscriptionVersionChanged(
+                at_ms=wall_ms(),
+                from_version=read.sent_version,
+                to_version=to_version,
+                assignment_version=info.version,
+                group_version=info.latest_supported_version,
+                rebalance_requested=took,
+            )
+        )
 
     @property
     def reader(self) -> ChangelogReader:

@@ -44,6 +44,12 @@ class AppConfig(BaseModel):
     #: A task assignor registered under this name (built-in or an entry-point plug-in).
     task_assignor: str = Field(default="high_availability", alias="task.assignor", min_length=1)
     upgrade_from: str | None = Field(default=None, alias="upgrade.from")
+    #: Drills and tests only: behave on the wire as an older streamtasks release (``"0.1"``,
+    #: ``"0.2"``, ``"0.3"``): its userdata version is also the newest this app reads, writes and
+    #: advertises, as leader and as member, and its rebalance protocol the newest it supports
+    #: (``streamtasks.protocol.upgrade.RELEASES``). ``upgrade_from`` is the new code joining
+    #: such a group; this is the old code itself.
+    emulate_release: str | None = Field(default=None, alias="streamtasks.emulate.release")
     group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
     rack: str | None = Field(default=None, alias="client.rack", min_length=1)
     client_tags: dict[str, str] = Field(default_factory=dict, alias="client.tags")
@@ -86,6 +92,14 @@ class AppConfig(BaseModel):
         if self.group_protocol == "consumer" and self.upgrade_from is not None:
             raise ValueError(
                 "upgrade.from is for group.protocol=classic (a rolling upgrade of classic members)"
+            )
+        if self.group_protocol == "consumer" and self.emulate_release is not None:
+            raise ValueError(
+                "emulate_release is for group.protocol=classic (releases before 0.4 had no KIP-848)"
+            )
+        if self.upgrade_from is not None and self.emulate_release is not None:
+            raise ValueError(
+                "set upgrade.from or emulate_release, not both (an emulated release pins its wire)"
             )
         return self
 

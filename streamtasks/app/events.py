@@ -17,6 +17,7 @@ __all__ = [
     "OffsetsCommitted",
     "RebalanceTriggered",
     "RestoreCompleted",
+    "SubscriptionVersionChanged",
     "TaskClosed",
     "TaskCreated",
     "TaskRecycled",
@@ -82,6 +83,23 @@ class RebalanceTriggered(AppEvent):
     lag: int | None
     trigger: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionVersionChanged(AppEvent):
+    """Version probing moved the userdata version this process subscribes with, and it asked
+    for a rebalance to send it: ``from_version`` is the version of the subscription the
+    assignment answered, ``to_version`` the next one; the assignment came at
+    ``assignment_version`` with ``group_version`` as the group's commonly supported version (a
+    downgrade: an older member or leader is in the group; an upgrade: the old ones are gone).
+    ``rebalance_requested``: False when a rebalance was already under way (the next assignment
+    asks again if that one still carried the old version)."""
+
+    from_version: int
+    to_version: int
+    assignment_version: int
+    group_version: int
+    rebalance_requested: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,8 @@ each later stage (a *bounce* per stage). Workers are processes of one of two kin
 * ``consumer``: :mod:`streamtasks.drills.worker`, a plain streamtasks ``Consumer`` whose release
   is its ordered assignor list (``--assignor a,b``: the JoinGroup protocols it offers);
 * ``app``: :mod:`streamtasks.drills.stateful_worker`, a ``streamtasks.App`` (per-key count and
-  latest value, one standby) whose release is its wire mode (``--upgrade-from R``);
+  latest value, one standby) whose release is its wire mode (``--upgrade-from R``, or
+  ``--emulate-release R``);
 * ``faust``: :mod:`streamtasks.drills.faust_worker`, a faust-streaming app counting per key in a
   table (the ``faust-to-streamtasks`` drill's start; its App stages run
   :func:`~streamtasks.drills.stateful_app.faust_counts_app`, the same table in faust's formats).
@@ -21,8 +22,10 @@ current code with ``upgrade_from=R``, which pins what R put on the wire: its use
 not pin is the leader's reading limit: an emulated 0.2 leader still decodes userdata v3 and
 still advertises ``latest_supported_version`` 3. The two-bounce path is exercised faithfully
 (old wire, then the mixed group, then the new wire); an old leader meeting a newer member is
-not (that is the one-bounce version-probing path, listed separately, see
-:data:`DRILLS` ``userdata-probing``).
+not: that is the one-bounce version-probing path, ``userdata-probing``, whose old workers run
+with ``emulate_release=R`` instead, which pins the reading limit too: an emulated 0.3 member
+writes, reads and advertises userdata v2 only, as leader and as member, so a 0.4 member's v3
+subscription is a *future* one to it (header and process id only) and it answers at v2.
 """
 
 from __future__ import annotations
@@ -98,12 +101,17 @@ DRILLS: tuple[DrillSpec, ...] = (
     ),
     DrillSpec(
         name="userdata-probing",
-        summary="one bounce: newer members join a group led by an older one and version probing moves "
-        "the group up once the old members are gone",
+        summary="App workers from release 0.3 (userdata v2 only, cooperative; emulated) to 0.4 in one "
+        "bounce: each new member is answered at v2 by the old leader and downgrades itself, and "
+        "version probing moves the group to v3 once the last old member is gone",
         worker="app",
-        available=False,
-        unavailable="App does not run the member side of version probing yet "
-        "(streamtasks.protocol.probing.on_assignment_version is not wired into the App)",
+        stages=(
+            Stage(
+                label="0.3 (emulated: userdata v2 is its latest, cooperative)",
+                args=("--emulate-release", "0.3"),
+            ),
+            Stage(label="0.4 (userdata v3, no upgrade_from)", args=()),
+        ),
     ),
     DrillSpec(
         name="faust-to-streamtasks",

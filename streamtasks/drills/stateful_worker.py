@@ -3,11 +3,12 @@ that reports every app event as a JSON line on stdout.
 
     python -m streamtasks.drills.stateful_worker --bootstrap-servers H:P --app-id A --topic T \
         --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A] [--upgrade-from R] \
-        [--group-protocol consumer]
+        [--emulate-release R] [--group-protocol consumer]
 
 Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
 :class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
-"tasks": {...}}`` every second, and ``{"kind": "stopped"}`` after SIGTERM (clean close). Meant to
+"tasks": {...}, "userdata_version": v}`` every second (``v``: the version its next subscription
+is encoded at), and ``{"kind": "stopped"}`` after SIGTERM (clean close). Meant to
 be killed with SIGKILL by the drills too.
 """
 
@@ -56,6 +57,7 @@ async def run(args: argparse.Namespace) -> None:
         "commit_interval_ms": args.commit_interval_ms,
         "client_id": args.name,
         "upgrade_from": args.upgrade_from,
+        "emulate_release": args.emulate_release,
         "group_protocol": args.group_protocol,
     }
     processed = 0
@@ -88,6 +90,7 @@ async def _progress(name: str, app: App, before: int) -> None:
             processed=before + app.tasks.records_processed,
             generation=app.consumer.generation,
             tasks={str(t): role for t, role in app.tasks.roles().items()},
+            userdata_version=app.assignor.used_version,
         )
 
 
@@ -108,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--upgrade-from",
         help="upgrade_from (a release, or faust): the wire of that release (drills/catalog.py)",
+    )
+    parser.add_argument(
+        "--emulate-release",
+        help="behave as that older release (its userdata version is also its latest, as leader and "
+        "member; drills/catalog.py)",
     )
     parser.add_argument(
         "--faust-compatible",

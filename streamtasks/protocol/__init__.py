@@ -67,10 +67,13 @@ from streamtasks.protocol.upgrade import (
     ACCEPTED_UPGRADE_FROM,
     CURRENT_RELEASE,
     NO_UPGRADE,
+    RELEASES,
     STREAMTASKS_PROTOCOL_NAME,
     UPGRADE_FROM_TABLE,
+    Release,
     UpgradeFrom,
     advertised_protocols,
+    resolve_release,
     resolve_upgrade_from,
 )
 from streamtasks.protocol.userdata import (
@@ -102,6 +105,7 @@ __all__ = [
     "LATEST_VERSION",
     "MIN_SUPPORTED_VERSION",
     "NO_UPGRADE",
+    "RELEASES",
     "RUNNING_OFFSET_SUM",
     "STREAMTASKS_PROTOCOL_NAME",
     "UNKNOWN_GENERATION",
@@ -131,6 +135,7 @@ __all__ = [
     "OffsetCommitResponse",
     "ProbingDecision",
     "ProtocolMetadata",
+    "Release",
     "StickyUserData",
     "SubscriptionDecoder",
     "SubscriptionInfo",
@@ -161,6 +166,7 @@ __all__ = [
     "offset_sums_from_sets",
     "on_assignment_version",
     "peek_version",
+    "resolve_release",
     "resolve_upgrade_from",
     "subscription_from",
 ]

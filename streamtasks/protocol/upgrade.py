@@ -17,6 +17,12 @@ never sees a member that kept its partitions); second bounce without ``upgrade_f
 every member runs the new code, version probing moves the group to the latest userdata version
 by itself (the subscriptions still advertise the latest supported version).
 
+The table is :data:`RELEASES`. A drill *emulates* release R (:func:`resolve_release`, the
+App's ``emulate_release``): R's userdata version is then also the newest the process reads,
+writes and advertises, as a leader and as a member, which ``upgrade_from=R`` does not pin (that
+is the new code joining a group of R members). That is what an old leader meeting a newer member
+needs: the one-bounce version-probing path.
+
 ``upgrade_from="faust"`` moves a running faust-streaming app onto streamtasks: the first
 bounce's members advertise faust's ``"faust"`` assignor protocol first and streamtasks' second,
 so the group keeps running faust's assignment (EAGER) while old members remain; the second
@@ -44,10 +50,13 @@ __all__ = [
     "ACCEPTED_UPGRADE_FROM",
     "CURRENT_RELEASE",
     "NO_UPGRADE",
+    "RELEASES",
     "STREAMTASKS_PROTOCOL_NAME",
     "UPGRADE_FROM_TABLE",
+    "Release",
     "UpgradeFrom",
     "advertised_protocols",
+    "resolve_release",
     "resolve_upgrade_from",
 ]
 
@@ -55,6 +64,56 @@ __all__ = [
 STREAMTASKS_PROTOCOL_NAME = "streamtasks"
 #: The release this code is, in the history above.
 CURRENT_RELEASE = "0.4"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release:
+    """One streamtasks release as the wire sees it (the table in the module docstring)."""
+
+    name: str
+    #: The newest userdata version it reads, writes and advertises.
+    latest_version: int
+    #: The newest rebalance protocol it supports.
+    protocol: RebalanceProtocol
+    note: str = ""
+
+
+#: Every release, oldest first; the last is this code.
+RELEASES: tuple[Release, ...] = (
+    Release(
+        name="0.1",
+        latest_version=1,
+        protocol=RebalanceProtocol.EAGER,
+        note="0.1 knows userdata v1 and eager rebalancing only",
+    ),
+    Release(
+        name="0.2",
+        latest_version=2,
+        protocol=RebalanceProtocol.EAGER,
+        note="0.2 knows userdata v2 and eager rebalancing only",
+    ),
+    Release(
+        name="0.3",
+        latest_version=2,
+        protocol=RebalanceProtocol.COOPERATIVE,
+        note="0.3 knows userdata v2 and cooperative rebalancing",
+    ),
+    Release(
+        name=CURRENT_RELEASE,
+        latest_version=LATEST_VERSION,
+        protocol=RebalanceProtocol.COOPERATIVE,
+        note="this code",
+    ),
+)
+_RELEASE_BY_NAME = {r.name: r for r in RELEASES}
+
+
+def resolve_release(name: str) -> Release:
+    """The release called ``name``; unknown → ConfigError listing the known ones."""
+    release = _RELEASE_BY_NAME.get(name)
+    if release is None:
+        raise ConfigError(f"no streamtasks release {name!r}; known: {', '.join(map(repr, _RELEASE_BY_NAME))}")
+    return release
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,25 +143,12 @@ NO_UPGRADE = UpgradeFrom(
     note="no upgrade in progress",
 )
 
-#: Every accepted value, oldest first.
+#: Every accepted value, oldest first: each release before this one pins its own wire.
 UPGRADE_FROM_TABLE: tuple[UpgradeFrom, ...] = (
-    UpgradeFrom(
-        value="0.1",
-        metadata_version=1,
-        protocol=RebalanceProtocol.EAGER,
-        note="0.1 knows userdata v1 and eager rebalancing only",
-    ),
-    UpgradeFrom(
-        value="0.2",
-        metadata_version=2,
-        protocol=RebalanceProtocol.EAGER,
-        note="0.2 knows userdata v2 and eager rebalancing only",
-    ),
-    UpgradeFrom(
-        value="0.3",
-        metadata_version=2,
-        protocol=RebalanceProtocol.COOPERATIVE,
-        note="0.3 knows userdata v2 and cooperative rebalancing",
+    *(
+        UpgradeFrom(value=r.name, metadata_version=r.latest_version, protocol=r.protocol, note=r.note)
+        for r in RELEASES
+        if r.name != CURRENT_RELEASE
     ),
     UpgradeFrom(
         value="faust",

@@ -331,13 +331,23 @@ def _error_code(r: Reader) -> AssignorErrorCode:
         raise r.fail(f"unknown error code {code}") from None
 
 
-def decode_subscription_info(data: bytes) -> SubscriptionInfo:
-    """Decode any known version; a future version yields its header and process id only."""
+def _reading_limit(latest: int) -> int:
+    if not MIN_SUPPORTED_VERSION <= latest <= LATEST_VERSION:
+        raise LocalProtocolError(
+            f"a reader's latest version must be in [{MIN_SUPPORTED_VERSION}, {LATEST_VERSION}], got {latest}"
+        )
+    return latest
+
+
+def decode_subscription_info(data: bytes, *, latest: int = LATEST_VERSION) -> SubscriptionInfo:
+    """Decode any known version; a future version (above ``latest``: this code's latest, or an
+    emulated older release's) yields its header and process id only."""
+    limit = _reading_limit(latest)
     r = Reader(data, "SubscriptionInfo")
-    version, latest = _read_header(r)
+    version, supported = _read_header(r)
     process_id = r.uuid()
-    if version > LATEST_VERSION:
-        return SubscriptionInfo(process_id=process_id, version=version, latest_supported_version=latest)
+    if version > limit:
+        return SubscriptionInfo(process_id=process_id, version=version, latest_supported_version=supported)
     if version == 1:
         active = _tasks.read_task_set(r, "previous_active")
         standby = _tasks.read_task_set(r, "previous_standby")
@@ -347,7 +357,10 @@ def decode_subscription_info(data: bytes) -> SubscriptionInfo:
         return _finish(
             r,
             lambda: SubscriptionInfo(
-                process_id=process_id, task_offset_sums=sums, version=version, latest_supported_version=latest
+                process_id=process_id,
+                task_offset_sums=sums,
+                version=version,
+                latest_supported_version=supported,
             ),
         )
     sums = _tasks.read_offset_sums(r, "task_offset_sums")
@@ -375,7 +388,7 @@ def decode_subscription_info(data: bytes) -> SubscriptionInfo:
             topology_fingerprint=fingerprint,
             error_code=error,
             version=version,
-            latest_supported_version=latest,
+            latest_supported_version=supported,
         ),
     )
 
@@ -415,13 +428,18 @@ def _read_optional(r: Reader, name: str) -> int | None:
     return None if raw == 0 else raw - 1
 
 
-def decode_assignment_info(data: bytes) -> AssignmentInfo:
-    """Decode a version this code knows; a newer one is a :class:`DecodeError` (the leader
-    never sends a member more than the version it subscribed with)."""
+def decode_assignment_info(data: bytes, *, latest: int = LATEST_VERSION) -> AssignmentInfo:
+    """Decode a version this code knows; one above ``latest`` (this code's latest, or an
+    emulated older release's) is a :class:`DecodeError` (the leader never sends a member more
+    than the version it subscribed with)."""
+    limit = _reading_limit(latest)
     r = Reader(data, "AssignmentInfo")
-    version, latest = _read_header(r)
-    if version > LATEST_VERSION:
-        raise r.fail(f"version {version} is newer than the latest this code reads ({LATEST_VERSION})")
+    version, supported = _read_header(r)
+    if version > limit:
+        raise r.fail(
+            f"version {version} is newer than the latest this member reads ({limit}); "
+            "a leader answers at most the version it was sent"
+        )
     active = _tasks.read_task_set(r, "active_tasks")
     standby = _tasks.read_task_set(r, "standby_tasks")
     if version == 1:
@@ -433,7 +451,7 @@ def decode_assignment_info(data: bytes) -> AssignmentInfo:
                 standby_tasks=standby,
                 error_code=error,
                 version=version,
-                latest_supported_version=latest,
+                latest_supported_version=supported,
             ),
         )
     warmup = _tasks.read_task_set(r, "warmup_tasks")
@@ -457,6 +475,6 @@ def decode_assignment_info(data: bytes) -> AssignmentInfo:
             next_rebalance_ms=next_rebalance_ms,
             acceptable_recovery_lag=lag,
             version=version,
-            latest_supported_version=latest,
+            latest_supported_version=supported,
         ),
     )

@@ -5,11 +5,12 @@ assignor (:class:`StreamsPartitionAssignor`), a member's task-set reconciliation
 No IO, no clock: end offsets and time are handed in. ``docs/streams.md`` tells the story.
 """
 
-from streamtasks.streams.assignor import StreamsPartitionAssignor
+from streamtasks.streams.assignor import AssignmentRead, StreamsPartitionAssignor
 from streamtasks.streams.lag import LagTrigger, RebalanceTrigger, TriggerKind
 from streamtasks.streams.plan import TaskKind, TaskPlan, plan_tasks
 
 __all__ = [
+    "AssignmentRead",
     "LagTrigger",
     "RebalanceTrigger",
     "StreamsPartitionAssignor",

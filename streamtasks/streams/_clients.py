@@ -17,6 +17,7 @@ from assignors.partition.types import GroupSubscription, MemberId
 from assignors.types import RUNNING_LAG, ClientState
 from streamtasks.errors import StreamTasksError
 from streamtasks.protocol.userdata import (
+    LATEST_VERSION,
     RUNNING_OFFSET_SUM,
     UNKNOWN_OFFSET_SUM,
     SubscriptionInfo,
@@ -49,8 +50,11 @@ class DecodedMembers:
     bad: tuple[MemberId, ...]
 
 
-def decode_subscription_infos(group: GroupSubscription, problems: list[str]) -> DecodedMembers:
-    """Decode each member's ``user_data``; a member that fails is listed in ``bad``."""
+def decode_subscription_infos(
+    group: GroupSubscription, problems: list[str], *, latest: int = LATEST_VERSION
+) -> DecodedMembers:
+    """Decode each member's ``user_data``, reading versions up to ``latest`` (above it: the
+    header and process id only); a member that fails is listed in ``bad``."""
     infos: dict[MemberId, SubscriptionInfo] = {}
     versions: dict[MemberId, tuple[int, int]] = {}
     bad: list[MemberId] = []
@@ -59,7 +63,7 @@ def decode_subscription_infos(group: GroupSubscription, problems: list[str]) -> 
         with contextlib.suppress(StreamTasksError, ValueError):
             versions[member] = peek_version(data)
         try:
-            infos[member] = decode_subscription_info(data)
+            infos[member] = decode_subscription_info(data, latest=latest)
         except (StreamTasksError, ValueError) as exc:
             bad.append(member)
             problems.append(f"member {member!r}: undecodable streamtasks subscription, gets nothing: {exc}")

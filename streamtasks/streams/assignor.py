@@ -15,6 +15,13 @@ its process id and task offset sums are injected as callables. The assignor owns
 both ways (:mod:`assignors.partition.hooks`): :meth:`StreamsPartitionAssignor.subscription_user_data`
 writes a member's ``SubscriptionInfo``, :meth:`~StreamsPartitionAssignor.assign` reads them, and
 :meth:`~StreamsPartitionAssignor.on_assignment` reads the ``AssignmentInfo`` a member got.
+
+Version probing (KIP-268, ``docs/protocol.md``) runs on both sides. The leader answers at the
+lowest version any member sent (:func:`~streamtasks.protocol.probing.negotiate`), treating a
+member above its own latest as a newcomer. The member keeps the version it subscribes with:
+:meth:`~StreamsPartitionAssignor.read_assignment` moves it down when the assignment came at an
+older version than it sent, and up when the group's commonly supported version rose, and says
+when the member must rejoin to send it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from assignors.partition.hooks import MemberAssignment
@@ -36,8 +44,14 @@ from assignors.types import (
     TaskSpec,
 )
 from assignors.validate import validate_task_assignment
-from streamtasks.errors import ConfigError, DecodeError, StreamTasksError, TopologyError
-from streamtasks.protocol.probing import negotiate
+from streamtasks.errors import (
+    ConfigError,
+    DecodeError,
+    RemoteProtocolError,
+    StreamTasksError,
+    TopologyError,
+)
+from streamtasks.protocol.probing import MemberVersionUpdate, negotiate, on_assignment_version
 from streamtasks.protocol.userdata import (
     LATEST_VERSION,
     MIN_SUPPORTED_VERSION,
@@ -53,9 +67,30 @@ from streamtasks.streams._members import MemberTasks, spread_over_members, withh
 from topology.ids import TaskId, TopicPartition
 from topology.model import TaskInfo, Topology
 
-__all__ = ["StreamsPartitionAssignor"]
+__all__ = ["AssignmentRead", "StreamsPartitionAssignor"]
 
 log = logging.getLogger("streamtasks.streams.assignor")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssignmentRead:
+    """What a member made of its assignment (:meth:`StreamsPartitionAssignor.read_assignment`)."""
+
+    #: The tasks it names (empty without user data or when the user data cannot be read).
+    info: AssignmentInfo
+    #: The version of the subscription this assignment answers (the member's last one).
+    sent_version: int
+    #: Version probing's verdict: the next subscription version and whether to rejoin for it
+    #: (None: no user data, unreadable user data, a leader that broke the version rules, or
+    #: versions not followed).
+    version: MemberVersionUpdate | None = None
+    #: Why the user data, or its versions, were not used (None: they were).
+    error: StreamTasksError | None = None
+
+    @property
+    def rejoin(self) -> bool:
+        """The member must rejoin so the group sees its new subscription version."""
+        return self.version is not None and self.version.enforce_rebalance
 
 
 class StreamsPartitionAssignor:
@@ -66,7 +101,10 @@ class StreamsPartitionAssignor:
 
     What this process writes in its subscription (:meth:`subscription_user_data`, called for
     every JoinGroup): ``process_id`` and ``task_offset_sums`` (called then), ``rack``,
-    ``client_tags`` and ``metadata_version`` (``upgrade_from``'s; ``None``: the latest).
+    ``client_tags`` and, at first, ``metadata_version`` (``upgrade_from``'s; ``None``: the
+    latest), which version probing moves later (:meth:`read_assignment`). ``latest_version``
+    is the newest userdata version this process reads, writes and advertises, as leader and as
+    member: this code's latest, or an emulated older release's (drills).
     """
 
     name: ClassVar[str] = "streamtasks"
@@ -85,13 +123,28 @@ class StreamsPartitionAssignor:
         rack: str | None = None,
         client_tags: Mapping[str, str] | None = None,
         metadata_version: int | None = None,
+        latest_version: int = LATEST_VERSION,
     ) -> None:
+        if not MIN_SUPPORTED_VERSION <= latest_version <= LATEST_VERSION:
+            raise ConfigError(
+                f"latest_version {latest_version} is not in [{MIN_SUPPORTED_VERSION}, {LATEST_VERSION}]"
+            )
+        used = latest_version if metadata_version is None else metadata_version
+        if not MIN_SUPPORTED_VERSION <= used <= latest_version:
+            raise ConfigError(
+                f"metadata_version {used} is not in [{MIN_SUPPORTED_VERSION}, {latest_version}] "
+                "(the latest version this process speaks)"
+            )
         self._topology = topology
         self._process_id = process_id
         self._task_offset_sums = task_offset_sums
         self._rack = rack
         self._client_tags = dict(client_tags or {})
-        self._metadata_version = metadata_version
+        self._latest = latest_version
+        #: The version this member's next subscription is encoded at (version probing moves it).
+        self._used_version = used
+        #: The version of the last subscription this member wrote (None: none yet).
+        self._sent_version: int | None = None
         self._task_assignor = task_assignor
         self._configs = configs
         self._end_offsets = end_offsets
@@ -103,6 +156,16 @@ class StreamsPartitionAssignor:
     @property
     def topology(self) -> Topology:
         return self._topology
+
+    @property
+    def latest_version(self) -> int:
+        """The newest userdata version this process reads, writes and advertises."""
+        return self._latest
+
+    @property
+    def used_version(self) -> int:
+        """The version this member's next subscription is encoded at."""
+        return self._used_version
 
     def supported_protocols(self) -> tuple[RebalanceProtocol, ...]:
         return (RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE)
@@ -121,8 +184,8 @@ class StreamsPartitionAssignor:
         version: int | None = None,
     ) -> bytes:
         """A member's ``SubscriptionInfo`` bytes (with this topology's fingerprint), encoded at
-        ``version`` (default: the ``metadata_version`` given at construction, else the latest);
-        it always advertises the latest version it supports.
+        ``version`` (default: :attr:`used_version`, which is then remembered as the version the
+        member sent); it always advertises :attr:`latest_version`.
 
         The member's hook (:mod:`assignors.partition.hooks`): ``topics``, ``previous`` and
         ``generation`` are not needed (owned partitions travel in the consumer protocol);
@@ -134,6 +197,7 @@ class StreamsPartitionAssignor:
             raise ConfigError("the streams assignor needs this process's id to subscribe (process_id)")
         if task_offset_sums is None:
             task_offset_sums = self._task_offset_sums() if self._task_offset_sums is not None else {}
+        at = self._used_version if version is None else version
         info = SubscriptionInfo(
             process_id=process_id,
             task_offset_sums=task_offset_sums,
@@ -141,20 +205,63 @@ class StreamsPartitionAssignor:
             rack=self._rack if rack is None else rack,
             client_tags=self._client_tags if client_tags is None else client_tags,
             topology_fingerprint=self._fingerprint,
+            version=at,
+            latest_supported_version=max(at, self._latest),
         )
-        return encode_subscription_info(info, self._metadata_version if version is None else version)
+        data = encode_subscription_info(info)
+        if version is None:
+            self._sent_version = at
+        return data
 
     def on_assignment(self, assignment: MemberAssignment) -> AssignmentInfo:
         """The tasks a member's assignment names (its ``AssignmentInfo``): empty without user
         data, and empty (logged) for user data that cannot be read, so that the member runs the
-        tasks of its partitions alone (the partitions are the source of truth)."""
+        tasks of its partitions alone (the partitions are the source of truth). Versions are not
+        followed (:meth:`read_assignment` does)."""
+        return self.read_assignment(assignment, follow_version=False).info
+
+    def read_assignment(self, assignment: MemberAssignment, *, follow_version: bool = True) -> AssignmentRead:
+        """The member side of an assignment: its tasks (as :meth:`on_assignment`) and, with
+        ``follow_version``, version probing (:func:`~streamtasks.protocol.probing.on_assignment_version`)
+        against the version this member sent: an assignment at a lower version (an older leader
+        or member) moves :attr:`used_version` down to the group's commonly supported version; a
+        commonly supported version above it (the old members are gone) moves it up. The result
+        says whether the member must rejoin to send the new version.
+
+        Never raises for what the leader sent: an assignment above :attr:`latest_version` is a
+        :class:`DecodeError`, one above the version sent (or claiming a common version this
+        member cannot speak) a :class:`RemoteProtocolError`; either is logged and returned in
+        :attr:`AssignmentRead.error`, and the version stays as it was."""
+        sent = self._used_version if self._sent_version is None else self._sent_version
         if not assignment.user_data:
-            return AssignmentInfo()
+            return AssignmentRead(info=AssignmentInfo(), sent_version=sent)
         try:
-            return decode_assignment_info(assignment.user_data)
+            info = decode_assignment_info(assignment.user_data, latest=self._latest)
         except DecodeError as exc:
             log.error("assignment userdata is malformed, running only the owned partitions' tasks: %s", exc)
-            return AssignmentInfo()
+            return AssignmentRead(info=AssignmentInfo(), sent_version=sent, error=exc)
+        if not follow_version:
+            return AssignmentRead(info=info, sent_version=sent)
+        try:
+            update = on_assignment_version(sent, info.version, info.latest_supported_version, self._latest)
+        except RemoteProtocolError as exc:
+            log.error(
+                "the leader broke the version probing rules (subscription version stays %d): %s",
+                self._used_version,
+                exc,
+            )
+            return AssignmentRead(info=info, sent_version=sent, error=exc)
+        if update.enforce_rebalance:
+            log.info(
+                "sent a version %d subscription, got a version %d assignment (group's latest common "
+                "version %d): subscribing with version %d from the next rebalance",
+                sent,
+                info.version,
+                info.latest_supported_version,
+                update.new_used_version,
+            )
+        self._used_version = update.new_used_version
+        return AssignmentRead(info=info, sent_version=sent, version=update)
 
     def assign(self, group: GroupSubscription) -> GroupAssignment:
         problems: list[str] = []
@@ -177,8 +284,8 @@ class StreamsPartitionAssignor:
         members = sorted(group.members)
         if not members:
             return GroupAssignment(members={})
-        decoded = decode_subscription_infos(group, problems)
-        out = _Output(decoded, problems, self._configs.acceptable_recovery_lag)
+        decoded = decode_subscription_infos(group, problems, latest=self._latest)
+        out = _Output(decoded, problems, self._configs.acceptable_recovery_lag, my_latest=self._latest)
         if not decoded.infos:
             return out.everyone_empty(AssignorErrorCode.ASSIGNMENT_ERROR)
         shutdown = sorted(
@@ -269,11 +376,13 @@ def _keep_previous(view: GroupView) -> TaskAssignment:
 class _Output:
     """Encodes the answer: one AssignmentInfo per member, at the negotiated version."""
 
-    def __init__(self, decoded: DecodedMembers, problems: list[str], acceptable_recovery_lag: int) -> None:
+    def __init__(
+        self, decoded: DecodedMembers, problems: list[str], acceptable_recovery_lag: int, *, my_latest: int
+    ) -> None:
         self._decoded = decoded
         self._lag = acceptable_recovery_lag
         self._members = sorted({*decoded.infos, *decoded.bad})
-        self.used, self.common, self.probing = _negotiate(decoded, problems)
+        self.used, self.common, self.probing = _negotiate(decoded, problems, my_latest)
 
     def _version(self, member: MemberId) -> int:
         if member in self._decoded.infos:
@@ -354,18 +463,18 @@ class _Output:
         )
 
 
-def _negotiate(decoded: DecodedMembers, problems: list[str]) -> tuple[int, int, bool]:
+def _negotiate(decoded: DecodedMembers, problems: list[str], my_latest: int) -> tuple[int, int, bool]:
     """``(used_version, common_latest, follow-up needed)`` over every readable header."""
     if not decoded.versions:
-        return LATEST_VERSION, LATEST_VERSION, False
+        return my_latest, my_latest, False
     try:
-        decision = negotiate(decoded.versions)
+        decision = negotiate(decoded.versions, my_latest)
     except StreamTasksError as exc:  # headers were checked on reading; defensive
         problems.append(f"version negotiation failed ({exc}); answering at version {MIN_SUPPORTED_VERSION}")
         return MIN_SUPPORTED_VERSION, MIN_SUPPORTED_VERSION, True
     if decision.future_members:
         problems.append(
-            f"members {list(decision.future_members)} speak a userdata version above {LATEST_VERSION}: "
+            f"members {list(decision.future_members)} speak a userdata version above {my_latest}: "
             f"version probing, answering at version {decision.used_version}"
         )
     return decision.used_version, decision.common_latest, decision.followup_needed

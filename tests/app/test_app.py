@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -9,12 +10,17 @@ import pytest
 
 from assignors.partition.hooks import subscription_user_data
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.app import App, ProcessorContext, Record
+from streamtasks.app import App, ProcessorContext, Record, SubscriptionVersionChanged
 from streamtasks.errors import ConfigError, UnknownAssignorError
-from streamtasks.membership.classic import MemberConfig
+from streamtasks.membership.classic import AssignmentChanged, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.faust_compat import decode_faust_subscription
-from streamtasks.protocol.userdata import decode_subscription_info
+from streamtasks.protocol.userdata import (
+    AssignmentInfo,
+    decode_subscription_info,
+    encode_assignment_info,
+    peek_version,
+)
 from topology import TopologyBuilder
 from topology.model import Topology
 
@@ -112,3 +118,103 @@ def test_under_kip848_the_app_assignor_runs_client_side(tmp_path: Path) -> None:
     assert isinstance(member, ConsumerMember)
     assert member.config.client_assignors == (app.assignor,)
     assert member.config.server_assignor is None
+
+
+# -- version probing: an emulated older release, and the member side in the app --------------------
+
+
+@pytest.mark.parametrize(
+    ("release", "version", "protocols"),
+    [
+        ("0.3", 2, (RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE)),
+        ("0.1", 1, (RebalanceProtocol.EAGER,)),
+    ],
+)
+def test_an_emulated_release_pins_its_latest_version_and_protocol(
+    tmp_path: Path, release: str, version: int, protocols: tuple[RebalanceProtocol, ...]
+) -> None:
+    app = make(tmp_path, emulate_release=release)
+    assert (app.assignor.latest_version, app.assignor.used_version) == (version, version)
+    assert app.assignor.supported_protocols() == protocols
+    app.process_id = uuid.uuid4()
+    assert peek_version(joining(app)) == (version, version)  # upgrade_from would advertise v3
+
+
+def test_an_unknown_emulated_release_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no streamtasks release '0\.9'"):
+        make(tmp_path, emulate_release="0.9")
+
+
+def assign(app: App, version: int, common: int, user_data: bytes | None = None) -> None:
+    """The member applied an assignment at ``version`` saying the group speaks ``common``."""
+    if user_data is None:
+        user_data = encode_assignment_info(AssignmentInfo(version=version, latest_supported_version=common))
+    asyncio.run(app.on_assignment(AssignmentChanged(generation=4, owned=(), user_data=user_data)))
+
+
+def joined(tmp_path: Path, requests: list[str], monkeypatch: pytest.MonkeyPatch, **settings: object) -> App:
+    """An app whose member has sent one subscription; rebalances it asks for go to ``requests``
+    (and to the real member)."""
+    app = make(tmp_path, **settings)
+    app.process_id = uuid.uuid4()
+    joining(app)
+    enforce = app.consumer.enforce_rebalance
+
+    def spy(reason: str = "") -> bool:
+        requests.append(reason)
+        return enforce(reason)
+
+    monkeypatch.setattr(app.consumer, "enforce_rebalance", spy)
+    return app
+
+
+def changes(app: App) -> list[SubscriptionVersionChanged]:
+    return [e for e in app.events if isinstance(e, SubscriptionVersionChanged)]
+
+
+def test_an_older_groups_assignment_moves_the_app_down_and_it_rejoins_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[str] = []
+    app = joined(tmp_path, requests, monkeypatch)
+    assign(app, 2, 2)
+    assert len(requests) == 1
+    assert "sent userdata v3, got a v2 assignment" in requests[0]
+    (change,) = changes(app)
+    assert (change.from_version, change.to_version) == (3, 2)
+    assert (change.assignment_version, change.group_version) == (2, 2)
+    assert change.rebalance_requested
+    assert peek_version(joining(app)) == (2, 3)
+    assign(app, 2, 2)  # the answer to that subscription: nothing more to do
+    assert len(requests) == 1
+
+
+def test_the_app_moves_up_when_the_old_members_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[str] = []
+    app = joined(tmp_path, requests, monkeypatch, upgrade_from="0.3")
+    assign(app, 2, 3)
+    assert len(requests) == 1
+    assert [(c.from_version, c.to_version) for c in changes(app)] == [(2, 3)]
+    assert peek_version(joining(app)) == (3, 3)
+
+
+def test_a_bad_assignment_version_neither_stops_the_app_nor_changes_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[str] = []
+    app = joined(tmp_path, requests, monkeypatch, upgrade_from="0.3")
+    future = encode_assignment_info(AssignmentInfo(version=3, latest_supported_version=3))
+    assign(app, 3, 3, user_data=b"\x00\x00\x00\x04\x00\x00\x00\x04" + future[8:])  # unknown v4
+    assign(app, 3, 3)  # newer than the v2 subscription it answers
+    assert (requests, changes(app), app.assignor.used_version) == ([], [], 2)
+
+
+def test_under_kip848_the_app_does_not_follow_userdata_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[str] = []
+    app = joined(tmp_path, requests, monkeypatch, group_protocol="consumer")
+    assign(app, 2, 2)
+    assert (requests, changes(app), app.assignor.used_version) == ([], [], 3)

@@ -82,3 +82,18 @@ def test_group_protocol_reaches_the_consumer_and_refuses_upgrade_from() -> None:
         make_app_config(
             application_id="o", bootstrap_servers="h:1", group_protocol="consumer", upgrade_from="0.2"
         )
+
+
+def test_emulate_release_is_for_classic_groups_and_excludes_upgrade_from() -> None:
+    cfg = make_app_config(
+        {"application.id": "o", "bootstrap.servers": "h:1", "streamtasks.emulate.release": "0.3"}
+    )
+    assert cfg.emulate_release == "0.3"
+    with pytest.raises(ConfigError, match=r"emulate_release is for group.protocol=classic"):
+        make_app_config(
+            application_id="o", bootstrap_servers="h:1", group_protocol="consumer", emulate_release="0.3"
+        )
+    with pytest.raises(ConfigError, match="not both"):
+        make_app_config(
+            application_id="o", bootstrap_servers="h:1", upgrade_from="0.3", emulate_release="0.3"
+        )

@@ -71,6 +71,14 @@ def test_every_drill_has_stages_or_says_why_not() -> None:
         get_drill("nope")
 
 
+def test_userdata_probing_starts_on_an_emulated_older_release_and_bounces_once() -> None:
+    spec = get_drill("userdata-probing")
+    assert spec.available
+    assert spec.worker == "app"
+    # The old workers emulate 0.3 whole (not upgrade_from: that is new code); one bounce to 0.4.
+    assert [s.args for s in spec.stages] == [("--emulate-release", "0.3"), ()]
+
+
 def test_longest_gap_per_partition_counts_from_the_first_owner() -> None:
     result = small_result()
     assert result.longest_unowned_ms == {0: 800, 1: 0, 2: 400}

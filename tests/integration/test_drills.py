@@ -13,12 +13,13 @@ from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("name", ["eager-to-cooperative", "faust-to-streamtasks"])
+@pytest.mark.parametrize("name", ["eager-to-cooperative", "userdata-probing", "faust-to-streamtasks"])
 def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> None:
     lines: list[str] = []
+    spec = get_drill(name)
     result = asyncio.run(
         run_live_drill(
-            get_drill(name),
+            spec,
             DrillOptions(workers=2, partitions=4, rate=100, keys=50),
             kafka.bootstrap_servers,
             lines.append,
@@ -30,9 +31,9 @@ def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> Non
     assert result.acknowledged > 0
     assert result.lost == 0, report
     assert result.ok, report
-    assert len(result.phases) == 3
+    assert len(result.phases) == len(spec.stages)  # the start, then one phase per bounce
     assert {p for p, _, _, _ in result.ownership} == set(range(4))
-    if name == "faust-to-streamtasks":
+    if spec.worker == "app":
         assert result.state_checked
         assert result.state_counts_short == 0
 

@@ -10,9 +10,11 @@ from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError, LocalProtocolError
 from streamtasks.protocol import (
     ACCEPTED_UPGRADE_FROM,
+    CURRENT_RELEASE,
     FAUST_PROTOCOL_NAME,
     LATEST_VERSION,
     NO_UPGRADE,
+    RELEASES,
     STREAMTASKS_PROTOCOL_NAME,
     UPGRADE_FROM_TABLE,
     FaustClientMetadata,
@@ -23,6 +25,7 @@ from streamtasks.protocol import (
     decode_subscription,
     decode_subscription_info,
     peek_version,
+    resolve_release,
     resolve_upgrade_from,
 )
 from topology.ids import TaskId, TopicPartition
@@ -60,6 +63,30 @@ def test_accepted_values_are_the_table() -> None:
     assert [e.value for e in UPGRADE_FROM_TABLE] == list(ACCEPTED_UPGRADE_FROM)
     versions = [e.metadata_version for e in UPGRADE_FROM_TABLE if e.value != "faust"]
     assert versions == sorted(versions)  # releases are listed oldest first
+
+
+def test_releases_oldest_first_end_with_this_code() -> None:
+    assert [(r.name, r.latest_version, r.protocol) for r in RELEASES] == [
+        ("0.1", 1, EAGER),
+        ("0.2", 2, EAGER),
+        ("0.3", 2, COOPERATIVE),
+        (CURRENT_RELEASE, LATEST_VERSION, COOPERATIVE),
+    ]
+    assert resolve_release("0.3") is RELEASES[2]
+
+
+def test_upgrade_from_a_release_pins_what_that_release_speaks() -> None:
+    for release in RELEASES[:-1]:
+        entry = resolve_upgrade_from(release.name)
+        assert (entry.metadata_version, entry.protocol) == (release.latest_version, release.protocol)
+
+
+@pytest.mark.parametrize("name", ["0.5", "", "faust", "v0.3"])
+def test_unknown_release_is_a_config_error_listing_the_known(name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_release(name)
+    for release in RELEASES:
+        assert repr(release.name) in str(info.value)
 
 
 @pytest.mark.parametrize("value", ["0.4", "2.3", "", "FAUST", " 0.1"])

@@ -159,6 +159,31 @@ def test_future_assignment_is_a_decode_error() -> None:
         decode_assignment_info(header(4, 4) + ASSIGN_V3[8:])
 
 
+def test_an_older_reader_sees_a_newer_subscription_as_a_future_one() -> None:
+    """An emulated release whose latest is v2 reads a v3 subscription as version probing does:
+    header and process id, nothing else; what it knows it reads as before."""
+    info = decode_subscription_info(SUB_V3, latest=2)
+    assert (info.version, info.latest_supported_version, info.process_id) == (3, 3, PID)
+    assert info.task_offset_sums == {}
+    assert info.topology_fingerprint is None
+    assert decode_subscription_info(SUB_V2, latest=2) == SUB.as_version(2)
+    assert decode_subscription_info(SUB_V3 + b"junk", latest=2).version == 3  # not parsed past the id
+
+
+def test_an_assignment_above_the_readers_latest_is_a_decode_error() -> None:
+    with pytest.raises(DecodeError, match=r"newer than the latest this member reads \(2\)"):
+        decode_assignment_info(ASSIGN_V3, latest=2)
+    assert decode_assignment_info(ASSIGN_V2, latest=2) == ASSIGN.as_version(2)
+
+
+@pytest.mark.parametrize("latest", [0, LATEST_VERSION + 1])
+def test_a_reading_limit_must_be_a_version_this_code_knows(latest: int) -> None:
+    with pytest.raises(LocalProtocolError, match="latest version must be in"):
+        decode_subscription_info(SUB_V3, latest=latest)
+    with pytest.raises(LocalProtocolError, match="latest version must be in"):
+        decode_assignment_info(ASSIGN_V3, latest=latest)
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
