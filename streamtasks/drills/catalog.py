@@ -60,6 +60,9 @@ class DrillSpec:
     available: bool = True
     #: Why the drill cannot run here yet (when not available).
     unavailable: str = ""
+    #: App drills: the userdata version every worker must subscribe with at the end (None: not
+    #: checked). A worker ending on another one is a problem of the drill.
+    final_userdata_version: int | None = None
 
     @property
     def bounces(self) -> tuple[Stage, ...]:
@@ -112,6 +115,7 @@ DRILLS: tuple[DrillSpec, ...] = (
             ),
             Stage(label="0.4 (userdata v3, no upgrade_from)", args=()),
         ),
+        final_userdata_version=3,
     ),
     DrillSpec(
         name="faust-to-streamtasks",

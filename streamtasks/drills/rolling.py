@@ -201,6 +201,8 @@ class _Run:
         self.generations: dict[int, int] = {}
         #: Every offset commit of the input topic the workers reported.
         self.commits: list[CommitMark] = []
+        #: App workers: the userdata version each subscribes with, as last reported.
+        self.userdata_version: dict[str, int] = {}
         self.restores = 0
         self.last_value: dict[str, int] = {}
         self.produced_per_key: dict[str, int] = {}
@@ -256,6 +258,8 @@ class _Run:
         elif kind == "committed":  # a faust worker's commit (streamtasks.drills.faust_worker)
             by = str(line.get("by", "faust"))
             self._commits(worker, by, line.get("offsets", []), line.get("wall_ms", at))
+        elif kind == "progress" and isinstance(line.get("userdata_version"), int):
+            self.userdata_version[worker] = line["userdata_version"]
         elif kind == "consumed":
             for rid in line.get("ids", []):
                 self.audit.processed(rid)
@@ -273,6 +277,9 @@ class _Run:
         event, task = line.get("event"), str(line.get("task", ""))
         if event == "OffsetsCommitted":
             self._commits(worker, "streamtasks", line.get("offsets", []), line.get("at_ms", at))
+            return
+        if event == "SubscriptionVersionChanged" and isinstance(line.get("to_version"), int):
+            self.userdata_version[worker] = line["to_version"]
             return
         if "_" not in task:
             return
@@ -491,6 +498,11 @@ class _Run:
         r.peer_lost, r.peer_lost_runs = len(peers), offset_runs(peers)[:8]
         r.peer_commits = sorted({c.describe(self.t0) for c in peers.values()})[:8]
         r.rebalances = len(self.generations)
+        problem = version_problem(
+            self.spec.final_userdata_version, {w: self.userdata_version.get(w) for w in sorted(self.workers)}
+        )
+        if problem is not None:
+            r.problems.append(problem)
         r.revoked = final.revocations
         r.restores = self.restores
         r.longest_unowned_ms = _longest_gaps(r.ownership, self.o.partitions)
@@ -510,6 +522,15 @@ class _Run:
             r.state_checked = r.latest_checked = True
             r.state_wrong_latest = sum(1 for k, v in self.last_value.items() if latest.get(k) != v)
             r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)
+
+
+def version_problem(want: int | None, ended: dict[str, int | None]) -> str | None:
+    """The drill's problem when a worker ends on another userdata version than ``want`` (the
+    last version each reported; None: it reported none), or None."""
+    if want is None:
+        return None
+    off = {w: v for w, v in ended.items() if v != want}
+    return f"workers not on userdata v{want} at the end: {off}" if off else None
 
 
 def _json_int(data: bytes) -> int:

@@ -14,7 +14,14 @@ from streamtasks.drills import catalog
 from streamtasks.drills.catalog import DRILLS, DrillSpec, get_drill
 from streamtasks.drills.command import print_verdict, run_drill_command
 from streamtasks.drills.drill_report import verdict_rows, write_report
-from streamtasks.drills.rolling import DrillResult, PhaseResult, _longest_gaps
+from streamtasks.drills.rolling import (
+    DrillOptions,
+    DrillResult,
+    PhaseResult,
+    _longest_gaps,
+    _Run,
+    version_problem,
+)
 from streamtasks.errors import ConfigError
 
 
@@ -134,3 +141,17 @@ def test_drill_list_and_unavailable_run(monkeypatch: pytest.MonkeyPatch) -> None
     args = build_parser().parse_args(["drill", "run", "later"])
     with pytest.raises(ConfigError, match="not available"):
         run_drill_command(args, io.StringIO())
+
+
+def test_a_worker_left_on_an_old_userdata_version_is_a_problem() -> None:
+    spec = get_drill("userdata-probing")
+    assert spec.final_userdata_version == 3
+    run = _Run(spec, DrillOptions(workers=2, partitions=4), "127.0.0.1:1", print)
+    run.on_line("w1", {"kind": "progress", "userdata_version": 3})
+    run.on_line("w1", {"kind": "event", "event": "SubscriptionVersionChanged", "to_version": 2})
+    run.on_line("w2", {"kind": "progress", "userdata_version": 3})
+    assert run.userdata_version == {"w1": 2, "w2": 3}
+    ended = {"w1": run.userdata_version.get("w1"), "w2": 3, "w3": None}
+    assert version_problem(3, ended) == "workers not on userdata v3 at the end: {'w1': 2, 'w3': None}"
+    assert version_problem(3, {"w1": 3, "w2": 3}) is None
+    assert version_problem(None, ended) is None  # drills that do not check versions
