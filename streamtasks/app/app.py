@@ -347,7 +347,7 @@ class App:
             read: AssignmentRead | None = None
             if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
                 try:
-                    info = self.faust.on_assignment(change.user_data)
+                    info = self.faust.read_assignment(change.user_data)
                 except DecodeError as exc:
                     log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
                     info = AssignmentInfo()

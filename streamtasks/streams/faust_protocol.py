@@ -13,7 +13,7 @@
   ``ClientMetadata`` with the member's url echoed, the changelog and external topic
   distributions and the topic groups
   (:func:`~streamtasks.protocol.faust_compat.encode_faust_member_assignment`);
-* **member**: :meth:`FaustProtocolAssignor.on_assignment` reads a faust assignment (from
+* **member**: :meth:`FaustProtocolAssignor.read_assignment` reads a faust assignment (from
   whichever leader) into the streamtasks ``AssignmentInfo`` the app runs: standby tasks from the
   standby partitions of its source topics; active tasks come from the owned source partitions
   as always. Changelog and leader-topic partitions in a faust assignment belong to no task.
@@ -109,9 +109,11 @@ class FaustProtocolAssignor:
         held = self._held if previous else FaustClientMetadata(url=self._url)
         return encode_faust_subscription(FaustSubscription(topics=topics, metadata=held))
 
-    def on_assignment(self, user_data: bytes) -> AssignmentInfo:
+    def read_assignment(self, user_data: bytes) -> AssignmentInfo:
         """Read a faust assignment's user data (remembered for the next join) into the tasks
-        this member runs; raises :class:`DecodeError` on bytes that are not faust's."""
+        this member runs; raises :class:`DecodeError` on bytes that are not faust's. (Not the
+        partition-assignor hook ``on_assignment``, which takes a ``MemberAssignment``: a name
+        of its own, so the hook's runtime check does not mistake this class for a listener.)"""
         meta = decode_faust_assignment_user_data(user_data)
         self._held = FaustClientMetadata(url=self._url, actives=meta.actives, standbys=meta.standbys)
         standby: set[TaskId] = set()

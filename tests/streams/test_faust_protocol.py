@@ -17,6 +17,7 @@ import pytest
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 from faust.assignor.partition_assignor import PartitionAssignor
 
+from assignors.partition.hooks import AssignmentListener
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import AssignorError, DecodeError
 from streamtasks.membership.classic.config import MemberConfig
@@ -104,7 +105,7 @@ def test_faust_leader_assigns_a_streamtasks_member_which_reads_its_answer() -> N
     raw = bytes(answers["b-streamtasks"].encode())
     # The member reads the partitions with the consumer protocol layout, the tasks from the userdata.
     got = decode_assignment(raw)
-    info = mine.on_assignment(got.user_data or b"")
+    info = mine.read_assignment(got.user_data or b"")
     sources = {tp.partition for tp in got.assigned_partitions if tp.topic == SOURCE}
     assert len(sources) == 2
     # One replica, two members: every source partition this member does not run is its standby.
@@ -128,7 +129,7 @@ def test_streamtasks_leader_answers_faust_members_faust_accepts() -> None:
     f1.on_assignment(ConsumerProtocolMemberAssignment.decode(by_member["a"]))
     f2.on_assignment(ConsumerProtocolMemberAssignment.decode(by_member["b"]))
     actives = [f1.assigned_actives(), f2.assigned_actives()]
-    info = mine.on_assignment(decode_assignment(by_member["c"]).user_data or b"")
+    info = mine.read_assignment(decode_assignment(by_member["c"]).user_data or b"")
     mine_sources = {tp for tp in result.assignment["c"] if tp.topic == SOURCE}
     faust_sources = {(tp.topic, tp.partition) for a in actives for tp in a if tp.topic == SOURCE}
     # Every source partition runs exactly once.
@@ -144,7 +145,7 @@ def test_join_reports_the_held_assignment_and_nothing_after_a_loss() -> None:
     mine = ours()
     answers = run_faust_leader(f1, {"a": faust_join(f1), "b": ours_join(mine)})
     got = decode_assignment(bytes(answers["b"].encode()))
-    mine.on_assignment(got.user_data or b"")
+    mine.read_assignment(got.user_data or b"")
     held = decode_faust_subscription(ours_join(mine, got.assigned_partitions)).metadata
     assert {p for p in held.actives[SOURCE]} == {
         tp.partition for tp in got.assigned_partitions if tp.topic == SOURCE
@@ -187,9 +188,9 @@ def test_missing_topic_counts_are_reported() -> None:
     assert {tp.topic for tp in result.assignment["a"]} == {SOURCE}
 
 
-def test_on_assignment_rejects_bytes_that_are_not_faust() -> None:
+def test_read_assignment_rejects_bytes_that_are_not_faust() -> None:
     with pytest.raises(DecodeError):
-        ours().on_assignment(b"not zlib")
+        ours().read_assignment(b"not zlib")
 
 
 # -- the algorithm against faust's, scenario by scenario ----------------------------------------
@@ -264,3 +265,8 @@ def test_deterministic_and_rejects_negative_replicas() -> None:
     )
     with pytest.raises(AssignorError):
         faust_assign(members, {SOURCE: 7}, replicas=-1)
+
+
+def test_the_faust_assignor_is_not_taken_for_an_assignment_listener() -> None:
+    # Its reader takes faust's bytes, not the MemberAssignment the hook would hand it.
+    assert not isinstance(ours(), AssignmentListener)
