@@ -81,8 +81,10 @@ def test_the_invariants_catch_an_early_acknowledgement(monkeypatch: pytest.Monke
         return original(self)
 
     monkeypatch.setattr(ConsumerMember, "_heartbeat_request", early)
-    # seeds where a commit before revocation stays unanswered while another member heartbeats
-    seeds = (235, 459, 492)
+    # a seed where a commit before revocation stays unanswered while another member heartbeats
+    # (235, 459 and 492 were such seeds until members waiting for unreleased partitions
+    # heartbeated sooner, which changed every scenario's timing)
+    seeds = (663,)
     summary = run_consumer_batch(SERVER, seeds, faults=frozenset(FAULT_KINDS), shrink_failures=False)
     assert summary.violations > 0
     assert {f.violation.invariant for f in summary.failures} == {"exclusive-ownership"}

@@ -12,7 +12,11 @@ from streamtasks.errors import ConfigError
 from streamtasks.membership.consumer.events import AssignorMetadata
 from topology.ids import TopicPartition
 
-__all__ = ["ConsumerMemberConfig", "default_metadata", "metadata_from_hook"]
+__all__ = ["UNRELEASED_WINDOW_INTERVALS", "ConsumerMemberConfig", "default_metadata", "metadata_from_hook"]
+
+#: How long (in heartbeat intervals) a member waiting for unreleased partitions heartbeats
+#: sooner (``ConsumerMemberConfig.unreleased_heartbeat_ms``); the normal interval after that.
+UNRELEASED_WINDOW_INTERVALS = 3
 
 
 def default_metadata(assignor: PartitionAssignor) -> AssignorMetadata:
@@ -61,6 +65,14 @@ class ConsumerMemberConfig:
     no heartbeat answered for that long the coordinator has removed it: its partitions are
     lost and it rejoins (the classic member's rule, kept here so that a member cut off from
     the coordinator gives up partitions that are being handed to others).
+
+    ``unreleased_heartbeat_ms``: while the coordinator's latest assignment names partitions
+    still owned by another member (the seed KIP's pending partitions), heartbeat this soon
+    after each answer instead of after the interval, for at most
+    ``UNRELEASED_WINDOW_INTERVALS`` heartbeat intervals from when they were first named, so
+    the partitions arrive soon after their previous owner released them (0: off; a value not
+    below the interval changes nothing). A coordinator that sends no pending partitions
+    (Apache Kafka's) never triggers it.
     """
 
     group_id: str
@@ -77,6 +89,7 @@ class ConsumerMemberConfig:
     heartbeat_interval_ms: int = 5_000
     retry_backoff_ms: int = 100
     request_timeout_ms: int = 30_000
+    unreleased_heartbeat_ms: int = 100
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topics", tuple(sorted(set(self.topics))))
@@ -112,6 +125,8 @@ class ConsumerMemberConfig:
                 raise ConfigError(f"{name} must be > 0, got {value}")
         if self.retry_backoff_ms < 0:
             raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
+        if self.unreleased_heartbeat_ms < 0:
+            raise ConfigError(f"unreleased_heartbeat_ms must be >= 0, got {self.unreleased_heartbeat_ms}")
         if self.group_instance_id is not None and not self.group_instance_id:
             raise ConfigError("group_instance_id must be None or a non-empty string")
 

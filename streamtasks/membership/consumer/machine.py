@@ -443,7 +443,11 @@ class ConsumerMember:
         epoch = resp.member_epoch
         self._membership = replace(self._membership, epoch=epoch)
         pending = P.next_pending(self._state, epoch, resp, self._round.pending)
-        self._round = replace(self._round, pending=pending)
+        since = P.unreleased_since(resp, self._round.unreleased_since_ms, now_ms)
+        self._round = replace(self._round, pending=pending, unreleased_since_ms=since)
+        self._link = replace(
+            self._link, hb_next_ms=P.next_heartbeat_ms(self._config, self._link, since, now_ms)
+        )
         self._reconcile(now_ms)
         r = self._round
         if (
@@ -658,6 +662,7 @@ class ConsumerMember:
             return
         self._set_job(None)
         self._installed += 1
+        self._hb_soon(now_ms)  # the new target has this member's part of it: fetch it now
 
     # ------------------------------------------------------------------ coordinator and application events
 

@@ -16,7 +16,7 @@ from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import sorted_tps
 from streamtasks.membership.consumer.actions import CommitOffsets
 from streamtasks.membership.consumer.client_assignment import AssignmentProblem, compute_assignment
-from streamtasks.membership.consumer.config import ConsumerMemberConfig
+from streamtasks.membership.consumer.config import UNRELEASED_WINDOW_INTERVALS, ConsumerMemberConfig
 from streamtasks.membership.consumer.events import AssignorMetadata
 from streamtasks.membership.consumer.records import (
     Api,
@@ -64,10 +64,12 @@ __all__ = [
     "install_request",
     "leave_request",
     "next_deadline",
+    "next_heartbeat_ms",
     "next_pending",
     "owned_wire",
     "prepare_request",
     "resolve",
+    "unreleased_since",
 ]
 
 #: Heartbeat errors the member cannot go on after (Apache Kafka's consumer treats them as fatal).
@@ -178,6 +180,7 @@ def next_pending(
         return Target(
             epoch=epoch,
             partitions=assignment.topic_partitions,
+            unreleased=assignment.pending_topic_partitions,
             error=assignment.error,
             metadata_version=assignment.metadata_version,
             metadata_bytes=assignment.metadata_bytes,
@@ -185,6 +188,27 @@ def next_pending(
     if state is S.JOINING:
         return Target(epoch=epoch, partitions=())
     return pending
+
+
+def unreleased_since(resp: ConsumerGroupHeartbeatResponse, since_ms: int | None, now_ms: int) -> int | None:
+    """Since when the member waits for unreleased partitions after this answer: kept while the
+    coordinator names some (an answer without an assignment changes nothing), ``None`` once an
+    assignment names none."""
+    assignment = resp.assignment
+    if assignment is None:
+        return since_ms
+    if not any(item.partitions for item in assignment.pending_topic_partitions):
+        return None
+    return now_ms if since_ms is None else since_ms
+
+
+def next_heartbeat_ms(config: ConsumerMemberConfig, link: Link, since_ms: int | None, now_ms: int) -> int:
+    """When the next heartbeat is due after an answer at ``now_ms``: sooner while the member
+    waits for unreleased partitions (within the window), else as scheduled."""
+    fast = config.unreleased_heartbeat_ms
+    if since_ms is None or not fast or now_ms >= since_ms + UNRELEASED_WINDOW_INTERVALS * link.interval_ms:
+        return link.hb_next_ms
+    return min(link.hb_next_ms, now_ms + fast)
 
 
 # ------------------------------------------------------------------ reconciliation

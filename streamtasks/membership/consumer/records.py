@@ -50,10 +50,13 @@ class Api(enum.Enum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
-    """An assignment the coordinator sent: what to own at ``epoch`` (topic ids, as received)."""
+    """An assignment the coordinator sent: what to own at ``epoch`` (topic ids, as received).
+    ``unreleased``: the seed KIP's pending partitions, assigned to this member but still owned
+    by their previous owner (given with a later heartbeat answer)."""
 
     epoch: int
     partitions: tuple[TopicIdPartitions, ...]
+    unreleased: tuple[TopicIdPartitions, ...] = ()
     error: int = 0
     metadata_version: int = 0
     metadata_bytes: bytes = b""
@@ -128,6 +131,9 @@ class Round:
     job: Job | None = None
     #: The acknowledging heartbeat's request id (0: due, not sent yet; None: none owed).
     ack_rid: int | None = None
+    #: Since when the coordinator's latest assignment names unreleased partitions (None: it
+    #: names none); the member heartbeats sooner while it waits for them.
+    unreleased_since_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
