@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/sweep.py                        # both parts
     .venv/bin/python benchmarks/sweep.py --part throughput --seeds 20
+    .venv/bin/python benchmarks/sweep.py --part throughput --seeds 20 --chunk-size 10 --chunks-per-task 3
     .venv/bin/python benchmarks/sweep.py --part scale --scale-sizes 10,30,100 --budget-s 300
     .venv/bin/python benchmarks/sweep.py --part sample --members 10000 --bounces 3
 
@@ -48,7 +49,7 @@ PROTOCOLS = {
 }
 
 
-def throughput(master: str, seeds: int, chunk_size: int) -> None:
+def throughput(master: str, seeds: int, chunk_size: int, chunks_per_task: int) -> None:
     grid = parse_grid(
         {
             "protocols": list(PROTOCOLS),
@@ -79,7 +80,7 @@ def throughput(master: str, seeds: int, chunk_size: int) -> None:
     sc.parallelize([(warm.point.key, warm.first_seed, 1)] * cores, cores).flatMap(run_chunk).count()
     warmup_s = time.perf_counter() - t
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
-        stats = run_sweep(grid, Path(tmp), session=spark, log=lambda _: None)
+        stats = run_sweep(grid, Path(tmp), session=spark, log=lambda _: None, chunks_per_task=chunks_per_task)
 
         spark_rows = read_rows(Path(tmp))
     spark.stop()
@@ -89,7 +90,7 @@ def throughput(master: str, seeds: int, chunk_size: int) -> None:
     rows = [
         ["single-process loop", "1", f"{loop_s:.1f}", f"{scenarios / loop_s:.1f}", "1.00x", "-"],
         [
-            f"spark {master}",
+            f"spark {master}, {chunks_per_task} chunk(s) per task",
             str(cores),
             f"{stats.run_s:.1f}",
             f"{scenarios / stats.run_s:.1f}",
@@ -216,6 +217,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seeds", type=int, default=10, help="seeds per point (24 points)")
     parser.add_argument("--chunk-size", type=int, default=5)
+    parser.add_argument("--chunks-per-task", type=int, default=1, help="chunks one Spark task runs")
     parser.add_argument("--scale-sizes", default="10,30,100,300")
     parser.add_argument("--budget-s", type=float, default=240.0, help="skip sizes predicted to run longer")
     parser.add_argument("--members", type=int, default=10_000, help="sample: the group's size")
@@ -224,7 +226,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="sample: draws the bounced members")
     args = parser.parse_args()
     if args.part in ("throughput", "both"):
-        throughput(args.master, args.seeds, args.chunk_size)
+        throughput(args.master, args.seeds, args.chunk_size, args.chunks_per_task)
     if args.part in ("scale", "both"):
         scale([int(s) for s in args.scale_sizes.split(",")], args.budget_s)
     if args.part == "sample":
