@@ -32,6 +32,17 @@ def wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
     return not alive(pid)
 
 
+def wait_for_text(path: Path, text: str, timeout_s: float = 30.0) -> str:
+    """The file's contents once they hold ``text`` (or, after ``timeout_s``, as they are): a
+    process may log a line a moment after it has begun answering requests."""
+    deadline = time.monotonic() + timeout_s
+    content = path.read_text()
+    while text not in content and time.monotonic() < deadline:
+        time.sleep(0.1)
+        content = path.read_text()
+    return content
+
+
 def broker_outlives_killed_parent(start_expression: str) -> bool:
     """Start a broker (``start_expression`` evaluates to a started one) in a child Python,
     ``kill -9`` that child, and say whether the broker process is still alive afterwards."""
