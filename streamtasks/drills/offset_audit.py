@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -43,6 +43,8 @@ class OffsetAudit:
 
     def __init__(self) -> None:
         self._records = RecordAudit()
+        #: The key of each acknowledged record, by its id.
+        self._keys: dict[str, bytes] = {}
 
     async def send(
         self,
@@ -52,17 +54,21 @@ class OffsetAudit:
         key: bytes,
         value: bytes,
         partition: int | None = None,
-    ) -> asyncio.Future[Any]:
-        """Send one input record; its offset is recorded when the broker acknowledges it.
-        Returns the send's future (its result is the record's metadata)."""
-        future: asyncio.Future[Any] = await producer.send(topic, key=key, value=value, partition=partition)
-        future.add_done_callback(self._acked)
-        return future
+    ) -> None:
+        """Send one input record; its offset (and key) is recorded when the broker acknowledges it."""
+        future = await producer.send(topic, key=key, value=value, partition=partition)
+        future.add_done_callback(functools.partial(self._acked, key))
 
-    def _acked(self, future: asyncio.Future[object]) -> None:
+    def _acked(self, key: bytes, future: asyncio.Future[object]) -> None:
         if not future.cancelled() and future.exception() is None:
             meta = future.result()
-            self._records.produced(offset_id(meta.partition, meta.offset))  # type: ignore[attr-defined]
+            record_id = offset_id(meta.partition, meta.offset)  # type: ignore[attr-defined]
+            self._records.produced(record_id)
+            self._keys[record_id] = key
+
+    def key_of(self, record_id: str) -> bytes | None:
+        """The key of the acknowledged record ``record_id`` (None: not acknowledged)."""
+        return self._keys.get(record_id)
 
     def acknowledged(self, partition: int, offset: int) -> None:
         self._records.produced(offset_id(partition, offset))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import signal
@@ -44,7 +43,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
-from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_id, offset_runs
+from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
 from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
 from streamtasks.drills.stateful_app import record_for
@@ -206,8 +205,6 @@ class _Run:
         self.restores = 0
         self.last_value: dict[str, int] = {}
         self.produced_per_key: dict[str, int] = {}
-        #: The key of each acknowledged input record, by its id (``"<partition>:<offset>"``).
-        self.key_of: dict[str, str] = {}
         self.result = DrillResult(
             drill=spec.name, broker=bootstrap, workers=options.workers, partitions=options.partitions,
             rate=options.rate, peer_client=options.peer,
@@ -385,8 +382,7 @@ class _Run:
             while not stop.is_set():
                 for _ in range(max(1, self.o.rate // 20)):
                     key, value = record_for(seq, self.o.keys)
-                    sent = await self.audit.send(producer, self.topic, key=key, value=value)
-                    sent.add_done_callback(functools.partial(self._key_acked, key.decode()))
+                    await self.audit.send(producer, self.topic, key=key, value=value)
                     self.last_value[key.decode()] = seq
                     self.produced_per_key[key.decode()] = self.produced_per_key.get(key.decode(), 0) + 1
                     seq += 1
@@ -400,11 +396,6 @@ class _Run:
         will process those: its worker committed past them)."""
         passed = first_commits_past(self.audit.lost(), self.commits)
         return any(c is None or c.by == "streamtasks" for c in passed.values())
-
-    def _key_acked(self, key: str, future: asyncio.Future[Any]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            meta = future.result()
-            self.key_of[offset_id(meta.partition, meta.offset)] = key
 
     async def sample(self) -> None:
         while True:
@@ -512,7 +503,7 @@ class _Run:
             )
             r.state_checked = True
             # A record a peer lost is missing from its key's count too (unless a duplicate hid it).
-            skipped = Counter(self.key_of.get(rid) for rid in peers)
+            skipped = Counter((self.audit.key_of(rid) or b"").decode() for rid in peers)
             r.state_counts_short = sum(
                 1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n - skipped[k]
             )

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from streamtasks.drills import OwnershipLedger, RecordAudit
 from streamtasks.drills.ledger import CommitMark, first_commits_past
+from streamtasks.drills.offset_audit import OffsetAudit
 from topology import TopicPartition
 
 P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -76,3 +80,25 @@ def test_a_lost_record_is_charged_to_the_first_commit_past_it() -> None:
     assert passed["0:50"] is None  # a commit *at* an offset has not passed it
     assert passed["1:3"] is None  # nobody committed that partition
     assert commits[2].describe(t0_ms=0) == "w2 (faust) committed offset 180 of partition 2 at 0.200s"
+
+
+def test_the_offset_audit_remembers_each_acknowledged_records_key() -> None:
+    class Meta:
+        partition, offset = 2, 177
+
+    class Producer:
+        async def send(self, topic: str, *, key: bytes, value: bytes, partition: int | None) -> Any:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_result(Meta())
+            return future
+
+    async def main() -> OffsetAudit:
+        audit = OffsetAudit()
+        await audit.send(Producer(), "t", key=b"k7", value=b"1")  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # the done callback runs
+        return audit
+
+    audit = asyncio.run(main())
+    assert audit.lost() == ["2:177"]
+    assert audit.key_of("2:177") == b"k7"
+    assert audit.key_of("2:178") is None

@@ -7,20 +7,22 @@ import asyncio
 import pytest
 
 from streamtasks.drills.catalog import get_drill
-from streamtasks.drills.rolling import DrillOptions, run_live_drill
+from streamtasks.drills.rolling import DrillOptions, DrillResult, run_live_drill
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("name", ["eager-to-cooperative", "userdata-probing", "faust-to-streamtasks"])
-def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> None:
+def _passes(
+    kafka: EmbeddedBroker | ExternalCluster, name: str, peer: str | None = None
+) -> tuple[DrillResult, str]:
+    """Run drill ``name`` small (two workers, four partitions) and check the verdict every drill
+    must pass; returns the result and the report to show with further checks."""
     lines: list[str] = []
-    spec = get_drill(name)
     result = asyncio.run(
         run_live_drill(
-            spec,
-            DrillOptions(workers=2, partitions=4, rate=100, keys=50),
+            get_drill(name),
+            DrillOptions(workers=2, partitions=4, rate=100, keys=50, peer=peer),
             kafka.bootstrap_servers,
             lines.append,
         )
@@ -31,6 +33,13 @@ def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> Non
     assert result.acknowledged > 0
     assert result.lost == 0, report
     assert result.ok, report
+    return result, report
+
+
+@pytest.mark.parametrize("name", ["eager-to-cooperative", "userdata-probing", "faust-to-streamtasks"])
+def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> None:
+    spec = get_drill(name)
+    result, _ = _passes(kafka, name)
     assert len(result.phases) == len(spec.stages)  # the start, then one phase per bounce
     assert {p for p, _, _, _ in result.ownership} == set(range(4))
     if spec.worker == "app":
@@ -42,22 +51,8 @@ def test_drill_passes(kafka: EmbeddedBroker | ExternalCluster, name: str) -> Non
 def test_eager_to_cooperative_with_a_peer_library(kafka: EmbeddedBroker | ExternalCluster, peer: str) -> None:
     """Two streamtasks workers and one kafka-python or librdkafka member move from range to
     cooperative-sticky; the peer, which cannot offer both, moves in one bounce, last."""
-    lines: list[str] = []
-    result = asyncio.run(
-        run_live_drill(
-            get_drill("eager-to-cooperative"),
-            DrillOptions(workers=2, partitions=4, rate=100, keys=50, peer=peer),
-            kafka.bootstrap_servers,
-            lines.append,
-        )
-    )
-    report = "\n".join(lines) + f"\n{result.to_json()}"
+    result, report = _passes(kafka, "eager-to-cooperative", peer=peer)
     assert result.peer_client == peer
-    assert result.problems == [], report
-    assert result.double_owned == 0, report
-    assert result.acknowledged > 0
-    assert result.lost == 0, report
-    assert result.ok, report
     # every worker, the peer included, owned partitions at some point
     assert {w for _, w, _, _ in result.ownership} == {"w1", "w2", "p1"}, report
 
@@ -66,19 +61,5 @@ def test_classic_to_consumer_and_back(kafka: EmbeddedBroker | ExternalCluster) -
     """Online migration to KIP-848 and the downgrade, every member bounced each way."""
     if isinstance(kafka, EmbeddedBroker):
         pytest.skip("KIP-848 groups need Apache Kafka 4.x (Tansu has no ConsumerGroupHeartbeat)")
-    lines: list[str] = []
-    result = asyncio.run(
-        run_live_drill(
-            get_drill("classic-to-consumer"),
-            DrillOptions(workers=2, partitions=4, rate=100, keys=50),
-            kafka.bootstrap_servers,
-            lines.append,
-        )
-    )
-    report = "\n".join(lines) + f"\n{result.to_json()}"
-    assert result.problems == [], report
-    assert result.double_owned == 0, report
-    assert result.acknowledged > 0
-    assert result.lost == 0, report
-    assert result.ok, report
+    result, _ = _passes(kafka, "classic-to-consumer")
     assert len(result.phases) == 3
