@@ -61,6 +61,20 @@ def test_expansion_skips_what_a_protocol_cannot_run(tmp_path: Path) -> None:
     assert len(got) == 8 + 4 + 8
 
 
+def test_upgrade_starts_from_an_assignor_other_than_cooperative_sticky(tmp_path: Path) -> None:
+    # an eager group on cooperative_sticky already lists it beside range (the upgrade's first
+    # bounce): an upgrade from there would list cooperative_sticky twice
+    text = GOOD.replace("[default, range]", "[range, cooperative_sticky]").replace(
+        "[eager, cooperative, consumer-client]", "[eager]"
+    )
+    got = {(p.assignor, p.drill) for p in points(load_grid(str(_write(tmp_path, text))))}
+    assert got == {
+        ("range", "rolling_bounce"),
+        ("range", "upgrade"),
+        ("cooperative_sticky", "rolling_bounce"),
+    }
+
+
 def test_chunks_cover_every_seed_once_per_point(tmp_path: Path) -> None:
     grid = load_grid(str(_write(tmp_path, GOOD)))
     cut = chunks(grid)
