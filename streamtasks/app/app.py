@@ -364,7 +364,14 @@ class App:
             if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
                 subscribed = set(self.topology.subscribed_topics())
                 owned = tuple(tp for tp in owned if tp.topic in subscribed)
-            await self.tasks.reconcile(owned, info, self.restorer.end_offsets, lost=change.lost)
+            await self.tasks.reconcile(
+                owned,
+                info,
+                self.restorer.end_offsets,
+                lost=change.lost,
+                # KIP-848 revokes under the ending epoch's metadata (not when the app stops)
+                keep_revoked=self.config.group_protocol == "consumer" and not self._closed,
+            )
             self.restorer.sync(self.consumer)
             self.restorer.finish_restores(self.consumer)
             self.trigger.reset(

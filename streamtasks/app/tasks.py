@@ -116,10 +116,13 @@ class TaskSet:
         end_offsets: Callable[[Iterable[TopicPartition]], Awaitable[Mapping[TopicPartition, int]]],
         *,
         lost: Iterable[TopicPartition] = (),
+        keep_revoked: bool = False,
     ) -> None:
         """Apply an assignment: ``owned`` partitions (their tasks run active), ``info``'s
         standbys and warm-ups; ``lost``: partitions that were lost rather than revoked
-        (``AssignmentChanged.lost``), whose tasks close dirty."""
+        (``AssignmentChanged.lost``), whose tasks close dirty. ``keep_revoked`` (KIP-848): an
+        active task whose partitions were revoked while ``info`` still names it active here is
+        kept as a standby until an assignment gives its next role."""
         self.info = info
         gone = frozenset(lost)
         active: set[TaskId] = set()
@@ -138,9 +141,22 @@ class TaskSet:
         # still owned elsewhere (pending their release). A standby or warm-up of it stays until
         # they arrive, then is recycled, instead of being closed now and rebuilt then.
         pending = {t for t in info.active_tasks - active if t in self.tasks and not self.tasks[t].is_active}
+        # KIP-848: the metadata an assignment comes with is that of the member's epoch, so the
+        # revocation that ends the epoch still names the revoked tasks active here; their next
+        # role comes with the next epoch. Such a task is kept, stores open, as a standby until
+        # then (as Kafka Streams suspends a revoked task until its next assignment), and that
+        # assignment keeps it, recycles it to active, or closes it.
+        revoked = {
+            t
+            for t in info.active_tasks - active
+            if keep_revoked
+            and t in self.tasks
+            and self.tasks[t].is_active
+            and not gone.intersection(self.tasks[t].info.source_partitions)
+        }
         standby = {
             t
-            for t in info.standby_tasks | info.warmup_tasks | pending
+            for t in info.standby_tasks | info.warmup_tasks | pending | revoked
             if t in self._infos and t not in active
         }
         current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}

@@ -65,6 +65,9 @@ class StatefulReport:
     moved_to_new: int = 0
     kept_tasks: int = 0
     kept_task_restarts: int = 0
+    #: Of the tasks moved to the fresh worker, how many the old owner closed or rebuilt (it
+    #: stays their standby, so each should be recycled active -> standby).
+    moved_tasks_rebuilt: int = 0
     latest_mismatches: int = 0
     missing_counts: int = 0
     duplicate_counts: int = 0
@@ -377,10 +380,19 @@ async def run_stateful_phase(
                 if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in kept
             ]
         )
+        moved = {t for t, r in w3.tasks.items() if r == "active"}
+        report.moved_tasks_rebuilt = len(
+            {
+                e["task"]
+                for e in run.events("s2", None, join_ms)
+                if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in moved
+            }
+        )
         handoffs = ", ".join(f"{ms / 1000:.1f}s" for ms in report.handoff_ms) or "none"
         run.say(
             f"  s3 got {report.warmups} warm-ups; {report.lag_triggers} caught-up triggers; "
-            f"{report.moved_to_new} actives moved to s3; caught-up → active: {handoffs}; "
+            f"{report.moved_to_new} actives moved to s3 ({report.moved_tasks_rebuilt} closed or rebuilt "
+            f"on s2 rather than recycled); caught-up → active: {handoffs}; "
             f"{report.kept_tasks} tasks stayed on s2 ({report.kept_task_restarts} closed or rebuilt)"
         )
         stop_producing.set()
@@ -448,6 +460,7 @@ def print_stateful_report(report: StatefulReport, out: TextIO, *, title: str = "
         ("caught-up triggers (enforce_rebalance)", str(report.lag_triggers)),
         ("caught up → active", handoffs),
         ("actives moved to the fresh worker", str(report.moved_to_new)),
+        ("  closed or rebuilt on the old owner", f"{report.moved_tasks_rebuilt} of {report.moved_to_new}"),
         ("kept tasks rebuilt during scale-out", f"{report.kept_task_restarts} of {report.kept_tasks}"),
         ("keys with a wrong latest value", str(report.latest_mismatches)),
         ("keys counted short (lost)", str(report.missing_counts)),
@@ -483,6 +496,7 @@ def print_stateful_comparison(reports: Mapping[str, StatefulReport], out: TextIO
         ("caught-up triggers", lambda r: str(r.lag_triggers)),
         ("caught up → active", lambda r: ", ".join(seconds(ms) for ms in r.handoff_ms) or "-"),
         ("actives moved to the fresh worker", lambda r: str(r.moved_to_new)),
+        ("  closed or rebuilt on the old owner", lambda r: f"{r.moved_tasks_rebuilt} of {r.moved_to_new}"),
         ("input offsets lost", lambda r: "-" if r.offsets is None else f"{r.offsets.lost:,}"),
         ("result", lambda r: "OK" if r.ok else "FAILED"),
     )

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assignors.partition.uniform import UniformAssignor
+from assignors.task.high_availability import HighAvailabilityTaskAssignor
+from assignors.types import AssignmentConfigs
 from streamtasks.coordinator import CoordinatorConfig, GroupCoordinator, MetadataImage, Record, TopicMetadata
 from streamtasks.membership.classic import (
     AssignmentChanged,
@@ -21,6 +23,7 @@ from streamtasks.membership.classic import (
 )
 from streamtasks.membership.consumer import (
     Action,
+    AssignorMetadata,
     ConsumerMember,
     ConsumerMemberConfig,
     Event,
@@ -35,7 +38,10 @@ from streamtasks.protocol.assignment_rpc import (
 from streamtasks.protocol.classic_group import OffsetCommitResponse
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from streamtasks.protocol.errors import KafkaErrorCode
-from topology.ids import TopicPartition
+from streamtasks.protocol.userdata import LATEST_VERSION, MIN_SUPPORTED_VERSION
+from streamtasks.streams import StreamsPartitionAssignor
+from topology.ids import TaskId, TopicPartition
+from topology.model import Topology
 
 GROUP = "g"
 
@@ -199,3 +205,27 @@ class Cluster:
             for p in node.member.owned_partitions:
                 assert p not in seen, f"{p} owned by {seen[p]} and {name}"
                 seen[p] = name
+
+
+def streams_member(c: Cluster, name: str, topology: Topology, sums: dict[TaskId, int]) -> AssignorMetadata:
+    """The streams assignor's metadata for process ``name`` with these task offset sums; adds
+    the member (the assignor client-side, one standby per task) if it is not in ``c`` yet."""
+    assignor = StreamsPartitionAssignor(
+        topology,
+        task_assignor=HighAvailabilityTaskAssignor(),
+        configs=AssignmentConfigs(num_standby_replicas=1),
+        end_offsets=dict,
+        now_ms=lambda: c.now,
+    )
+    data = assignor.subscription_user_data(
+        process_id=uuid.uuid5(uuid.NAMESPACE_OID, name), task_offset_sums=sums
+    )
+    metadata = AssignorMetadata(
+        minimum_version=MIN_SUPPORTED_VERSION,
+        maximum_version=LATEST_VERSION,
+        metadata_version=LATEST_VERSION,
+        metadata_bytes=data,
+    )
+    if name not in c.nodes:
+        c.add(name, client_assignors=(assignor,), assignor_metadata={"streamtasks": metadata})
+    return metadata

@@ -3,14 +3,12 @@ InstallAssignment, against the real coordinator."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, ClassVar
 
 from assignors.partition.range import RangeAssignor
 from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol
-from assignors.task.high_availability import HighAvailabilityTaskAssignor
-from assignors.types import AssignmentConfigs
-from streamtasks.membership.consumer import AssignorMetadata, AssignorMetadataChanged, MemberState
+from streamtasks.membership.classic import AssignmentChanged
+from streamtasks.membership.consumer import AssignorMetadataChanged, MemberState
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentRequest,
     ConsumerGroupPrepareAssignmentRequest,
@@ -18,10 +16,9 @@ from streamtasks.protocol.assignment_rpc import (
 )
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.protocol.userdata import LATEST_VERSION, MIN_SUPPORTED_VERSION, decode_assignment_info
-from streamtasks.streams import StreamsPartitionAssignor
+from streamtasks.protocol.userdata import LATEST_VERSION, decode_assignment_info
 from tests.ids import tps
-from tests.membership.consumer.helpers import Cluster
+from tests.membership.consumer.helpers import Cluster, streams_member
 from topology import TopologyBuilder
 
 ALL = tps("foo-0", "foo-1", "foo-2", "foo-3")
@@ -144,28 +141,6 @@ def test_enforce_rebalance_steps_the_reason_and_bumps_the_epoch() -> None:
     assert a.member.state is MemberState.STABLE
 
 
-def _streams_member(c: Cluster, name: str, topology: Any, sums: dict[Any, int]) -> AssignorMetadata:
-    assignor = StreamsPartitionAssignor(
-        topology,
-        task_assignor=HighAvailabilityTaskAssignor(),
-        configs=AssignmentConfigs(num_standby_replicas=1),
-        end_offsets=dict,
-        now_ms=lambda: c.now,
-    )
-    data = assignor.subscription_user_data(
-        process_id=uuid.uuid5(uuid.NAMESPACE_OID, name), task_offset_sums=sums
-    )
-    metadata = AssignorMetadata(
-        minimum_version=MIN_SUPPORTED_VERSION,
-        maximum_version=LATEST_VERSION,
-        metadata_version=LATEST_VERSION,
-        metadata_bytes=data,
-    )
-    if name not in c.nodes:
-        c.add(name, client_assignors=(assignor,), assignor_metadata={"streamtasks": metadata})
-    return metadata
-
-
 def test_streams_assignor_runs_client_side_with_standbys_and_warmups() -> None:
     """KIP-441 through KIP-848: the second process gets standbys and warm-ups, not actives; once
     its metadata reports the warm-ups' state (caught up), the epoch bump moves two tasks to it."""
@@ -173,9 +148,9 @@ def test_streams_assignor_runs_client_side_with_standbys_and_warmups() -> None:
     builder.stream("foo").store("counts")
     topology = builder.build()
     c = Cluster()
-    _streams_member(c, "a", topology, {})
+    streams_member(c, "a", topology, {})
     c.run(3_000)
-    _streams_member(c, "b", topology, {})
+    streams_member(c, "b", topology, {})
     c.run(3_000)
     c.assert_exclusive()
     assert c.owned("a") == ALL
@@ -185,7 +160,7 @@ def test_streams_assignor_runs_client_side_with_standbys_and_warmups() -> None:
     assert info.warmup_tasks
     assert {t.partition for t in info.standby_tasks | info.warmup_tasks} == {0, 1, 2, 3}
     warm = sorted(info.warmup_tasks)
-    caught_up = _streams_member(c, "b", topology, {t: 100 for t in info.standby_tasks | info.warmup_tasks})
+    caught_up = streams_member(c, "b", topology, {t: 100 for t in info.standby_tasks | info.warmup_tasks})
     c.handle("b", AssignorMetadataChanged(name="streamtasks", metadata=caught_up))
     c.run(4_000)
     c.assert_exclusive()
@@ -194,3 +169,20 @@ def test_streams_assignor_runs_client_side_with_standbys_and_warmups() -> None:
     after = decode_assignment_info(c.nodes["b"].member.assignment_user_data)
     assert {t.partition for t in after.active_tasks} == {t.partition for t in warm}
     assert c.group().current("b").metadata_version == LATEST_VERSION
+    # The old owner revokes under its ending epoch's metadata (final for the epoch, KIP-848),
+    # which still names the moved tasks active there; the next epoch's names them standbys
+    # (the app keeps them open meanwhile: tests/app/test_kip848_recycling.py).
+    a = c.nodes["a"]
+    changes = [x for x in a.actions if isinstance(x, AssignmentChanged)]
+    revoking = [i for i, x in enumerate(changes) if x.removed]
+    assert len(revoking) == 1
+    change = changes[revoking[0]]
+    moved = {tp.partition for tp in change.removed}
+    assert moved == {t.partition for t in warm}
+    told = decode_assignment_info(change.user_data)
+    assert moved <= {t.partition for t in told.active_tasks}
+    later = [x for x in changes[revoking[0] + 1 :] if x.generation > change.generation]
+    assert later
+    final = decode_assignment_info(later[-1].user_data)
+    assert {t.partition for t in final.active_tasks} == {tp.partition for tp in change.owned}
+    assert moved <= {t.partition for t in final.standby_tasks}
