@@ -18,8 +18,9 @@ from typing import TypeVar
 from assignors.partition.range import RangeAssignor
 from assignors.partition.types import PartitionAssignor
 from assignors.partition.uniform import UniformAssignor
-from streamtasks.coordinator import client_assignment, heartbeat
+from streamtasks.coordinator import classic, client_assignment, heartbeat
 from streamtasks.coordinator.group import ConsumerGroup
+from streamtasks.coordinator.parked import ParkedJoin, ParkedJoins
 from streamtasks.coordinator.records import (
     ClientAssignmentRequestTombstone,
     CurrentMemberAssignmentTombstone,
@@ -47,6 +48,14 @@ from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentRequest,
     ConsumerGroupPrepareAssignmentResponse,
+)
+from streamtasks.protocol.classic_group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from streamtasks.protocol.consumer_group import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -85,7 +94,7 @@ def default_assignors() -> dict[str, PartitionAssignor]:
 class GroupCoordinator:
     """Consumer groups, their records and their timers. See the module docstring."""
 
-    __slots__ = ("_assignors", "_config", "_groups", "_image", "_timers")
+    __slots__ = ("_assignors", "_config", "_groups", "_image", "_parked", "_timers")
 
     def __init__(
         self,
@@ -102,6 +111,7 @@ class GroupCoordinator:
         self._image = image or MetadataImage()
         self._groups: dict[str, ConsumerGroup] = {}
         self._timers = Timers()
+        self._parked = ParkedJoins()
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -137,6 +147,10 @@ class GroupCoordinator:
 
     def expired_timers(self, now_ms: int) -> list[TimerKey]:
         return self._timers.expired(now_ms)
+
+    def parked_joins(self, group_id: str) -> Mapping[str, ParkedJoin]:
+        """The classic members of the group whose JoinGroup is parked (``parked.py``)."""
+        return self._parked.in_group(group_id)
 
     def snapshot(self) -> dict[str, tuple[object, ...]]:
         """Every group's whole state as comparable values (what replay must reproduce)."""
@@ -219,6 +233,7 @@ class GroupCoordinator:
             assignors=self._assignors,
             image=self._image if image is None else image,
             timers=self._timers,
+            parked=self._parked,
             now_ms=now_ms,
         )
 
@@ -253,6 +268,39 @@ class GroupCoordinator:
         return client_assignment.install_assignment(
             self._groups.get(request.group_id), request, self._ctx(now_ms)
         )
+
+    def join_group(
+        self,
+        request: JoinGroupRequest,
+        now_ms: int,
+        *,
+        new_member_id: str,
+        api_version: int = 9,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> Result[JoinGroupResponse | None]:
+        """A classic member's JoinGroup (``classic.py``); None: parked, answered by a later
+        write's ``Result.joins``. ``new_member_id``: the id a member without one gets."""
+        return classic.join_group(
+            self._groups.get(request.group_id),
+            request,
+            self._ctx(now_ms),
+            new_member_id=new_member_id,
+            api_version=api_version,
+            client_id=client_id,
+            client_host=client_host,
+        )
+
+    def sync_group(self, request: SyncGroupRequest, now_ms: int) -> Result[SyncGroupResponse]:
+        return classic.sync_group(self._groups.get(request.group_id), request, self._ctx(now_ms))
+
+    def classic_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> Result[HeartbeatResponse]:
+        return classic.heartbeat(self._groups.get(request.group_id), request, self._ctx(now_ms))
+
+    def leave_group(
+        self, request: classic.LeaveGroupsRequest, now_ms: int
+    ) -> Result[classic.LeaveGroupsResponse]:
+        return classic.leave_group(self._groups.get(request.group_id), request, self._ctx(now_ms))
 
     def on_metadata_image(self, image: MetadataImage, now_ms: int) -> Result[None]:
         """The cluster's topics changed: every group whose subscribed topics' metadata differs
@@ -303,6 +351,8 @@ class GroupCoordinator:
             elif key.kind is TimerKind.ASSIGNMENT_INTERVAL:
                 u.interval_timer_armed = False  # cancelled above; the interval is over
                 u.assign()
+            elif key.kind in (TimerKind.JOIN, TimerKind.SYNC):
+                classic.on_classic_timer(u, key.member_id, join=key.kind is TimerKind.JOIN)
         return u.result(None)
 
     def delete_group(self, group_id: str, now_ms: int) -> Result[KafkaErrorCode]:
@@ -345,6 +395,8 @@ class GroupCoordinator:
             self.replay(record)
         for op in result.timers:
             self._timers.apply(op)
+        for join in result.joins:
+            self._parked.apply(join)
         if result.image is not None:
             self._image = result.image
         return result.response
@@ -355,14 +407,20 @@ class GroupCoordinator:
         rebalance timeout from now), and return :meth:`resume`'s write for the host to apply."""
         self._groups.clear()
         self._timers.clear()
+        self._parked.clear()
         for record in records:
             self.replay(record)
         for group_id, group in self._groups.items():
             for member_id, member in group.members.items():
+                session_ms = (
+                    self._config.session_timeout_ms
+                    if member.classic is None
+                    else member.classic.session_timeout_ms
+                )
                 self._timers.apply(
                     ScheduleTimer(
                         key=TimerKey(TimerKind.SESSION, group_id, member_id),
-                        deadline_ms=now_ms + self._config.session_timeout_ms,
+                        deadline_ms=now_ms + session_ms,
                     )
                 )
                 current = group.current(member_id)

@@ -44,6 +44,8 @@ class ConsumerGroup:
     """A consumer group as its records say. Build it empty and :meth:`replay` records into it."""
 
     __slots__ = (
+        "_classic_members",
+        "_classic_protocols",
         "_current",
         "_members",
         "_owners",
@@ -80,6 +82,8 @@ class ConsumerGroup:
         self._static: dict[str, str] = {}
         self._subscribers: Counter[str] = Counter()
         self._stable_at: Counter[int] = Counter()
+        self._classic_members = 0
+        self._classic_protocols: Counter[str] = Counter()
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -111,6 +115,16 @@ class ConsumerGroup:
     def owner(self, topic_id: uuid.UUID, partition: int) -> str | None:
         """The member that owns the partition (assigned, or not yet revoked), if any."""
         return self._owners.get((topic_id, partition))
+
+    def supports_classic_protocols(self, names: frozenset[str], *, member_id: str) -> bool:
+        """Whether one of ``names`` is a protocol every classic member other than ``member_id``
+        offers (Kafka's ``supportsClassicProtocols``; true when there is no other)."""
+        own = self._members.get(member_id)
+        own_names = frozenset() if own is None or own.classic is None else own.classic.protocol_names
+        others = self._classic_members - (own is not None and own.classic is not None)
+        if others <= 0:
+            return True
+        return any(self._classic_protocols[n] - (n in own_names) == others for n in names)
 
     @property
     def subscribed_topic_counts(self) -> Mapping[str, int]:
@@ -149,6 +163,8 @@ class ConsumerGroup:
             dict(self._static),
             +self._subscribers,
             +self._stable_at,
+            self._classic_members,
+            +self._classic_protocols,
             self.state,
         )
 
@@ -176,6 +192,9 @@ class ConsumerGroup:
                 if record.instance_id is not None:
                     self._static[record.instance_id] = record.member_id
                 self._subscribers.update(record.subscribed_topic_names)
+                if record.classic is not None:
+                    self._classic_members += 1
+                    self._classic_protocols.update(record.classic.protocol_names)
             case MemberMetadataTombstone():
                 self._drop_member_indexes(record.member_id)
                 self._members.pop(record.member_id, None)
@@ -222,6 +241,12 @@ class ConsumerGroup:
         for name in old.subscribed_topic_names:
             if self._subscribers[name] <= 0:
                 del self._subscribers[name]
+        if old.classic is not None:
+            self._classic_members -= 1
+            self._classic_protocols.subtract(old.classic.protocol_names)
+            for name in old.classic.protocol_names:
+                if self._classic_protocols[name] <= 0:
+                    del self._classic_protocols[name]
 
     def _drop_current(self, member_id: str) -> None:
         old = self._current.pop(member_id, None)

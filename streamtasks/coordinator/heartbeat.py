@@ -28,7 +28,7 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.protocol.errors import KafkaErrorCode
 
-__all__ = ["heartbeat", "validate_heartbeat"]
+__all__ = ["heartbeat", "needs_new_assignment", "take_over", "validate_heartbeat"]
 
 Response = ConsumerGroupHeartbeatResponse
 
@@ -104,6 +104,12 @@ def heartbeat(
     if invalid is not None:
         return u.result(invalid)
     epoch, member_id = request.member_epoch, request.member_id
+    known = u.member(member_id)
+    if known is not None and known.classic is not None:
+        # Kafka's rule: a member id of the classic protocol is unknown to this API.
+        return u.result(
+            _error(KafkaErrorCode.UNKNOWN_MEMBER_ID, "Member uses the classic protocol.", member_id)
+        )
     if epoch == LEAVE_GROUP_MEMBER_EPOCH:
         return _leave(u, request)
     if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -147,7 +153,7 @@ def heartbeat(
 
     member = _updated_member(old_member, request, u.group_id, client_id, client_host)
     u.put_member(member)
-    if old_member is None or _needs_new_assignment(old_member, member):
+    if old_member is None or needs_new_assignment(old_member, member):
         u.bump()
     if u.bumped or (u.group_epoch > u.assignment_epoch and u.client_request is None):
         # (the second case: nobody present was left to ask for a client-side assignment)
@@ -219,13 +225,16 @@ def _join(
     holder = u.group.static_member(instance_id) if u.group is not None and instance_id is not None else None
     if holder is not None and holder != member_id:
         held = u.current(holder)
-        if held is None or held.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        holder_member = u.member(holder)
+        classic_holder = holder_member is not None and holder_member.classic is not None
+        if held is None or (held.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not classic_holder):
             return _error(
                 KafkaErrorCode.UNRELEASED_INSTANCE_ID,
                 f"Instance id {instance_id!r} is still held by member {holder!r}.",
                 member_id,
             )
-        return _take_over(u, holder, member_id, held)
+        # (a classic holder is replaced at once, as Kafka does when either side is classic)
+        return take_over(u, holder, member_id, held)
     if old_member is None:
         limit = u.ctx.config.max_group_size
         if limit is not None and u.member_count() >= limit:
@@ -238,7 +247,7 @@ def _join(
         return None, fresh
     existing = u.current(member_id)
     if existing is not None and existing.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        return _take_over(u, member_id, member_id, existing)
+        return take_over(u, member_id, member_id, existing)
     if existing is not None:
         # A join from a member that is still in the group: the retry of a join whose response
         # was lost, or a late copy of an old join while the member owns (and may be revoking)
@@ -251,16 +260,23 @@ def _join(
     )
 
 
-def _take_over(
-    u: GroupUpdate, old_id: str, new_id: str, held: CurrentMemberAssignmentRecord
+def take_over(
+    u: GroupUpdate,
+    old_id: str,
+    new_id: str,
+    held: CurrentMemberAssignmentRecord,
+    *,
+    epoch: int | None = None,
 ) -> tuple[MemberMetadataRecord | None, CurrentMemberAssignmentRecord]:
-    """A static member rejoins: the new member takes the old one's place, epoch and partitions."""
+    """A static member rejoins: the new member takes the old one's place and partitions, at
+    the epoch it had before it left (or ``epoch``: 0 when a classic member replaces it)."""
     old_member = u.member(old_id)
+    restored_epoch = held.previous_member_epoch if epoch is None else epoch
     restored = replace(
         held,
         member_id=new_id,
-        member_epoch=held.previous_member_epoch,
-        previous_member_epoch=held.previous_member_epoch,
+        member_epoch=restored_epoch,
+        previous_member_epoch=restored_epoch,
     )
     if old_id != new_id:
         target = u.target(old_id)
@@ -284,6 +300,8 @@ def _updated_member(
 ) -> MemberMetadataRecord:
     base = old or MemberMetadataRecord(group_id=group_id, member_id=request.member_id)
     changes: dict[str, object] = {}
+    if base.classic is not None:  # a consumer-protocol member took a classic member's place
+        changes["classic"] = None
     if request.instance_id is not None:
         changes["instance_id"] = request.instance_id
     if request.rack_id is not None:
@@ -309,7 +327,7 @@ def _updated_member(
     return base if updated == base else updated
 
 
-def _needs_new_assignment(old: MemberMetadataRecord, new: MemberMetadataRecord) -> bool:
+def needs_new_assignment(old: MemberMetadataRecord, new: MemberMetadataRecord) -> bool:
     """What bumps the group epoch: subscription, assignor, assignor metadata or reason, rack."""
     return (
         old.subscribed_topic_names != new.subscribed_topic_names

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from streamtasks.coordinator.records import (
+    ClassicMemberMetadata,
     ClientAssignmentRequestRecord,
     ClientAssignmentRequestTombstone,
     CurrentMemberAssignmentRecord,
@@ -220,8 +221,39 @@ def _assignment_tail(w: Writer, error: int, version: int, metadata: bytes) -> No
     F.write_compact_bytes(w, metadata, "MetadataBytes")
 
 
+#: The tag of ``ClassicMemberMetadata`` in a member metadata value (Kafka's tag 0): a record
+#: without it (every record written before classic members were served) reads as a member of
+#: the consumer protocol, and a reader that does not know the tag skips it.
+_CLASSIC_TAG = 0
+
+
+def _classic_bytes(classic: ClassicMemberMetadata) -> bytes:
+    w = Writer()
+    w.int32(classic.session_timeout_ms, "ClassicMemberMetadata.SessionTimeoutMs")
+    F.write_compact_array_count(w, len(classic.protocols), "ClassicMemberMetadata.SupportedProtocols")
+    for name, metadata in classic.protocols:
+        F.write_compact_string(w, name, "SupportedProtocols.Name")
+        F.write_compact_bytes(w, metadata, "SupportedProtocols.Metadata")
+        F.write_tagged_fields(w, ())
+    F.write_tagged_fields(w, ())
+    return w.getvalue()
+
+
+def _read_classic(r: Reader) -> ClassicMemberMetadata:
+    session_timeout_ms = r.int32()
+    protocols = []
+    for _ in range(F.read_compact_array_count(r, "ClassicMemberMetadata.SupportedProtocols", 3)):
+        name = F.read_compact_string(r, "SupportedProtocols.Name")
+        metadata = F.read_compact_bytes(r, "SupportedProtocols.Metadata")
+        F.read_tagged_fields(r, "SupportedProtocols", {})
+        protocols.append((name, metadata))
+    F.read_tagged_fields(r, "ClassicMemberMetadata", {})
+    return ClassicMemberMetadata(session_timeout_ms=session_timeout_ms, protocols=tuple(protocols))
+
+
 def _encode_value(record: LogRecord) -> bytes:
     w = Writer()
+    tags: list[tuple[int, bytes]] = []
     w.int16(RECORD_VALUE_VERSION, "value version")
     if isinstance(record, GroupEpochRecord):
         w.int32(record.epoch, "Epoch")
@@ -238,6 +270,8 @@ def _encode_value(record: LogRecord) -> bytes:
         F.write_compact_nullable_string(w, record.server_assignor, "ServerAssignor")
         _write_client_assignors(w, record.client_assignors)  # the heartbeat's own layout
         w.int32(record.rebalance_timeout_ms, "RebalanceTimeoutMs")
+        if record.classic is not None:
+            tags.append((_CLASSIC_TAG, _classic_bytes(record.classic)))
     elif isinstance(record, TargetAssignmentMetadataRecord):
         w.int32(record.assignment_epoch, "AssignmentEpoch")
         F.write_compact_string(w, record.assignor_name, "AssignorName")
@@ -273,7 +307,7 @@ def _encode_value(record: LogRecord) -> bytes:
         w.int64(record.commit_timestamp_ms, "CommitTimestamp")
     else:  # pragma: no cover - every record type is listed above
         raise TypeError(f"not a record with a value: {type(record).__name__}")
-    F.write_tagged_fields(w, ())
+    F.write_tagged_fields(w, tags)
     return w.getvalue()
 
 
@@ -436,7 +470,12 @@ def decode_log_record(key: bytes, value: bytes | None) -> LogRecord:
         raise
     except ValueError as exc:  # a value the record type itself refuses
         raise r.fail(str(exc)) from None
-    F.read_tagged_fields(r, "record value", {})
+    if isinstance(record, MemberMetadataRecord):
+        tags = F.read_tagged_fields(r, "record value", {_CLASSIC_TAG: _read_classic})
+        if _CLASSIC_TAG in tags:
+            record = replace(record, classic=tags[_CLASSIC_TAG])
+    else:
+        F.read_tagged_fields(r, "record value", {})
     if r.remaining:
         raise r.fail(f"{r.remaining} trailing byte(s)")
     return record

@@ -23,6 +23,7 @@ from streamtasks.coordinator.types import EMPTY_PARTITIONS, MemberState, TopicMe
 from streamtasks.protocol.consumer_group import AssignmentError, ClientAssignor
 
 __all__ = [
+    "ClassicMemberMetadata",
     "ClientAssignmentRequestRecord",
     "ClientAssignmentRequestTombstone",
     "CurrentMemberAssignmentRecord",
@@ -75,8 +76,28 @@ class PartitionMetadataTombstone:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat/LeaveGroup),
+    Kafka's ``ClassicMemberMetadata`` (4.1): its session timeout and the (name, subscription
+    bytes) protocols of its last JoinGroup, in its order of preference (the first is the one
+    the group uses for it)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0] if self.protocols else ""
+
+    @property
+    def protocol_names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.protocols)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemberMetadataRecord:
-    """``ConsumerGroupMemberMetadata``: what the member told the coordinator."""
+    """``ConsumerGroupMemberMetadata``: what the member told the coordinator. ``classic`` is
+    set for a member that joined with the classic protocol (online migration)."""
 
     group_id: str
     member_id: str
@@ -88,6 +109,7 @@ class MemberMetadataRecord:
     server_assignor: str | None = None
     client_assignors: tuple[ClientAssignor, ...] = ()
     rebalance_timeout_ms: int = 0
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

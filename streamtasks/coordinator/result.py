@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from streamtasks.coordinator.parked import JoinOp
 from streamtasks.coordinator.records import Record
 from streamtasks.coordinator.timers import TimerOp
 from streamtasks.coordinator.types import MetadataImage
@@ -18,9 +19,11 @@ R = TypeVar("R")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result(Generic[R]):
     """``records`` in the order they must be written and replayed; ``timers`` applied after
-    them; ``image`` (from ``on_metadata_image``) becomes the coordinator's metadata image."""
+    them; ``image`` (from ``on_metadata_image``) becomes the coordinator's metadata image;
+    ``joins`` park classic members' JoinGroups or answer parked ones (``parked.py``)."""
 
     records: tuple[Record, ...]
     response: R
     timers: tuple[TimerOp, ...] = ()
     image: MetadataImage | None = None
+    joins: tuple[JoinOp, ...] = ()

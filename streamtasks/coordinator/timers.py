@@ -23,6 +23,14 @@ class TimerKind(enum.Enum):
     #: target is computed; while it is armed a new group epoch waits, and when it fires the
     #: target is computed for the latest epoch if one is owed (Kafka's KIP-1263).
     ASSIGNMENT_INTERVAL = "assignment_interval"
+    #: A classic member (``classic.py``): while its JoinGroup is parked, when the join is
+    #: answered with what the member can have then; otherwise (it was told
+    #: REBALANCE_IN_PROGRESS) the deadline to rejoin, after which it is removed. Both are the
+    #: member's rebalance timeout (Kafka's consumer-group join timeout).
+    JOIN = "join"
+    #: A classic member whose JoinGroup was answered must send SyncGroup within its rebalance
+    #: timeout, or it is removed (Kafka's consumer-group sync timeout).
+    SYNC = "sync"
 
 
 @dataclass(frozen=True, slots=True)

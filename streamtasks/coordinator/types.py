@@ -198,6 +198,11 @@ class CoordinatorConfig:
     #: after a server-side target is computed, the next one waits this long, so that every
     #: epoch bump in between is served by one assignor run. 0 computes at every bump.
     assignment_interval_ms: int = 0
+    #: Classic members' session timeouts must lie in this range (Kafka's
+    #: ``group.min.session.timeout.ms`` / ``group.max.session.timeout.ms``), else
+    #: INVALID_SESSION_TIMEOUT.
+    classic_min_session_timeout_ms: int = 6_000
+    classic_max_session_timeout_ms: int = 1_800_000
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= self.heartbeat_interval_ms:
@@ -208,3 +213,5 @@ class CoordinatorConfig:
             raise ConfigError("coordinator: max_group_size must be >= 1")
         if self.assignment_interval_ms < 0:
             raise ConfigError("coordinator: assignment_interval_ms must be >= 0")
+        if not 0 < self.classic_min_session_timeout_ms <= self.classic_max_session_timeout_ms:
+            raise ConfigError("coordinator: need 0 < classic_min_session_timeout_ms <= classic_max_...")

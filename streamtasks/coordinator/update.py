@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 
 from assignors.partition.types import PartitionAssignor
 from streamtasks.coordinator.group import ConsumerGroup
+from streamtasks.coordinator.parked import AnswerJoin, JoinOp, ParkedJoin, ParkedView, ParkJoin, settle_parked
 from streamtasks.coordinator.records import (
     ClientAssignmentRequestRecord,
     ClientAssignmentRequestTombstone,
@@ -35,7 +36,9 @@ from streamtasks.coordinator.selection import choose_member, preferred_server_as
 from streamtasks.coordinator.target import run_server_assignor, target_records
 from streamtasks.coordinator.timers import CancelTimer, ScheduleTimer, TimerKey, TimerKind, TimerOp
 from streamtasks.coordinator.types import CoordinatorConfig, MetadataImage, TopicMetadata
+from streamtasks.protocol.classic_group import JoinGroupResponse
 from streamtasks.protocol.consumer_group import LEAVE_GROUP_STATIC_MEMBER_EPOCH
+from streamtasks.protocol.errors import KafkaErrorCode
 
 __all__ = ["GroupUpdate", "TimerView", "WriteContext"]
 
@@ -54,6 +57,7 @@ class WriteContext:
     assignors: Mapping[str, PartitionAssignor]
     image: MetadataImage
     timers: TimerView
+    parked: ParkedView
     now_ms: int
 
 
@@ -61,8 +65,10 @@ class GroupUpdate:
     """Records and timer operations for one group, and the group as they will leave it."""
 
     __slots__ = (
+        "_claimed",
         "_current",
         "_members",
+        "_parked",
         "_targets",
         "aliases",
         "assignment_epoch",
@@ -74,6 +80,7 @@ class GroupUpdate:
         "group_epoch",
         "group_id",
         "interval_timer_armed",
+        "joins",
         "partition_metadata",
         "prepared",
         "records",
@@ -102,6 +109,12 @@ class GroupUpdate:
         self.bumped = False
         self.assignment_timer_armed = ctx.timers.is_armed(self.assignment_timer)
         self.interval_timer_armed = ctx.timers.is_armed(self.interval_timer)
+        #: Parked classic joins: the group's, with this write's parks and answers over them.
+        self.joins: list[JoinOp] = []
+        self._parked: dict[str, ParkedJoin | None] = {}
+        #: Partitions members took in this write (tracked only while joins are parked, for
+        #: :meth:`owner_now`).
+        self._claimed: dict[tuple[uuid.UUID, int], str] | None = {} if ctx.parked.in_group(group_id) else None
 
     # -- the would-be state -----------------------------------------------------------------------
 
@@ -152,6 +165,30 @@ class GroupUpdate:
             return None
         return self.aliases.get(owner, owner)
 
+    def owner_now(self, topic_id: uuid.UUID, partition: int) -> str | None:
+        """:meth:`owner_of` with this write's changes: a partition its owner released in this
+        write is free, one a member took in this write is that member's (exact only while
+        joins are parked, when :func:`~.parked.settle_parked` reconciles after other members)."""
+        owner = self.owner_of(topic_id, partition)
+        if owner is not None and owner in self._current:
+            current = self._current[owner]
+            pair = (topic_id, partition)
+            if current is None or (pair not in current.assigned and pair not in current.pending_revocation):
+                owner = None
+        if owner is None and self._claimed is not None:
+            return self._claimed.get((topic_id, partition))
+        return owner
+
+    def parked_joins(self) -> dict[str, ParkedJoin]:
+        """The group's parked joins after this write."""
+        out = dict(self.ctx.parked.in_group(self.group_id))
+        for member_id, parked in self._parked.items():
+            if parked is None:
+                out.pop(member_id, None)
+            else:
+                out[member_id] = parked
+        return out
+
     def subscribed_topic_names(self) -> set[str]:
         counts: Counter[str] = Counter(self.group.subscribed_topic_counts) if self.group else Counter()
         for member_id, record in self._members.items():
@@ -184,6 +221,12 @@ class GroupUpdate:
 
     def revocation_timer(self, member_id: str) -> TimerKey:
         return TimerKey(TimerKind.REVOCATION, self.group_id, member_id)
+
+    def join_timer(self, member_id: str) -> TimerKey:
+        return TimerKey(TimerKind.JOIN, self.group_id, member_id)
+
+    def sync_timer(self, member_id: str) -> TimerKey:
+        return TimerKey(TimerKind.SYNC, self.group_id, member_id)
 
     # -- emitting -----------------------------------------------------------------------------------
 
@@ -251,7 +294,22 @@ class GroupUpdate:
     def put_current(self, record: CurrentMemberAssignmentRecord) -> None:
         existing = self.current(record.member_id)
         if existing is not record and existing != record:
+            if self._claimed is not None:
+                for pair in record.assigned.union(record.pending_revocation).pairs():
+                    self._claimed.setdefault(pair, record.member_id)
             self.emit(record)
+
+    def park(self, parked: ParkedJoin) -> None:
+        self._parked[parked.member_id] = parked
+        self.joins.append(ParkJoin(parked=parked))
+        if self._claimed is None:
+            self._claimed = {}
+
+    def answer_parked(self, member_id: str, response: JoinGroupResponse) -> None:
+        """Answer the member's parked join (if it has one)."""
+        if member_id in self.parked_joins():
+            self._parked[member_id] = None
+            self.joins.append(AnswerJoin(group_id=self.group_id, member_id=member_id, response=response))
 
     def remove_member(self, member_id: str) -> None:
         """Tombstones for the member's current assignment, target and metadata; its timers go."""
@@ -264,6 +322,11 @@ class GroupUpdate:
         self.removed.add(member_id)
         self.cancel(self.session_timer(member_id))
         self.cancel(self.revocation_timer(member_id))
+        self.cancel(self.join_timer(member_id))
+        self.cancel(self.sync_timer(member_id))
+        self.answer_parked(
+            member_id, JoinGroupResponse(error=KafkaErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+        )
 
     # -- epochs and assignment ----------------------------------------------------------------------
 
@@ -356,4 +419,12 @@ class GroupUpdate:
             self.emit(replace(request, member_id=new))
 
     def result(self, response: R, *, image: MetadataImage | None = None) -> Result[R]:
-        return Result(records=tuple(self.records), response=response, timers=tuple(self.timers), image=image)
+        if self.records and self.parked_joins():
+            settle_parked(self)
+        return Result(
+            records=tuple(self.records),
+            response=response,
+            timers=tuple(self.timers),
+            image=image,
+            joins=tuple(self.joins),
+        )
