@@ -211,7 +211,7 @@ class GroupCoordinator:
                         metadata_version=target.metadata_version,
                         metadata_bytes=target.metadata_bytes,
                     ),
-                    member_type=1,
+                    member_type=1 if member.classic is None else 0,  # 0: classic protocol
                 )
             )
         return DescribedGroup(

@@ -1,7 +1,10 @@
 """What the server answers itself: ApiVersions (the backing broker's list, rewritten),
 FindCoordinator for groups (itself), ConsumerGroupHeartbeat, ConsumerGroupDescribe,
-Prepare/InstallAssignment, OffsetCommit, OffsetFetch. Every write is computed and applied at
-once (in arrival order: no await between the two) and answered after its records are durable.
+Prepare/InstallAssignment, the classic protocol's JoinGroup/SyncGroup/Heartbeat/LeaveGroup
+(classic members of the consumer group), OffsetCommit, OffsetFetch. Every write is computed
+and applied at once (in arrival order: no await between the two) and answered after its
+records are durable; a JoinGroup the coordinator parks is answered when a later write answers
+it, after that write's records are durable.
 
 A handler returns the whole response frame; it raises :class:`~streamtasks.errors.DecodeError`
 for a request it cannot read (the connection is then closed, as a Kafka broker does).
@@ -9,10 +12,12 @@ for a request it cannot read (the connection is then closed, as a Kafka broker d
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import logging
 import struct
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,17 +25,20 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from streamtasks.coordinator import GroupCoordinator, Record
+from streamtasks.coordinator import GroupCoordinator, Record, Result
+from streamtasks.coordinator.parked import ParkJoin
 from streamtasks.errors import DecodeError
 from streamtasks.protocol import assignment_rpc as rpc
 from streamtasks.protocol import consumer_group_codec as codec
+from streamtasks.protocol.classic_group import JoinGroupRequest, JoinGroupResponse
 from streamtasks.protocol.consumer_group import (
     CONSUMER_GROUP_DESCRIBE_API_KEY,
     CONSUMER_GROUP_HEARTBEAT_API_KEY,
     ConsumerGroupHeartbeatResponse,
 )
+from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.server import offset_api
+from streamtasks.server import classic_api, offset_api
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.wire import (
@@ -63,12 +71,13 @@ SERVED_VERSIONS: dict[int, tuple[int, int]] = {
     CONSUMER_GROUP_DESCRIBE_API_KEY: (0, 1),
     rpc.PREPARE_ASSIGNMENT_API_KEY: (0, 0),
     rpc.INSTALL_ASSIGNMENT_API_KEY: (0, 0),
+    **classic_api.VERSIONS,
 }
 #: Group APIs of other protocols the server does not serve and must not forward (the backing
 #: cluster would coordinate a second group of the same id): not advertised; a request for one
-#: closes the connection. JoinGroup, Heartbeat, LeaveGroup, SyncGroup, TxnOffsetCommit,
-#: DeleteGroups, OffsetDelete, ShareGroupHeartbeat/Describe, StreamsGroupHeartbeat/Describe.
-REFUSED_APIS = frozenset({11, 12, 13, 14, 28, 42, 47, 76, 77, 88, 89})
+#: closes the connection. TxnOffsetCommit, DeleteGroups, OffsetDelete,
+#: ShareGroupHeartbeat/Describe, StreamsGroupHeartbeat/Describe.
+REFUSED_APIS = frozenset({28, 42, 47, 76, 77, 88, 89})
 _GROUP_KEY_TYPE = 0
 _log = logging.getLogger("streamtasks.server")
 _ZERO = datetime.timedelta(0)
@@ -77,6 +86,7 @@ _ZERO = datetime.timedelta(0)
 @dataclass(slots=True)
 class Stats:
     heartbeats: int = 0
+    classic: int = 0
     commits: int = 0
     fetches: int = 0
     forwarded: int = 0
@@ -158,12 +168,20 @@ class Handlers:
         self.max_groups = max_groups
         self.on_unknown_topics = on_unknown_topics
         self.stats = Stats()
+        self.parked = classic_api.ParkedJoinFutures()
 
     def serves(self, api_key: int) -> bool:
         return api_key in SERVED_VERSIONS
 
     async def _durable(self, records: tuple[Record, ...] | list[Any]) -> None:
         await self.log.append(records)
+
+    def persist(self, result: Result[Any]) -> asyncio.Future[None]:
+        """Append an applied write's records; the joins it answers are answered once they
+        are durable. Every applied coordinator write goes through here (timers too)."""
+        durable = self.log.append(result.records)
+        self.parked.answer_when_durable(result.joins, durable)
+        return durable
 
     async def handle(self, header: RequestHeader, body: bytes, client_host: str) -> bytes | None:
         """The response frame; None when the request must be forwarded instead (FindCoordinator
@@ -188,15 +206,18 @@ class Handlers:
                 rpc.decode_prepare_request(body, version), self.clock()
             )
             answer = self.coordinator.apply(prepared)
-            await self._durable(prepared.records)
+            await self.persist(prepared)
             return response_frame(cid, rpc.encode_prepare_response(answer, version), flexible_header=True)
         if api == rpc.INSTALL_ASSIGNMENT_API_KEY:
             installed = self.coordinator.install_assignment(
                 rpc.decode_install_request(body, version), self.clock()
             )
             done = self.coordinator.apply(installed)
-            await self._durable(installed.records)
+            await self.persist(installed)
             return response_frame(cid, rpc.encode_install_response(done, version), flexible_header=True)
+        if api in classic_api.VERSIONS:
+            self.stats.classic += 1
+            return await self._classic(header, body, client_host)
         if api == offset_api.OFFSET_COMMIT:
             request = decode_kio_request(api, version, body)
             records, response = offset_api.commit(
@@ -239,6 +260,7 @@ class Handlers:
             request, self.clock(), client_id=header.client_id, client_host=client_host
         )
         response = self.coordinator.apply(result)
+        durable = self.persist(result)
         if response.error is not KafkaErrorCode.NONE:
             _log.info(
                 "heartbeat of %s in %s: %s %s",
@@ -247,10 +269,70 @@ class Handlers:
                 response.error.name,
                 response.error_message or "",
             )
-        await self._durable(result.records)
+        await durable
         return response_frame(
             header.correlation_id, codec.encode_heartbeat_response(response, version), flexible_header=True
         )
+
+    async def _classic(self, header: RequestHeader, body: bytes, client_host: str) -> bytes:
+        """JoinGroup, SyncGroup, Heartbeat, LeaveGroup of a classic member."""
+        api, version, cid = header.api_key, header.api_version, header.correlation_id
+        request = decode_kio_request(api, version, body)
+        now = self.clock()
+        if api == classic_api.JOIN_GROUP:
+            join = classic_api.join_request(request)
+            if (
+                join.group_id not in self.coordinator.groups
+                and len(self.coordinator.groups) >= self.max_groups
+            ):
+                refused = JoinGroupResponse(
+                    error=KafkaErrorCode.GROUP_MAX_SIZE_REACHED, member_id=join.member_id
+                )
+                return encode_kio_response(classic_api.join_response(refused, version), cid)
+            self._poke_for_topics(join)
+            joined = self.coordinator.join_group(
+                join,
+                now,
+                new_member_id=f"{header.client_id or 'member'}-{uuid.uuid4()}",
+                api_version=version,
+                client_id=header.client_id,
+                client_host=client_host,
+            )
+            response = self.coordinator.apply(joined)
+            parked = [op.parked.member_id for op in joined.joins if isinstance(op, ParkJoin)]
+            waiting = self.parked.wait(join.group_id, parked[0]) if parked else None
+            await self.persist(joined)
+            if waiting is not None:
+                response = await waiting
+            assert response is not None
+            if response.error is not KafkaErrorCode.NONE:
+                _log.info("join of %s in %s: %s", response.member_id, join.group_id, response.error.name)
+            return encode_kio_response(classic_api.join_response(response, version), cid)
+        if api == classic_api.SYNC_GROUP:
+            synced = self.coordinator.sync_group(classic_api.sync_request(request), now)
+            answer = self.coordinator.apply(synced)
+            await self.persist(synced)
+            return encode_kio_response(classic_api.sync_response(answer, version), cid)
+        if api == classic_api.HEARTBEAT:
+            beat = self.coordinator.classic_heartbeat(classic_api.heartbeat_request(request), now)
+            answered = self.coordinator.apply(beat)
+            await self.persist(beat)
+            return encode_kio_response(classic_api.heartbeat_response(answered, version), cid)
+        left = self.coordinator.leave_group(classic_api.leave_request(request), now)
+        gone = self.coordinator.apply(left)
+        await self.persist(left)
+        return encode_kio_response(classic_api.leave_response(gone, version), cid)
+
+    def _poke_for_topics(self, join: JoinGroupRequest) -> None:
+        """A subscription naming a topic the coordinator does not know: refresh metadata."""
+        if not join.protocols:
+            return
+        try:
+            topics = decode_subscription(join.protocols[0].metadata).topics
+        except DecodeError:
+            return  # the coordinator answers it
+        if any(t not in self.coordinator.image.by_name for t in topics):
+            self.on_unknown_topics()
 
     def _find_coordinator(self, header: RequestHeader, body: bytes) -> bytes | None:
         version = header.api_version

@@ -2,7 +2,9 @@
 :meth:`OffsetStore.replay`, as the coordinator's groups are) and the fencing rules Kafka
 applies to OffsetCommit / OffsetFetch for consumer groups (KIP-848): a member commits and
 fetches with its current member epoch; an admin or simple client (no member id, epoch -1) may
-commit only while the group has no members, and may always fetch."""
+commit only while the group has no members, and may always fetch. A classic-protocol member of
+the group commits with its generation id, which is its member epoch, at any OffsetCommit
+version, and is answered ILLEGAL_GENERATION (not STALE_MEMBER_EPOCH) when it differs."""
 
 from __future__ import annotations
 
@@ -41,13 +43,18 @@ def check_commit(group: ConsumerGroup | None, check: OffsetCommitCheck) -> Kafka
                 else KafkaErrorCode.ILLEGAL_GENERATION
             )
     current = group.current(check.member_id)
-    if group.member(check.member_id) is None or current is None:
+    member = group.member(check.member_id)
+    if member is None or current is None:
         return KafkaErrorCode.UNKNOWN_MEMBER_ID
-    if check.api_version < 9:
+    if member.classic is None and check.api_version < 9:
         return KafkaErrorCode.UNSUPPORTED_VERSION  # a KIP-848 member commits with v9+
-    if check.member_epoch != current.member_epoch:
-        return KafkaErrorCode.STALE_MEMBER_EPOCH
-    return KafkaErrorCode.NONE
+    return _epoch_check(check.member_epoch, current.member_epoch, classic=member.classic is not None)
+
+
+def _epoch_check(received: int, expected: int, *, classic: bool) -> KafkaErrorCode:
+    if received == expected:
+        return KafkaErrorCode.NONE
+    return KafkaErrorCode.ILLEGAL_GENERATION if classic else KafkaErrorCode.STALE_MEMBER_EPOCH
 
 
 def check_fetch(group: ConsumerGroup | None, member_id: str | None, member_epoch: int) -> KafkaErrorCode:
@@ -57,11 +64,10 @@ def check_fetch(group: ConsumerGroup | None, member_id: str | None, member_epoch
     if group is None:
         return KafkaErrorCode.GROUP_ID_NOT_FOUND
     current = group.current(member_id or "")
-    if group.member(member_id or "") is None or current is None:
+    member = group.member(member_id or "")
+    if member is None or current is None:
         return KafkaErrorCode.UNKNOWN_MEMBER_ID
-    if member_epoch != current.member_epoch:
-        return KafkaErrorCode.STALE_MEMBER_EPOCH
-    return KafkaErrorCode.NONE
+    return _epoch_check(member_epoch, current.member_epoch, classic=member.classic is not None)
 
 
 class OffsetStore:

@@ -180,8 +180,9 @@ class CoordinatorServer:
         assert self.coordinator is not None
         while True:
             now = self.clock()
+            assert self.handlers is not None
             for result in self.coordinator.poll(now):
-                self.log.append(result.records)
+                self.handlers.persist(result)
             deadline = self.coordinator.next_deadline_ms()
             delay = _TIMER_TICK_S if deadline is None else (deadline - self.clock()) / 1000
             await asyncio.sleep(min(_TIMER_TICK_S, max(0.001, delay)))
@@ -202,7 +203,8 @@ class CoordinatorServer:
             if image.topics != self.coordinator.image.topics:
                 result = self.coordinator.on_metadata_image(image, self.clock())
                 self.coordinator.apply(result)
-                self.log.append(result.records)
+                assert self.handlers is not None
+                self.handlers.persist(result)
             await asyncio.sleep(0.2)  # at most five refreshes a second
 
     def status_line(self) -> str:
@@ -218,7 +220,8 @@ class CoordinatorServer:
         s, ls = self.handlers.stats, self.log.stats
         return (
             f"status: groups={len(groups)} members={members} epochs=[{epochs}{more}] "
-            f"connections={len(self._sessions)} heartbeats={s.heartbeats} commits={s.commits} "
+            f"connections={len(self._sessions)} heartbeats={s.heartbeats} classic={s.classic} "
+            f"parked_joins={len(self.handlers.parked)} commits={s.commits} "
             f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "
             f"forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
             f"log_records={ls.appended_records} log_batches={ls.batches}"
