@@ -233,8 +233,9 @@ def _join(
                 f"Instance id {instance_id!r} is still held by member {holder!r}.",
                 member_id,
             )
-        # (a classic holder is replaced at once, as Kafka does when either side is classic)
-        return take_over(u, holder, member_id, held)
+        # (a classic holder is replaced at once, as Kafka does when either side is classic,
+        # at the epoch it is in: it never left with -2)
+        return take_over(u, holder, member_id, held, epoch=held.member_epoch if classic_holder else None)
     if old_member is None:
         limit = u.ctx.config.max_group_size
         if limit is not None and u.member_count() >= limit:

@@ -234,9 +234,11 @@ def test_static_classic_member_replaced_by_a_kip848_member() -> None:
     h.add("s", instance_id="i-s")
     h.cjoin("s")
     old_id = h.classic["s"].member_id
+    generation = h.classic["s"].generation
     del h.classic["s"]  # the process stops without leaving (static)
     response = h.join("m-s", instance_id="i-s")
     assert response.error == 0
+    assert response.member_epoch == generation  # it takes the classic member's place and epoch
     assert h.group.member(old_id) is None
     assert h.group.member("m-s").classic is None
     h.settle()
