@@ -72,7 +72,9 @@ class ConsumerMemberConfig:
     ``UNRELEASED_WINDOW_INTERVALS`` heartbeat intervals from when they were first named, so
     the partitions arrive soon after their previous owner released them (0: off; a value not
     below the interval changes nothing). A coordinator that sends no pending partitions
-    (Apache Kafka's) never triggers it.
+    (Apache Kafka's) never triggers it. The same after ``enforce_rebalance`` (a client-side
+    assignor's ``Reason``): heartbeat this soon until an answer moves the member past the epoch
+    it asked at, within the same window from when it asked.
     """
 
     group_id: str

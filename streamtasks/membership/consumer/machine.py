@@ -285,6 +285,10 @@ class ConsumerMember:
         reasons = P.bumped_reasons(self._sub.reasons)
         self._sub = replace(self._sub, reasons=MappingProxyType(reasons))
         if now_ms is not None:
+            # Heartbeat at once (the Reason), then sooner until the new assignment comes: the
+            # member that asked learns of it (and of partitions released to it) without waiting
+            # out its interval after whoever computes and whoever revokes have done their part.
+            self._round = replace(self._round, asked_since_ms=now_ms, asked_at_epoch=self._membership.epoch)
             self._hb_soon(now_ms)
         return True
 
@@ -444,9 +448,11 @@ class ConsumerMember:
         self._membership = replace(self._membership, epoch=epoch)
         pending = P.next_pending(self._state, epoch, resp, self._round.pending)
         since = P.unreleased_since(resp, self._round.unreleased_since_ms, now_ms)
-        self._round = replace(self._round, pending=pending, unreleased_since_ms=since)
+        asked = P.asked_since(resp, self._round.asked_since_ms, self._round.asked_at_epoch)
+        self._round = replace(self._round, pending=pending, unreleased_since_ms=since, asked_since_ms=asked)
+        waiting = since if since is not None else asked
         self._link = replace(
-            self._link, hb_next_ms=P.next_heartbeat_ms(self._config, self._link, since, now_ms)
+            self._link, hb_next_ms=P.next_heartbeat_ms(self._config, self._link, waiting, now_ms)
         )
         self._reconcile(now_ms)
         r = self._round

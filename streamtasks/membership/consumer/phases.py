@@ -202,9 +202,21 @@ def unreleased_since(resp: ConsumerGroupHeartbeatResponse, since_ms: int | None,
     return now_ms if since_ms is None else since_ms
 
 
+def asked_since(
+    resp: ConsumerGroupHeartbeatResponse, since_ms: int | None, asked_at_epoch: int
+) -> int | None:
+    """Since when the member still waits, after this answer, for the assignment its ``Reason``
+    asked for: until an answer gives it an epoch past the one it asked at (the coordinator moves
+    every member to the new target's epoch, whether its partitions change or not)."""
+    if since_ms is None or resp.member_epoch > asked_at_epoch:
+        return None
+    return since_ms
+
+
 def next_heartbeat_ms(config: ConsumerMemberConfig, link: Link, since_ms: int | None, now_ms: int) -> int:
     """When the next heartbeat is due after an answer at ``now_ms``: sooner while the member
-    waits for unreleased partitions (within the window), else as scheduled."""
+    waits (since ``since_ms``: for unreleased partitions, or for the assignment it asked for),
+    within the window, else as scheduled."""
     fast = config.unreleased_heartbeat_ms
     if since_ms is None or not fast or now_ms >= since_ms + UNRELEASED_WINDOW_INTERVALS * link.interval_ms:
         return link.hb_next_ms

@@ -134,6 +134,11 @@ class Round:
     #: Since when the coordinator's latest assignment names unreleased partitions (None: it
     #: names none); the member heartbeats sooner while it waits for them.
     unreleased_since_ms: int | None = None
+    #: Since when the member waits for the new assignment its assignor's ``Reason`` asked for
+    #: (``enforce_rebalance``; None: it waits for none), and its epoch when it asked: it
+    #: heartbeats sooner until an answer moves it past that epoch.
+    asked_since_ms: int | None = None
+    asked_at_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

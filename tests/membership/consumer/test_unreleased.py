@@ -122,6 +122,65 @@ def test_a_member_heartbeats_at_once_after_its_install() -> None:
     assert any(isinstance(r, ConsumerGroupHeartbeatRequest) for r in after)
 
 
+# ------------------------------------------------------------------ after enforce_rebalance
+
+
+def asking_pair() -> Cluster:
+    """a and b, the range assignor client-side, stable (a computes the assignments)."""
+    c = Cluster()
+    c.add("a", client_assignors=(RangeAssignor(),))
+    c.run(2_000)
+    c.add("b", client_assignors=(RangeAssignor(),))
+    c.run(4_000)
+    assert c.nodes["a"].member.state is c.nodes["b"].member.state is MemberState.STABLE
+    assert len(c.owned("b")) == 2
+    return c
+
+
+def test_a_member_that_asked_for_a_new_assignment_heartbeats_sooner_until_it_comes() -> None:
+    c = asking_pair()
+    a, b = c.nodes["a"], c.nodes["b"]
+    asked_at = b.member.member_epoch
+    a.hold = True  # the member that computes does not hear of it: no new assignment yet
+    assert b.member.enforce_rebalance("lag", c.now)
+    window = UNRELEASED_WINDOW_INTERVALS * INTERVAL
+    start = c.now
+    times = heartbeats_at(b, c, window + 3_000)
+    assert times[0] == start + 10  # the Reason goes at the first poll
+    assert max(between([t for t in times if t <= start + window])) <= 110
+    late = [t for t in times if t > start + window + 100]
+    assert len(late) >= 2
+    assert min(between(late)) >= INTERVAL  # the window is over: back to the interval
+    assert b.member.member_epoch == asked_at
+    c.release("a")
+    c.run(2_000, step=10)
+    assert b.member.member_epoch > asked_at
+    c.assert_exclusive()
+
+
+def test_the_sooner_heartbeats_stop_once_the_new_assignment_came() -> None:
+    c = asking_pair()
+    b = c.nodes["b"]
+    asked_at = b.member.member_epoch
+    assert b.member.enforce_rebalance("lag", c.now)
+    moved = None
+    for _ in range(200):  # a hears it must compute at its next heartbeat (within an interval)
+        c.tick(10)
+        if b.member.member_epoch > asked_at:
+            moved = c.now
+            break
+    assert moved is not None
+    times = heartbeats_at(b, c, 4_000)
+    assert len(times) >= 3
+    assert min(between(times)) >= INTERVAL
+
+
+def test_asked_since_ends_with_an_epoch_past_the_one_asked_at() -> None:
+    assert P.asked_since(answer(None), None, 3) is None
+    assert P.asked_since(answer(None), 20, 3) == 20  # answer(...) is at epoch 3: still waiting
+    assert P.asked_since(answer(None), 20, 2) is None
+
+
 # ------------------------------------------------------------------ the pure functions
 
 
