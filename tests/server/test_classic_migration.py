@@ -1,0 +1,260 @@
+"""Online migration on ``streamtasks coordinator``: one group with classic-protocol members
+(kafka-python and librdkafka with ``cooperative-sticky``, aiokafka eager, the Java consumer
+static) and KIP-848 members, then a rolling bounce that replaces every classic member by a
+KIP-848 one (issue 15's ``classic-to-consumer`` on the server). Verdicts from the members' own
+callbacks (no partition owned by two members at any time) and from the per-record audit (every
+acknowledged record consumed)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assignors.partition.range import RangeAssignor
+from streamtasks.embedded import Cluster
+from tests.integration.harness import (
+    Audit,
+    JavaPeer,
+    JavaPeerMissing,
+    JavaWorker,
+    SteadyProducer,
+    StreamtasksWorker,
+    confluent_worker,
+    java_peer,
+    kafka_python_worker,
+    stable,
+    start_worker,
+    stop_worker,
+    wait_until,
+)
+from tests.server.support import ServerProcess
+from tests.server.test_live import describe
+from topology import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+WAIT_S = 180
+
+
+@pytest.fixture(scope="module")
+def peer() -> JavaPeer:
+    try:
+        compiled = java_peer()
+    except JavaPeerMissing as exc:
+        pytest.skip(f"the Java consumer peer cannot run here: {exc}")
+    return compiled
+
+
+class AiokafkaWorker:
+    """An aiokafka consumer (eager, ``range``: aiokafka has no cooperative protocol) recording
+    its callbacks and committing after every batch."""
+
+    def __init__(self, name: str, audit: Audit, bootstrap: str, group: str, topic: str) -> None:
+        self.name = name
+        self.audit = audit
+        self.topic = topic
+        self.settings = {
+            "bootstrap_servers": bootstrap,
+            "group_id": group,
+            "client_id": name,
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 500,
+            "max_poll_interval_ms": 10000,
+            "auto_offset_reset": "earliest",
+            "enable_auto_commit": False,
+        }
+        self.consumer: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+
+        audit, name = self.audit, self.name
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                audit.revoked(name, [TopicPartition(p.topic, p.partition) for p in revoked])
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                audit.assigned(name, [TopicPartition(p.topic, p.partition) for p in assigned])
+
+        self.consumer = AIOKafkaConsumer(**self.settings)
+        self.consumer.subscribe([self.topic], listener=Listener())
+        await self.consumer.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            batch = await self.consumer.getmany(timeout_ms=200)
+            ids = [r.value.decode() for records in batch.values() for r in records]
+            if ids:
+                self.audit.consumed(ids)
+                with contextlib.suppress(Exception):
+                    await self.consumer.commit()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            while not (await asyncio.wait({self._task}, timeout=5))[0]:
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.consumer is not None:
+            await self.consumer.stop()
+
+
+async def migrate(
+    kafka: Cluster,
+    server: ServerProcess,
+    log_dir: Path,
+    make: Callable[[str, Audit, str, str, str], Any],
+    *,
+    first: tuple[str, ...],
+    swaps: tuple[tuple[str, str], ...],
+    static: frozenset[str] = frozenset(),
+) -> tuple[Audit, Any, Any]:
+    """Start the members of ``first`` one by one, then replace each ``old`` of ``swaps`` by
+    ``new`` while records are produced; wait until every record is consumed. A static member's
+    partitions wait for its replacement (same instance id); a dynamic one's move on first."""
+    topic = f"coord-classic-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    kafka.create_topics({topic: PARTITIONS})
+    partitions = {TopicPartition(topic, p) for p in range(PARTITIONS)}
+    audit = Audit(partitions)
+    producer = SteadyProducer(kafka.bootstrap_servers, topic, audit, partitions=PARTITIONS)
+    await producer.start()
+    workers: dict[str, Any] = {}
+    mixed = after = None
+    try:
+        for name in first:
+            workers[name] = make(name, audit, server.address, group, topic)
+            await start_worker(workers[name])
+            await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{name} to get partitions")
+        mixed = await describe(server, group)
+        for old, new in swaps:
+            await stop_worker(workers.pop(old))
+            audit.gone(old)
+            if old not in static:
+                await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"the group without {old}")
+            workers[new] = make(new, audit, server.address, group, topic)
+            await start_worker(workers[new])
+            await wait_until(stable(audit, partitions, set(workers)), WAIT_S, f"{new} in place of {old}")
+        after = await describe(server, group)
+        await producer.stop()
+        await wait_until(lambda: not audit.records.lost(), WAIT_S, "every record consumed")
+    finally:
+        for w in workers.values():
+            with contextlib.suppress(Exception):
+                await stop_worker(w)
+        with contextlib.suppress(Exception):
+            await producer.stop()
+        (log_dir / "timeline.txt").write_text(audit.timeline())
+    return audit, mixed, after
+
+
+def run(kafka: Cluster, log_dir: Path, make: Any, **kwargs: Any) -> tuple[Audit, Any, Any]:
+    server = ServerProcess(kafka.bootstrap_servers).start()
+    try:
+        audit, mixed, after = asyncio.run(migrate(kafka, server, log_dir, make, **kwargs))
+    finally:
+        server.stop()
+    assert audit.ledger.report(0).violations == (), audit.timeline()
+    assert audit.records.lost() == []
+    assert audit.records.produced_count > 0
+    assert mixed is not None
+    assert after is not None
+    return audit, mixed, after
+
+
+def streamtasks_kip848(name: str, audit: Audit, server: str, group: str, topic: str) -> StreamtasksWorker:
+    return StreamtasksWorker(
+        name,
+        audit,
+        topic,
+        bootstrap_servers=server,
+        group_id=group,
+        group_protocol="consumer",
+        partition_assignors=[RangeAssignor()],
+    )
+
+
+def test_classic_members_migrate_to_kip848_on_the_server(kafka: Cluster, tmp_path: Path) -> None:
+    """kafka-python and librdkafka (cooperative-sticky) beside a streamtasks KIP-848 member,
+    each replaced by a streamtasks KIP-848 member."""
+
+    def make(name: str, audit: Audit, address: str, group: str, topic: str) -> Any:
+        if name.startswith("kp"):
+            return kafka_python_worker(name, audit, address, group, topic)
+        if name.startswith("ck"):
+            return confluent_worker(name, audit, address, group, topic)
+        return streamtasks_kip848(name, audit, address, group, topic)
+
+    _, mixed, after = run(
+        kafka,
+        tmp_path,
+        make,
+        first=("kp1", "ck1", "st1", "kp2"),
+        swaps=(("kp1", "st-kp1"), ("ck1", "st-ck1"), ("kp2", "st-kp2")),
+    )
+    assert sorted(m.member_type for m in mixed.members) == [0, 0, 0, 1]  # three classic, one KIP-848
+    assert {m.member_type for m in after.members} == {1}
+    assert after.assignor_name == "range"  # all KIP-848 with the client-side assignor again
+
+
+def test_eager_aiokafka_members_migrate_to_kip848(kafka: Cluster, tmp_path: Path) -> None:
+    """aiokafka (eager: it revokes everything before each join) beside a streamtasks KIP-848
+    member, each replaced by a streamtasks KIP-848 member."""
+
+    def make(name: str, audit: Audit, address: str, group: str, topic: str) -> Any:
+        if name.startswith("aio"):
+            return AiokafkaWorker(name, audit, address, group, topic)
+        return streamtasks_kip848(name, audit, address, group, topic)
+
+    _, mixed, after = run(
+        kafka,
+        tmp_path,
+        make,
+        first=("aio1", "st1", "aio2"),
+        swaps=(("aio1", "st-aio1"), ("aio2", "st-aio2")),
+    )
+    assert sorted(m.member_type for m in mixed.members) == [0, 0, 1]
+    assert {m.member_type for m in after.members} == {1}
+
+
+def test_static_java_members_move_between_protocols(kafka: Cluster, peer: JavaPeer, tmp_path: Path) -> None:
+    """The Java consumer, static (group.instance.id): classic cooperative-sticky members each
+    restarted with group.protocol=consumer under the same instance id (the replacement takes
+    the classic member's place at once), then one back to the classic protocol."""
+
+    def make(name: str, audit: Audit, address: str, group: str, topic: str) -> Any:
+        protocol = {"group.protocol": "consumer"} if name.startswith("k") else {}
+        return JavaWorker(
+            name,
+            audit,
+            peer,
+            bootstrap=address,
+            group=group,
+            topic=topic,
+            log_dir=tmp_path,
+            properties={"group.instance.id": f"i-{name[1:]}", **protocol},
+        )
+
+    _, mixed, after = run(
+        kafka,
+        tmp_path,
+        make,
+        first=("c1", "c2"),
+        swaps=(("c1", "k1"), ("c2", "k2"), ("k1", "c1")),
+        static=frozenset({"c1", "c2", "k1"}),
+    )
+    assert sorted(m.member_type for m in mixed.members) == [0, 0]
+    assert sorted(m.member_type for m in after.members) == [0, 1]
+    assert sorted(m.instance_id or "" for m in after.members) == ["i-1", "i-2"]
