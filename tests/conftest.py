@@ -43,3 +43,37 @@ def kafka() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+# -- sockets a live test leaves behind ------------------------------------------------------
+
+import gc  # noqa: E402
+import warnings  # noqa: E402
+
+_LEFT_BEHIND = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(autouse=True)
+def _live_resource_warnings(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A live test's ResourceWarnings (an unclosed socket or transport) are collected at its own
+    teardown and reported in the summary under its name, instead of failing whichever test
+    happens to run when the garbage collector finalizes them (CI failed a pure hypothesis test
+    that way on a connected socket to the broker; docs/testing.md). Every other warning, and
+    every ResourceWarning in the pure tests, is still an error."""
+    if request.node.get_closest_marker("integration") is None:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        yield
+        gc.collect()
+    found = [f"{request.node.nodeid}: {w.message}" for w in caught if issubclass(w.category, ResourceWarning)]
+    request.config.stash.setdefault(_LEFT_BEHIND, []).extend(found)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    found = config.stash.get(_LEFT_BEHIND, [])
+    if found:
+        terminalreporter.section("resources live tests left behind (ResourceWarning)")
+        for line in found:
+            terminalreporter.line(line)
