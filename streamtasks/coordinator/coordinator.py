@@ -20,7 +20,7 @@ from assignors.partition.types import PartitionAssignor
 from assignors.partition.uniform import UniformAssignor
 from streamtasks.coordinator import classic, client_assignment, heartbeat
 from streamtasks.coordinator.group import ConsumerGroup
-from streamtasks.coordinator.parked import ParkedJoin, ParkedJoins
+from streamtasks.coordinator.parked import JoinOp, ParkedJoin, ParkedJoins
 from streamtasks.coordinator.records import (
     ClientAssignmentRequestTombstone,
     CurrentMemberAssignmentTombstone,
@@ -317,14 +317,19 @@ class GroupCoordinator:
         ctx = self._ctx(now_ms, image)
         records: list[Record] = []
         timers: list[TimerOp] = []
+        joins: list[JoinOp] = []
         for group_id, group in sorted(self._groups.items()):
             u = GroupUpdate(group, group_id, ctx)
             if u.refresh_partition_metadata():
                 u.bump()
             u.assign()
-            records += u.records
-            timers += u.timers
-        return Result(records=tuple(records), response=None, timers=tuple(timers), image=image)
+            done = u.result(None)  # (a new target may let parked joins go on)
+            records += done.records
+            timers += done.timers
+            joins += done.joins
+        return Result(
+            records=tuple(records), response=None, timers=tuple(timers), image=image, joins=tuple(joins)
+        )
 
     def on_timer(self, key: TimerKey, now_ms: int) -> Result[None]:
         """The write run when ``key``'s deadline has passed (a no-op if it has not)."""

@@ -18,7 +18,7 @@ from streamtasks.protocol.consumer_group import ClientAssignor, ConsumerGroupHea
 from streamtasks.protocol.consumer_protocol import decode_assignment
 from streamtasks.protocol.errors import KafkaErrorCode
 from tests.coordinator.classic_support import ClassicHarness
-from tests.coordinator.support import GROUP, assert_exclusive, tps
+from tests.coordinator.support import GROUP, assert_exclusive, image, tps
 
 ALL_FOO = [("foo", 0), ("foo", 1), ("foo", 2)]
 
@@ -472,3 +472,22 @@ def test_writes_do_not_mutate_until_applied() -> None:
     h.apply(result)
     assert set(h.coordinator.parked_joins(GROUP)) == {"b1"}
     assert_exclusive(h.coordinator)
+
+
+def test_parked_join_reconciled_by_a_metadata_change() -> None:
+    """The topic grows: the metadata write reconciles the parked member with the new target
+    (it may take the new partitions nobody owns; it still waits for the one a owns)."""
+    h = ClassicHarness()
+    h.add("a")
+    h.add("b")
+    h.cjoin("a")
+    assert h.cjoin("b") is None
+    b = h.classic["b"]
+    h.apply(h.coordinator.on_metadata_image(image({"foo": 6}), h.now))
+    current = h.group.current(b.member_id)
+    assert current.member_epoch == h.group.group_epoch == 3
+    assert current.assigned == tps(foo=[4, 5])  # 3 is a's new target, 2 is still a's
+    assert b.parked
+    h.settle_all()
+    assert h.owned_by("b") == [("foo", 2), ("foo", 4), ("foo", 5)]
+    assert h.owned_by("a") == [("foo", 0), ("foo", 1), ("foo", 3)]
