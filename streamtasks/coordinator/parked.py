@@ -74,6 +74,8 @@ JoinOp = ParkJoin | AnswerJoin
 
 
 class ParkedView(Protocol):
+    def has(self, group_id: str) -> bool: ...
+
     def in_group(self, group_id: str) -> Mapping[str, ParkedJoin]: ...
 
 
@@ -84,6 +86,10 @@ class ParkedJoins:
 
     def __init__(self) -> None:
         self._groups: dict[str, dict[str, ParkedJoin]] = {}
+
+    def has(self, group_id: str) -> bool:
+        """Whether the group has a parked join (O(1): every write asks)."""
+        return group_id in self._groups
 
     def in_group(self, group_id: str) -> Mapping[str, ParkedJoin]:
         return MappingProxyType(self._groups.get(group_id, {}))

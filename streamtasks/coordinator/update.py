@@ -114,7 +114,7 @@ class GroupUpdate:
         self._parked: dict[str, ParkedJoin | None] = {}
         #: Partitions members took in this write (tracked only while joins are parked, for
         #: :meth:`owner_now`).
-        self._claimed: dict[tuple[uuid.UUID, int], str] | None = {} if ctx.parked.in_group(group_id) else None
+        self._claimed: dict[tuple[uuid.UUID, int], str] | None = {} if ctx.parked.has(group_id) else None
 
     # -- the would-be state -----------------------------------------------------------------------
 
@@ -419,7 +419,7 @@ class GroupUpdate:
             self.emit(replace(request, member_id=new))
 
     def result(self, response: R, *, image: MetadataImage | None = None) -> Result[R]:
-        if self.records and self.parked_joins():
+        if self.records and self._claimed is not None and self.parked_joins():
             settle_parked(self)
         return Result(
             records=tuple(self.records),
