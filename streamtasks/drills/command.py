@@ -42,6 +42,12 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("kafka-python", "confluent"),
         help="consumer drills: one consumer of this library in the group too, bounced last",
     )
+    run.add_argument(
+        "--coordinator",
+        action="store_true",
+        help="run the group on `streamtasks coordinator`, started in front of the cluster (the workers "
+        "bootstrap to it), instead of the cluster's own group coordinator",
+    )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--report", metavar="DIR", help="write report.json and report.html here")
     run.add_argument(
@@ -106,7 +112,8 @@ class _Progress:
 def print_verdict(result: Any, out: TextIO) -> None:
     from streamtasks.drills.drill_report import verdict_rows
 
-    out.write(f"\nstreamtasks drill {result.drill}: {'PASS' if result.ok else 'FAIL'}\n\n")
+    where = f" (on streamtasks coordinator {result.coordinator})" if result.coordinator else ""
+    out.write(f"\nstreamtasks drill {result.drill}{where}: {'PASS' if result.ok else 'FAIL'}\n\n")
     rows = verdict_rows(result)
     w0 = max(len(a) for a, _, _ in rows)
     w1 = max(len(b) for _, b, _ in rows)
@@ -142,8 +149,13 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if not spec.available:
         raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
     if args.simulate:
+        if args.coordinator:
+            raise ConfigError("--coordinator runs the drill live; --simulate takes no coordinator")
         return _simulate(args, spec, out)
-    options = DrillOptions(workers=args.workers, partitions=args.partitions, rate=args.rate, peer=args.peer)
+    options = DrillOptions(
+        workers=args.workers, partitions=args.partitions, rate=args.rate, peer=args.peer,
+        coordinator=args.coordinator,
+    )  # fmt: skip
     if options.workers < 2 or options.partitions < 1 or options.rate < 1:
         raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
     logging.getLogger("aiokafka").setLevel(logging.ERROR)

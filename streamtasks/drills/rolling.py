@@ -43,6 +43,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
+from streamtasks.drills.coordinator_proc import CoordinatorProcess
 from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
 from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
@@ -75,6 +76,9 @@ class DrillOptions:
     #: A peer library's consumer in the group too (``kafka-python`` or ``confluent``; consumer
     #: drills whose stages have ``peer_args``), worker ``p1``, bounced after the others.
     peer: str | None = None
+    #: Run the group on ``streamtasks coordinator`` (started in front of the cluster, the
+    #: workers bootstrapped to it) instead of the cluster's own group coordinator.
+    coordinator: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -97,6 +101,8 @@ class DrillResult:
     rate: int
     #: The peer library in the group (DrillOptions.peer), if any.
     peer_client: str | None = None
+    #: The address of the ``streamtasks coordinator`` the group ran on (DrillOptions.coordinator).
+    coordinator: str | None = None
     phases: list[PhaseResult] = field(default_factory=list)
     double_owned: int = 0
     violations: list[str] = field(default_factory=list)
@@ -187,6 +193,8 @@ class _Run:
             if spec.worker != "consumer" or not all(stage.peer_args for stage in spec.stages):
                 raise ConfigError(f"drill {spec.name!r} takes no peer (consumer drills with peer stages do)")
         self.spec, self.o, self.bootstrap, self.say = spec, options, bootstrap, say
+        #: What the workers bootstrap to: the cluster, or the coordinator once started.
+        self.group_bootstrap = bootstrap
         run = uuid.uuid4().hex[:8]
         self.topic = f"drill-{spec.name}-{run}"
         self.group = f"drill-{spec.name}-{run}"
@@ -306,22 +314,22 @@ class _Run:
     def _argv(self, stage: Stage, state_root: str, name: str) -> tuple[str, list[str]]:
         kind = stage.worker or self.spec.worker
         if name == PEER_NAME and self.o.peer is not None:
-            base = ["--client", self.o.peer, "--bootstrap-servers", self.bootstrap, "--group", self.group,
-                    "--topic", self.topic]  # fmt: skip
+            base = ["--client", self.o.peer, "--bootstrap-servers", self.group_bootstrap,
+                    "--group", self.group, "--topic", self.topic]  # fmt: skip
             return "streamtasks.drills.peer_worker", [*base, *stage.peer_args]
         if kind == "faust":
             base = [
-                "--bootstrap-servers", self.bootstrap, "--app-id", self.group, "--topic", self.topic,
+                "--bootstrap-servers", self.group_bootstrap, "--app-id", self.group, "--topic", self.topic,
                 "--audit-topic", self.audit_topic, "--state-dir", state_root,
                 "--partitions", str(self.o.partitions),
             ]  # fmt: skip
             return "streamtasks.drills.faust_worker", [*base, *stage.args]
         if kind == "consumer":
-            base = ["--bootstrap-servers", self.bootstrap, "--group", self.group, "--topic", self.topic,
+            base = ["--bootstrap-servers", self.group_bootstrap, "--group", self.group, "--topic", self.topic,
                     "--report-offsets"]  # fmt: skip
             return "streamtasks.drills.worker", [*base, *stage.args]
         base = [
-            "--bootstrap-servers", self.bootstrap, "--app-id", self.group, "--topic", self.topic,
+            "--bootstrap-servers", self.group_bootstrap, "--app-id", self.group, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
             "--acceptable-recovery-lag", "1000", "--audit-topic", self.audit_topic,
         ]  # fmt: skip
@@ -414,6 +422,10 @@ class _Run:
         )
         if reader is not None:
             await reader.start()
+        coordinator = CoordinatorProcess(self.bootstrap) if o.coordinator else None
+        if coordinator is not None:
+            self.group_bootstrap = self.result.coordinator = await coordinator.start()
+            self.say(f"streamtasks coordinator on {self.group_bootstrap} in front of {self.bootstrap}")
         names = [f"w{i + 1}" for i in range(o.workers)] + ([PEER_NAME] if o.peer is not None else [])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -435,6 +447,8 @@ class _Run:
                     await producing
                 for name in list(self.workers):
                     await self.stop_worker(name)
+                if coordinator is not None:
+                    await coordinator.stop()
                 if reader is not None:
                     await asyncio.sleep(1.0)
                     await reader.stop()

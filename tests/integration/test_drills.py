@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _passes(
-    kafka: EmbeddedBroker | ExternalCluster, name: str, peer: str | None = None
+    kafka: EmbeddedBroker | ExternalCluster, name: str, peer: str | None = None, coordinator: bool = False
 ) -> tuple[DrillResult, str]:
     """Run drill ``name`` small (two workers, four partitions) and check the verdict every drill
     must pass; returns the result and the report to show with further checks."""
@@ -22,7 +22,7 @@ def _passes(
     result = asyncio.run(
         run_live_drill(
             get_drill(name),
-            DrillOptions(workers=2, partitions=4, rate=100, keys=50, peer=peer),
+            DrillOptions(workers=2, partitions=4, rate=100, keys=50, peer=peer, coordinator=coordinator),
             kafka.bootstrap_servers,
             lines.append,
         )
@@ -63,3 +63,14 @@ def test_classic_to_consumer_and_back(kafka: EmbeddedBroker | ExternalCluster) -
         pytest.skip("KIP-848 groups need Apache Kafka 4.x (Tansu has no ConsumerGroupHeartbeat)")
     result, _ = _passes(kafka, "classic-to-consumer")
     assert len(result.phases) == 3
+
+
+def test_classic_to_consumer_on_streamtasks_coordinator(kafka: EmbeddedBroker | ExternalCluster) -> None:
+    """The same migration with the group on ``streamtasks coordinator`` in front of the cluster:
+    classic members served by its JoinGroup/SyncGroup translation, then KIP-848 members, then
+    classic again (on Tansu too: the coordinator only forwards to the cluster)."""
+    result, report = _passes(kafka, "classic-to-consumer", coordinator=True)
+    assert result.coordinator is not None
+    assert result.coordinator != kafka.bootstrap_servers
+    assert len(result.phases) == 3
+    assert {w for _, w, _, _ in result.ownership} == {"w1", "w2"}, report
