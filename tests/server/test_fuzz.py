@@ -1,16 +1,20 @@
 """Malformed frames never crash the server nor touch other connections: random bytes, frames
 with a size beyond the limit, truncated and bit-flipped valid requests of every API the server
-decodes, each on its own connection, while a member on another connection keeps heartbeating;
-afterwards the server is alive, that member is still in its group at the same epoch, and a new
-connection is answered. Seeded (the seed is printed on failure)."""
+decodes (the classic JoinGroup/SyncGroup/Heartbeat/LeaveGroup included, a JoinGroup carrying a
+consumer-protocol subscription), each on its own connection, while a member on another
+connection keeps heartbeating; afterwards the server is alive, that member is still in its group
+at the same epoch, and a new connection is answered. Seeded (the seed is printed on failure)."""
 
 from __future__ import annotations
 
+import datetime
+import io
 import os
 import random
 import socket
 import struct
 import time
+from typing import Any
 
 import pytest
 
@@ -22,12 +26,59 @@ from streamtasks.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from streamtasks.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from streamtasks.runtime.framing import encode_raw_request
+from streamtasks.server.offset_api import element
+from streamtasks.server.offset_api import make as build
+from streamtasks.server.wire import kio_request_class
 from tests.server.support import ServerProcess
 
 pytestmark = pytest.mark.integration
 
 SEED = int(os.environ.get("FUZZ_SEED", "848")) if os.environ.get("CI") else random.randrange(1 << 30)
+
+
+def _kio_body(api_key: int, version: int, **values: Any) -> bytes:
+    """A flexible request body (what follows request header v2) through kio's writer."""
+    from kio.serial import entity_writer
+
+    cls = kio_request_class(api_key, version)
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, build(cls, **values))
+    return buf.getvalue()
+
+
+def _classic_bodies() -> list[tuple[int, int, bytes]]:
+    """JoinGroup v9, SyncGroup v5, Heartbeat v4, LeaveGroup v5: the flexible versions, whose
+    request header is the one ``encode_raw_request`` writes."""
+    ms = datetime.timedelta(milliseconds=1)
+    subscription = encode_subscription(ConsumerProtocolSubscription(topics=("t",), user_data=None))
+    protocol = element(kio_request_class(11, 9), "protocols")
+    leaving = element(kio_request_class(13, 5), "members")
+    member = {"group_id": "fuzz", "member_id": "m-fuzz", "group_instance_id": None}
+    join = {
+        "session_timeout": 10_000 * ms,
+        "rebalance_timeout": 10_000 * ms,
+        "protocol_type": "consumer",
+        "protocols": (protocol(name="range", metadata=subscription),),
+        "reason": None,
+    }
+    sync = {"generation_id": 1, "protocol_type": "consumer", "protocol_name": "range", "assignments": ()}
+    return [
+        (11, 9, _kio_body(11, 9, **{**member, "member_id": ""}, **join)),
+        (14, 5, _kio_body(14, 5, **member, **sync)),
+        (12, 4, _kio_body(12, 4, **member, generation_id=1)),
+        (
+            13,
+            5,
+            _kio_body(
+                13,
+                5,
+                group_id="fuzz",
+                members=(leaving(member_id="m-fuzz", group_instance_id=None, reason=None),),
+            ),
+        ),
+    ]
 
 
 def _valid_bodies() -> list[tuple[int, int, bytes]]:
@@ -54,6 +105,7 @@ def _valid_bodies() -> list[tuple[int, int, bytes]]:
         (9, 8, b"\x02\x05fuzz\x00\x00\x00\x00"),
         # FindCoordinator v3: key "fuzz", key type 0
         (10, 3, b"\x05fuzz\x00\x00"),
+        *_classic_bodies(),
     ]
 
 
@@ -118,6 +170,12 @@ def test_random_and_truncated_frames(kafka: Cluster) -> None:
         )
         assert joined.error == 0, f"seed {SEED}"
         valid = _valid_bodies()
+        # the classic bodies are well formed: each unmodified is answered (an error code for a
+        # member the group does not have), so their mutations reach the server's decoders
+        probe = Peer(server.address)
+        for api, version, body in _classic_bodies():
+            assert len(probe.call(api, version, body)) > 2, f"API {api} v{version}"
+        probe.close()
         for i in range(300):
             kind = rng.randrange(5)
             if kind == 0:
