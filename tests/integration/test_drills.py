@@ -65,6 +65,7 @@ def test_classic_to_consumer_and_back(kafka: EmbeddedBroker | ExternalCluster) -
     assert len(result.phases) == 3
 
 
+@pytest.mark.smoke  # the coordinator in front of Tansu too (make test's second part)
 def test_classic_to_consumer_on_streamtasks_coordinator(kafka: EmbeddedBroker | ExternalCluster) -> None:
     """The same migration with the group on ``streamtasks coordinator`` in front of the cluster:
     classic members served by its JoinGroup/SyncGroup translation, then KIP-848 members, then

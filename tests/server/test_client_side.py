@@ -78,6 +78,7 @@ async def client_side_bounce(kafka: Cluster, server: ServerProcess) -> tuple[Aud
     return audit, described
 
 
+@pytest.mark.smoke  # the coordinator in front of Tansu too (make test's second part)
 def test_streamtasks_members_assign_client_side_through_the_server(kafka: Cluster) -> None:
     server = ServerProcess(kafka.bootstrap_servers).start()
     try:

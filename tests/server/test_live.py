@@ -163,6 +163,7 @@ def _members(group: DescribedGroup) -> dict[str, tuple[int, tuple[Any, ...]]]:
     return {m.member_id: (m.member_epoch, m.assignment.topic_partitions) for m in group.members}
 
 
+@pytest.mark.smoke  # the coordinator in front of Tansu too (make test's second part)
 def test_server_killed_and_restarted_members_keep_epochs_and_partitions(kafka: Cluster) -> None:
     server = ServerProcess(kafka.bootstrap_servers).start()
     try:
