@@ -208,7 +208,8 @@ def _simulate(args: argparse.Namespace, spec: Any, out: TextIO) -> int:
     )
     out.write(
         f"\nstreamtasks drill {spec.name} (simulated: {result.members} members, {result.partitions} "
-        f"partitions, seed {result.seed}): {'PASS' if result.ok else 'FAIL'}\n\n"
+        f"partitions, seed {result.seed}): {'PASS' if result.ok else 'FAIL'}\n"
+        f"coordinator: {result.coordinator}\n\n"
     )
     w0 = max(len(a) for a, _, _ in rows)
     w1 = max(len(b) for _, b, _ in rows)

@@ -10,6 +10,14 @@ after the previous one restarted (the group need not have settled in between: wi
 rebalances overlap, as in a fast real rollout). Only consumer-group drills have a simulated
 script: the simulator models plain consumer groups (assignor lists), not App tasks or faust
 members.
+
+A drill whose stages move the group between the classic protocol and KIP-848
+(``classic-to-consumer``: a stage with ``--group-protocol consumer``) runs in the KIP-848 world
+instead (:mod:`streamtasks.sim.kip848`): streamtasks' own coordinator
+(:class:`~streamtasks.coordinator.GroupCoordinator`, serving classic members through its
+JoinGroup / SyncGroup / Heartbeat / LeaveGroup writes) with the real classic member machines and
+the real KIP-848 member machines in one group, each restart on its stage's protocol. What is
+simulated is that coordinator's migration, not Apache Kafka's.
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ from typing import Any
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.drills.catalog import DrillSpec
 from streamtasks.errors import ConfigError
+from streamtasks.sim.kip848 import SERVER, ConsumerRunResult, ConsumerSettings, run_consumer_scenario
 from streamtasks.sim.runner import run_scenario
 from streamtasks.sim.scenario import Scenario, Step, Timeouts
 from streamtasks.sim.transport import WorldSettings
+from streamtasks.sim.world import RunResult
 
 __all__ = ["SimulatedDrill", "drill_scenario", "simulate_drill"]
 
@@ -44,6 +54,9 @@ class SimulatedDrill:
     converged_after_ms: int | None = None
     sim_ms: int = 0
     events: int = 0
+    #: The coordinator simulated: a model of Kafka's classic coordinator, or streamtasks' own
+    #: (KIP-848) coordinator for a drill that moves the group between protocols.
+    coordinator: str = "Kafka classic group coordinator (model)"
 
     @property
     def ok(self) -> bool:
@@ -55,8 +68,15 @@ class SimulatedDrill:
         return out
 
 
+#: The coordinator a mixed-protocol drill runs on.
+STREAMTASKS_COORDINATOR = "streamtasks coordinator (KIP-848, classic members translated)"
+
+
 def _assignors(spec: DrillSpec, stage: int) -> tuple[str, ...]:
     args = spec.stages[stage].args
+    if "--group-protocol" in args:
+        # KIP-848: the coordinator's assignor
+        return (args[args.index("--remote-assignor") + 1],) if "--remote-assignor" in args else ("uniform",)
     if "--assignor" not in args:
         raise ConfigError(f"drill {spec.name!r} stage {stage} names no assignors")
     return tuple(args[args.index("--assignor") + 1].split(","))
@@ -76,34 +96,41 @@ def drill_scenario(
         raise ConfigError(
             f"drill {spec.name!r} has no simulated script (only consumer-group drills run in the simulator)"
         )
-    if any("--group-protocol" in stage.args for stage in spec.stages):
-        raise ConfigError(
-            f"drill {spec.name!r} has no simulated script: the simulator does not model a group "
-            "moving between the classic protocol and KIP-848"
-        )
     if members < 2 or partitions < 1:
         raise ConfigError("a simulated drill needs --members >= 2 and --partitions >= 1")
     rng = random.Random(seed)
     names = [f"m{i:04d}" for i in range(members)]
     first = _assignors(spec, 0)
+    mixed = is_mixed(spec)
     steps: list[Step] = []
     at = 0
     for name in names:
-        steps.append(Step(at_ms=at, op="start", member=name, assignors=first))
+        steps.append(
+            Step(at_ms=at, op="start", member=name, assignors=first, group_protocol=_protocol(spec, 0))
+        )
         at += rng.randint(1, 20)
     at += 30_000  # the group settles before the first bounce
     for stage in range(1, len(spec.stages)):
         assignors = _assignors(spec, stage)
+        protocol = _protocol(spec, stage)
         for name in names:
             steps.append(Step(at_ms=at, op="leave", member=name))
-            steps.append(Step(at_ms=at + down_ms, op="restart", member=name, assignors=assignors))
+            steps.append(
+                Step(
+                    at_ms=at + down_ms,
+                    op="restart",
+                    member=name,
+                    assignors=assignors,
+                    group_protocol=protocol,
+                )
+            )
             at += (
                 down_ms + spacing_ms + rng.randint(0, spacing_ms // 4)
             )  # the next leaves once this one is back
         at += 30_000
     return Scenario(
         seed=seed,
-        protocol=RebalanceProtocol.EAGER,
+        protocol=RebalanceProtocol.COOPERATIVE if mixed else RebalanceProtocol.EAGER,
         topics=(("drill", partitions),),
         assignors=first,
         steps=tuple(steps),
@@ -116,23 +143,43 @@ def simulate_drill(
 ) -> SimulatedDrill:
     """Run the drill's scenario once; the verdict is the simulator's invariants and convergence."""
     scenario = drill_scenario(spec, members=members, partitions=partitions, seed=seed)
-    result = run_scenario(
-        scenario,
-        WorldSettings(max_events=max_events, convergence_bound_ms=600_000, stop_on_violation=True),
-    )
-    return SimulatedDrill(
-        drill=spec.name,
-        members=members,
-        partitions=partitions,
-        seed=seed,
-        violations=[str(v) for v in result.violations],
-        rebalances=result.rebalances,
-        revoked=result.revoked,
-        lost=result.lost,
-        moved=result.moved,
-        orphan_partition_ms=result.orphan_partition_ms,
-        handover_without_commit=result.handover_without_commit,
-        converged_after_ms=result.converged_after_ms,
-        sim_ms=result.sim_ms,
-        events=result.events,
-    )
+    verdict = SimulatedDrill(drill=spec.name, members=members, partitions=partitions, seed=seed)
+    result: RunResult | ConsumerRunResult
+    if is_mixed(spec):
+        # the KIP-848 world: streamtasks' coordinator with classic and KIP-848 members
+        result = run_consumer_scenario(
+            scenario,
+            SERVER,
+            ConsumerSettings(max_events=max_events, convergence_bound_ms=600_000, stop_on_violation=True),
+        )
+        verdict.rebalances = result.group_epochs
+        verdict.coordinator = STREAMTASKS_COORDINATOR
+    else:
+        result = run_scenario(
+            scenario,
+            WorldSettings(max_events=max_events, convergence_bound_ms=600_000, stop_on_violation=True),
+        )
+        verdict.rebalances = result.rebalances
+    verdict.violations = [str(v) for v in result.violations]
+    verdict.revoked = result.revoked
+    verdict.lost = result.lost
+    verdict.moved = result.moved
+    verdict.orphan_partition_ms = result.orphan_partition_ms
+    verdict.handover_without_commit = result.handover_without_commit
+    verdict.converged_after_ms = result.converged_after_ms
+    verdict.sim_ms = result.sim_ms
+    verdict.events = result.events
+    return verdict
+
+
+def is_mixed(spec: DrillSpec) -> bool:
+    """The drill moves the group between the classic protocol and KIP-848."""
+    return any("--group-protocol" in stage.args for stage in spec.stages)
+
+
+def _protocol(spec: DrillSpec, stage: int) -> str:
+    """A mixed drill's stage: ``classic`` or ``consumer``; empty for a classic-only drill."""
+    if not is_mixed(spec):
+        return ""
+    args = spec.stages[stage].args
+    return args[args.index("--group-protocol") + 1] if "--group-protocol" in args else "classic"

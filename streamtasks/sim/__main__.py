@@ -6,6 +6,7 @@ Examples::
     python -m streamtasks.sim --protocol both --seeds 1000 --same-assignor --json
     python -m streamtasks.sim --protocol eager --seeds 1 --seed-base 4242   # replay one seed
     python -m streamtasks.sim --protocol consumer-client --seeds 1000 --json  # KIP-848, client-side
+    python -m streamtasks.sim --protocol mixed --seeds 200   # classic and KIP-848 members, one group
 
 Progress goes to stderr; the table (or ``--json``) to stdout. The exit status is 1 when any
 scenario violated an invariant (each failure is printed with its seed, the minimal scenario
@@ -32,10 +33,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m streamtasks.sim", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--protocol",
-        choices=("eager", "cooperative", "both", "consumer", "consumer-client"),
+        choices=("eager", "cooperative", "both", "consumer", "consumer-client", "mixed"),
         default="both",
         help="classic (eager, cooperative, both) or KIP-848: consumer (server-side uniform), "
-        "consumer-client (client-side, streams assignor with standbys)",
+        "consumer-client (client-side, streams assignor with standbys), mixed (classic and "
+        "KIP-848 members in one group on streamtasks' coordinator)",
     )
     p.add_argument("--seeds", type=int, default=100, help="number of scenarios (one per seed)")
     p.add_argument("--seed-base", type=int, default=0, help="first seed")
@@ -73,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1:
         print("error: --seeds must be >= 1", file=sys.stderr)
         return 2
-    if args.protocol in ("consumer", "consumer-client"):
+    if args.protocol in ("consumer", "consumer-client", "mixed"):
         return _kip848(args, faults)
     protocols = (
         [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE]
@@ -124,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
-    """``--protocol consumer|consumer-client``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
+    """``--protocol consumer|consumer-client|mixed``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
     from streamtasks.sim.kip848 import run_consumer_batch
 
     def progress(s: object, total: int = args.seeds) -> None:

@@ -114,7 +114,7 @@ class Invariants:
     def handover(
         self,
         now_ms: int,
-        proc: SimProcess,
+        conn: str,
         ledger: OwnershipLedger,
         partitions: Iterable[TopicPartition],
         start_offsets: Mapping[TopicPartition, int],
@@ -134,7 +134,7 @@ class Invariants:
                         invariant="commit-before-handover",
                         time_ms=now_ms,
                         detail=(
-                            f"{proc.conn} took {tp} at offset {start} but {release.conn} revoked it "
+                            f"{conn} took {tp} at offset {start} but {release.conn} revoked it "
                             f"at {release.time_ms} ms after committing {release.committed}"
                         ),
                     )

@@ -49,7 +49,8 @@ class Step:
     (member, assignors), ``replace`` (a static member's new process starts while the old one
     lives on as a zombie), ``enforce`` (member), ``pause`` / ``partition`` (member, duration),
     ``metadata`` (topic, partitions: the new count), ``failover`` (duration: unavailable),
-    ``degrade`` (duration, loss, duplication). ``assignors`` empty: the scenario's.
+    ``degrade`` (duration, loss, duplication). ``assignors`` empty: the scenario's. In the
+    KIP-848 world ``group_protocol`` says which member machine a started process runs.
     """
 
     at_ms: int
@@ -62,11 +63,16 @@ class Step:
     loss: float = 0.0
     duplication: float = 0.0
     assignors: tuple[str, ...] = ()
+    #: The KIP-848 world only: the protocol a ``start`` / ``restart`` / ``bounce`` runs the member
+    #: on, ``classic`` or ``consumer`` (empty: the world's).
+    group_protocol: str = ""
 
     def describe(self) -> str:
         parts = [self.op]
         if self.member:
             parts.append(self.member + (" (static)" if self.static else ""))
+        if self.group_protocol:
+            parts.append(f"on {self.group_protocol}")
         if self.assignors:
             parts.append(f"[{','.join(self.assignors)}]")
         if self.topic:

@@ -287,7 +287,7 @@ class Driver:
         )
         if action.kind is ListenerKind.ASSIGNED:
             starts = {tp: c.offset for tp in parts if (c := self.coordinator.offsets.get(tp)) is not None}
-            self.collect(self.invariants.handover(self.now, proc, self.ledger, parts, starts))
+            self.collect(self.invariants.handover(self.now, proc.conn, self.ledger, parts, starts))
             for tp in parts:
                 proc.committed.pop(tp, None)
             self.ledger.acquire(

@@ -23,7 +23,6 @@ from streamtasks.coordinator import (
     Result,
     TargetAssignmentMetadataRecord,
 )
-from streamtasks.membership.consumer import MemberState
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentRequest,
     ConsumerGroupInstallAssignmentResponse,
@@ -33,7 +32,7 @@ from streamtasks.sim.trace import Violation
 from topology.ids import TopicPartition
 
 if TYPE_CHECKING:
-    from streamtasks.sim.kip848.process import ConsumerProcess
+    from streamtasks.sim.kip848.process import WorldProcess
     from streamtasks.sim.kip848.world import ConsumerWorld
 
 __all__ = ["Checks", "install_problems"]
@@ -102,12 +101,12 @@ class Checks:
             proc is not None
             and proc.alive
             and group is not None
-            and group.member(proc.member.member_id) is not None
-            and proc.member.member_id not in self.world.ghosts
+            and group.member(proc.member_id) is not None
+            and proc.member_id not in self.world.ghosts
         )
 
-    def after_actions(self, proc: ConsumerProcess) -> None:
-        epoch = proc.member.member_epoch
+    def after_actions(self, proc: WorldProcess) -> None:
+        epoch = proc.epoch
         if epoch == 0:
             proc.max_epoch = 0
         elif epoch < proc.max_epoch:
@@ -116,7 +115,7 @@ class Checks:
             proc.max_epoch = epoch
         if proc.alive:
             held = self.world.ledger.owned_by(proc.conn)
-            owned = proc.member.owned_partitions
+            owned = proc.owned
             if held != owned:
                 self._violate(
                     "ledger-matches-member",
@@ -206,7 +205,7 @@ class Checks:
         gaps: list[str] = []
         live = w.live()
         group = w.group()
-        ids = {p.member.member_id for p in live}
+        ids = {p.member_id for p in live}
         members = set() if group is None else set(group.members)
         if members != ids:
             gaps.append(f"group members {sorted(members)} != live {sorted(ids)}")
@@ -218,22 +217,22 @@ class Checks:
                 )
             names = {t.topic_id: t.name for t in group.partition_metadata}
             for p in live:
-                current, target = group.current(p.member.member_id), group.target(p.member.member_id)
+                current, target = group.current(p.member_id), group.target(p.member_id)
                 wanted = frozenset(
                     TopicPartition(names[t], q)
                     for t, q in (target.partitions.pairs() if target else ())
                     if t in names
                 )
                 if (
-                    p.member.state is not MemberState.STABLE
+                    not p.settled
                     or current is None
-                    or p.member.member_epoch != group.group_epoch
+                    or p.epoch != group.group_epoch
                     or current.member_epoch != group.group_epoch
-                    or p.member.owned_partitions != wanted
+                    or p.owned != wanted
                 ):
                     gaps.append(
-                        f"{p.conn} {p.member.state.value} epoch {p.member.member_epoch} owns "
-                        f"{len(p.member.owned_partitions)} of {len(wanted)} targeted"
+                        f"{p.conn} {p.state_name} epoch {p.epoch} owns "
+                        f"{len(p.owned)} of {len(wanted)} targeted"
                     )
         for tp in sorted(w.existing()):
             owners = [h.conn for h in w.ledger.owners(tp) if w.procs[h.conn].alive]

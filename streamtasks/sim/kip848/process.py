@@ -1,24 +1,45 @@
-"""One simulated KIP-848 consumer process: the real :class:`ConsumerMember` and its application
-state (what it consumes, what it committed), as the classic simulator's ``SimProcess``."""
+"""Simulated consumer processes of the KIP-848 world: the real member machine of either protocol
+and its application state (what it consumes, what it committed), as the classic simulator's
+``SimProcess``.
+
+:class:`ConsumerProcess` runs a KIP-848 :class:`ConsumerMember`; :class:`ClassicProcess` runs a
+classic-protocol :class:`ClassicMember` (a mixed group: its JoinGroup / SyncGroup / Heartbeat /
+LeaveGroup go to the coordinator's classic writes). The world drives both through the same
+methods (:class:`WorldProcess`), each turning them into its own machine's events.
+"""
 
 from __future__ import annotations
 
-from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from streamtasks.membership import classic
+from streamtasks.membership.consumer import Action as ConsumerAction
+from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig, MemberState
+from streamtasks.membership.consumer import MetadataUpdated as ConsumerMetadata
+from streamtasks.membership.consumer import ResponseReceived as ConsumerResponse
+from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.sim.process import DeferredInput
 from topology.ids import TopicPartition
 
-__all__ = ["ConsumerProcess"]
+__all__ = ["AnyAction", "ClassicProcess", "ConsumerProcess", "WorldProcess"]
+
+#: What either machine asks its driver to do.
+AnyAction = ConsumerAction | classic.SendRequest
 
 
-class ConsumerProcess:
-    """A member incarnation; the world drives it."""
+class WorldProcess:
+    """A member incarnation; the world drives it. Subclasses hold the member machine."""
 
-    def __init__(self, *, name: str, incarnation: int, config: ConsumerMemberConfig, now_ms: int) -> None:
+    #: ``classic`` or ``consumer`` (KIP-848).
+    group_protocol = ""
+
+    def __init__(self, *, name: str, incarnation: int, static: bool) -> None:
         self.name = name
         self.incarnation = incarnation
         self.conn = f"{name}#{incarnation}"
-        self.config = config
-        self.member = ConsumerMember(config, now_ms)
+        self.is_static = static
         self.alive = True
         self.leaving = False
         self.paused_until: int | None = None
@@ -37,9 +58,188 @@ class ConsumerProcess:
     def paused(self) -> bool:
         return self.paused_until is not None
 
+    # -- what the checks read -------------------------------------------------------------------
+
     @property
-    def is_static(self) -> bool:
-        return self.config.group_instance_id is not None
+    def member_id(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def epoch(self) -> int:
+        """The member epoch (a classic member's generation; 0 when it has none)."""
+        raise NotImplementedError
+
+    @property
+    def owned(self) -> frozenset[TopicPartition]:
+        raise NotImplementedError
+
+    @property
+    def settled(self) -> bool:
+        """Stable, with nothing to rejoin for."""
+        raise NotImplementedError
+
+    @property
+    def done(self) -> bool:
+        """Left or failed for good: the process stops."""
+        raise NotImplementedError
+
+    @property
+    def state_name(self) -> str:
+        raise NotImplementedError
+
+    # -- what the world feeds ---------------------------------------------------------------------
+
+    def respond(self, request_id: int, response: Any, now_ms: int) -> list[AnyAction]:
+        raise NotImplementedError
+
+    def found(self, request_id: int, now_ms: int) -> list[AnyAction]:
+        raise NotImplementedError
+
+    def lookup_failed(self, request_id: int, error: KafkaErrorCode, now_ms: int) -> list[AnyAction]:
+        raise NotImplementedError
+
+    def metadata(self, counts: Mapping[str, int], ids: Mapping[str, UUID], now_ms: int) -> list[AnyAction]:
+        raise NotImplementedError
+
+    def leave(self, now_ms: int) -> list[AnyAction]:
+        raise NotImplementedError
+
+    def enforce(self, now_ms: int) -> bool:
+        raise NotImplementedError
+
+    def poll(self, now_ms: int) -> list[AnyAction]:
+        raise NotImplementedError
+
+    def next_deadline_ms(self) -> int | None:
+        raise NotImplementedError
 
     def __repr__(self) -> str:
-        return f"ConsumerProcess({self.conn}, alive={self.alive}, state={self.member.state.value})"
+        return f"{type(self).__name__}({self.conn}, alive={self.alive}, state={self.state_name})"
+
+
+class ConsumerProcess(WorldProcess):
+    """A KIP-848 member (``group.protocol=consumer``)."""
+
+    group_protocol = "consumer"
+
+    def __init__(self, *, name: str, incarnation: int, config: ConsumerMemberConfig, now_ms: int) -> None:
+        super().__init__(name=name, incarnation=incarnation, static=config.group_instance_id is not None)
+        self.config = config
+        self.member = ConsumerMember(config, now_ms)
+
+    @property
+    def member_id(self) -> str:
+        return self.member.member_id
+
+    @property
+    def epoch(self) -> int:
+        return self.member.member_epoch
+
+    @property
+    def owned(self) -> frozenset[TopicPartition]:
+        return self.member.owned_partitions
+
+    @property
+    def settled(self) -> bool:
+        return self.member.state is MemberState.STABLE
+
+    @property
+    def done(self) -> bool:
+        return self.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL)
+
+    @property
+    def state_name(self) -> str:
+        return self.member.state.value
+
+    def respond(self, request_id: int, response: Any, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(ConsumerResponse(request_id=request_id, response=response), now_ms))
+
+    def found(self, request_id: int, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(classic.CoordinatorDiscovered(request_id=request_id), now_ms))
+
+    def lookup_failed(self, request_id: int, error: KafkaErrorCode, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(classic.RequestFailed(request_id=request_id, error=error), now_ms))
+
+    def metadata(self, counts: Mapping[str, int], ids: Mapping[str, UUID], now_ms: int) -> list[AnyAction]:
+        event = ConsumerMetadata(partitions_per_topic=dict(counts), topic_ids=dict(ids))
+        return list(self.member.handle(event, now_ms))
+
+    def leave(self, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(classic.Leave(reason="scenario"), now_ms))
+
+    def enforce(self, now_ms: int) -> bool:
+        return self.member.enforce_rebalance("scenario", now_ms)
+
+    def poll(self, now_ms: int) -> list[AnyAction]:
+        return list(self.member.poll(now_ms))
+
+    def next_deadline_ms(self) -> int | None:
+        return self.member.next_deadline_ms()
+
+
+class ClassicProcess(WorldProcess):
+    """A classic-protocol member in the consumer group (a mixed group, KIP-848's online
+    migration): the real :class:`ClassicMember`, subscribed at start."""
+
+    group_protocol = "classic"
+
+    def __init__(self, *, name: str, incarnation: int, config: classic.MemberConfig, now_ms: int) -> None:
+        super().__init__(name=name, incarnation=incarnation, static=config.group_instance_id is not None)
+        self.config = config
+        self.member = classic.ClassicMember(config, now_ms)
+        self._subscribed = False
+
+    @property
+    def member_id(self) -> str:
+        return self.member.member_id
+
+    @property
+    def epoch(self) -> int:
+        return max(self.member.generation, 0)
+
+    @property
+    def owned(self) -> frozenset[TopicPartition]:
+        return self.member.owned_partitions
+
+    @property
+    def settled(self) -> bool:
+        return self.member.state is classic.MemberState.STABLE and not self.member.rejoin_needed
+
+    @property
+    def done(self) -> bool:
+        return self.member.state in (classic.MemberState.CLOSED, classic.MemberState.FAILED)
+
+    @property
+    def state_name(self) -> str:
+        return f"classic {self.member.state.value}"
+
+    def respond(self, request_id: int, response: Any, now_ms: int) -> list[AnyAction]:
+        event = classic.ResponseReceived(request_id=request_id, response=response)
+        return list(self.member.handle(event, now_ms))
+
+    def found(self, request_id: int, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(classic.CoordinatorDiscovered(request_id=request_id), now_ms))
+
+    def lookup_failed(self, request_id: int, error: KafkaErrorCode, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(classic.RequestFailed(request_id=request_id, error=error), now_ms))
+
+    def metadata(self, counts: Mapping[str, int], ids: Mapping[str, UUID], now_ms: int) -> list[AnyAction]:
+        out: list[AnyAction] = list(
+            self.member.handle(classic.MetadataUpdated(partitions_per_topic=dict(counts)), now_ms)
+        )
+        if not self._subscribed:  # at start: metadata first, then the subscription
+            self._subscribed = True
+            out += self.member.handle(classic.Subscribe(topics=self.config.topics), now_ms)
+        return out
+
+    def leave(self, now_ms: int) -> list[AnyAction]:
+        return list(self.member.handle(classic.Leave(reason="scenario"), now_ms))
+
+    def enforce(self, now_ms: int) -> bool:
+        return self.member.enforce_rebalance("scenario")
+
+    def poll(self, now_ms: int) -> list[AnyAction]:
+        return list(self.member.poll(now_ms))
+
+    def next_deadline_ms(self) -> int | None:
+        return self.member.next_deadline_ms()

@@ -7,18 +7,21 @@ assignor is a ``no-exception`` violation with its seed, so a batch always comple
 
 from __future__ import annotations
 
+import random
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.kip848.world import ConsumerRunResult, ConsumerSettings, ConsumerWorld
+from streamtasks.sim.kip848.world import SERVER, ConsumerRunResult, ConsumerSettings, ConsumerWorld
 from streamtasks.sim.runner import Failure
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, generate
 from streamtasks.sim.trace import Violation
 
 __all__ = [
     "MAX_MEMBERS",
+    "MIXED",
+    "mixed",
     "ConsumerBatchSummary",
     "consumer_scenario",
     "run_consumer_batch",
@@ -29,15 +32,42 @@ __all__ = [
 MAX_MEMBERS = 6
 
 
+#: ``--protocol mixed``: classic members (``cooperative_sticky``) and KIP-848 members
+#: (``uniform``) in one group on the coordinator, each process on a protocol drawn per seed.
+MIXED = "mixed"
+#: What a classic process of a mixed scenario offers.
+CLASSIC_ASSIGNORS = ("cooperative_sticky",)
+_STARTING_OPS = frozenset({"start", "restart", "bounce"})
+
+
 def consumer_scenario(seed: int, mode: str, faults: frozenset[str]) -> Scenario:
-    return generate(seed, RebalanceProtocol.COOPERATIVE, faults, assignors=(mode,), max_members=MAX_MEMBERS)
+    scenario = generate(
+        seed, RebalanceProtocol.COOPERATIVE, faults, assignors=(mode,), max_members=MAX_MEMBERS
+    )
+    return mixed(scenario) if mode == MIXED else scenario
+
+
+def mixed(scenario: Scenario) -> Scenario:
+    """Every process a step starts runs on a protocol drawn from the seed (its own random
+    stream): so members are bounced from one protocol to the other, both ways, under the
+    scenario's faults."""
+    rng = random.Random(f"group-protocol-{scenario.seed}")
+    steps = []
+    for step in scenario.steps:
+        if step.op not in _STARTING_OPS:
+            steps.append(step)
+            continue
+        protocol = rng.choice(("classic", "consumer"))
+        assignors = CLASSIC_ASSIGNORS if protocol == "classic" else ("uniform",)
+        steps.append(replace(step, group_protocol=protocol, assignors=assignors))
+    return replace(scenario, steps=tuple(steps))
 
 
 def run_consumer_scenario(
     scenario: Scenario, mode: str, settings: ConsumerSettings | None = None
 ) -> ConsumerRunResult:
     """Run one scenario; an exception from the simulated parts becomes a violation."""
-    world = ConsumerWorld(scenario, mode, settings)
+    world = ConsumerWorld(scenario, SERVER if mode == MIXED else mode, settings)
     try:
         return world.run()
     except Exception as exc:  # reported with its seed; the batch goes on

@@ -29,23 +29,19 @@ from streamtasks.coordinator import (
 from streamtasks.membership.classic import (
     AssignmentChanged,
     CommitOffsets,
-    CoordinatorDiscovered,
     ErrorReported,
     FindCoordinator,
     InvokeListener,
-    Leave,
     ListenerKind,
-    RequestFailed,
+    MemberConfig,
 )
+from streamtasks.membership.classic import Request as ClassicRequest
+from streamtasks.membership.classic import Response as ClassicResponse
+from streamtasks.membership.classic import SendRequest as ClassicSendRequest
 from streamtasks.membership.consumer import (
-    Action,
     AssignorMetadata,
     ConsumerMemberConfig,
-    Event,
-    MemberState,
-    MetadataUpdated,
     Request,
-    ResponseReceived,
     SendRequest,
 )
 from streamtasks.membership.consumer import Response as MemberResponse
@@ -58,15 +54,23 @@ from streamtasks.protocol.classic_group import OffsetCommitRequest, OffsetCommit
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.userdata import LATEST_VERSION, MIN_SUPPORTED_VERSION
+from streamtasks.sim.invariants import Invariants
 from streamtasks.sim.kip848.checks import Checks
-from streamtasks.sim.kip848.process import ConsumerProcess
+from streamtasks.sim.kip848.classic_desk import ClassicDesk
+from streamtasks.sim.kip848.process import AnyAction, ClassicProcess, ConsumerProcess, WorldProcess
 from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
 from streamtasks.sim.network import LinkProfile, Network
 from streamtasks.sim.process import DeferredInput
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.scheduler import Scheduler
 from streamtasks.sim.trace import Trace, Violation
-from streamtasks.sim.transport import CoordinatorWake, ProcessItem, StepDue, describe_partitions
+from streamtasks.sim.transport import (
+    CoordinatorWake,
+    ProcessItem,
+    StepDue,
+    describe_partitions,
+    make_assignor,
+)
 from streamtasks.streams import StreamsPartitionAssignor
 from topology import TopologyBuilder
 from topology.ids import TaskId, TopicPartition
@@ -109,7 +113,7 @@ class ConsumerSettings:
 class ToCoordinator:
     conn: str
     request_id: int
-    request: Request | OffsetCommitRequest
+    request: Request | OffsetCommitRequest | ClassicRequest
     #: A late copy of a join (see :meth:`ConsumerWorld._send`): its response has nowhere to go.
     late: bool = False
 
@@ -118,7 +122,7 @@ class ToCoordinator:
 class ToMember:
     conn: str
     request_id: int
-    response: MemberResponse
+    response: MemberResponse | ClassicResponse
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,6 +159,12 @@ class ConsumerRunResult:
     messages: int
     trace: tuple[str, ...] = ()
     late_joins: int = 0
+    #: Partitions taken over whose previous owner revoked them without a commit.
+    handover_without_commit: int = 0
+    #: Partition-ms without an owner, from the moment the group first owned every partition.
+    orphan_partition_ms: int = 0
+    #: Classic-protocol JoinGroups the coordinator parked (answered later through Result.joins).
+    parked_joins: int = 0
 
 
 class ConsumerWorld:
@@ -185,8 +195,11 @@ class ConsumerWorld:
         self.ledger = OwnershipLedger()
         self.trace = Trace(self.settings.trace_limit)
         self.checks = Checks(self)
-        self.procs: dict[str, ConsumerProcess] = {}
-        self.current: dict[str, ConsumerProcess] = {}
+        self.procs: dict[str, WorldProcess] = {}
+        self.current: dict[str, WorldProcess] = {}
+        #: Classic members' JoinGroup / SyncGroup / Heartbeat / LeaveGroup (a mixed group).
+        self.desk = ClassicDesk(self)
+        self.handovers = Invariants()
         self.incarnations: dict[str, int] = {}
         self.violations: list[Violation] = []
         self.events = 0
@@ -236,6 +249,8 @@ class ConsumerWorld:
             self.events += 1
             self._dispatch(item.item)
             self.checks.after_event()
+            if not self.ledger.measuring and self.ledger.all_owned() and self.live():
+                self.ledger.start_measuring(self.now)
             if self._failover_armed is not None:
                 self._maybe_failover()
         else:
@@ -301,6 +316,7 @@ class ConsumerWorld:
         self.log += result.records
         response = self.coordinator.apply(result)
         self.checks.after_write(result)
+        self.desk.answered(result)
         return response
 
     def _at_coordinator(self, item: ToCoordinator) -> None:
@@ -313,15 +329,26 @@ class ConsumerWorld:
         group = self.group()
         member_id = request.member_id if isinstance(request, ConsumerGroupHeartbeatRequest) else None
         known = member_id is not None and group is not None and group.member(member_id) is not None
+        if isinstance(request, ClassicRequest):
+            answer = self.desk.serve(item.conn, item.request_id, request)
+            if answer is not None and not item.late:
+                self.reply(item.conn, item.request_id, answer)
+            self._rearm_coordinator()
+            return
         response = self._serve(request)
         if member_id is not None:
             self._track_ghost(member_id, known, late=item.late, response=response)
-        if proc.alive and not item.late:
-            for at in self.network.transmit(proc.name, "down", self.now):
-                self.sched.schedule(
-                    at, ToMember(conn=item.conn, request_id=item.request_id, response=response)
-                )
+        if not item.late:
+            self.reply(item.conn, item.request_id, response)
         self._rearm_coordinator()
+
+    def reply(self, conn: str, request_id: int, response: MemberResponse | ClassicResponse) -> None:
+        """The coordinator answers the request ``request_id`` of connection ``conn``."""
+        proc = self.procs.get(conn)
+        if proc is None or not proc.alive:
+            return
+        for at in self.network.transmit(proc.name, "down", self.now):
+            self.sched.schedule(at, ToMember(conn=conn, request_id=request_id, response=response))
 
     def _track_ghost(self, member_id: str, known: bool, *, late: bool, response: MemberResponse) -> None:
         """A late join whose member had been removed meanwhile (its session expired, it was
@@ -336,7 +363,7 @@ class ConsumerWorld:
         elif not late and isinstance(response, ConsumerGroupHeartbeatResponse) and not response.error:
             self.ghosts.discard(member_id)
 
-    def _serve(self, request: Request | OffsetCommitRequest) -> MemberResponse:
+    def _serve(self, request: Request | OffsetCommitRequest) -> Any:
         down = KafkaErrorCode.NOT_COORDINATOR
         c = self.coordinator
         if isinstance(request, OffsetCommitRequest):
@@ -372,10 +399,16 @@ class ConsumerWorld:
         group = self.group()
         current = None if group is None else group.current(request.member_id)
         code = KafkaErrorCode.NONE
-        if current is None or group is None or group.member(request.member_id) is None:
+        member = None if group is None else group.member(request.member_id)
+        if current is None or member is None:
             code = KafkaErrorCode.UNKNOWN_MEMBER_ID
         elif current.member_epoch != request.generation_id:
-            code = KafkaErrorCode.STALE_MEMBER_EPOCH
+            # a classic member commits with its generation (its member epoch)
+            code = (
+                KafkaErrorCode.STALE_MEMBER_EPOCH
+                if member.classic is None
+                else KafkaErrorCode.ILLEGAL_GENERATION
+            )
         if code is KafkaErrorCode.NONE:
             for o in request.offsets:
                 self.offsets[o.partition] = max(self.offsets.get(o.partition, 0), o.offset)
@@ -407,6 +440,7 @@ class ConsumerWorld:
             if group is not None and group.state.value not in ("Stable", "Empty"):
                 self.failovers_mid_rebalance += 1
         self.unavailable_until = max(self.unavailable_until or 0, until)
+        self.desk.unload()
         self.sched.schedule(until, FailoverEnd())
         self._rearm_coordinator()
 
@@ -428,10 +462,13 @@ class ConsumerWorld:
 
     # -- members ---------------------------------------------------------------------------
 
-    def _start(self, name: str, static: bool) -> None:
+    def _start(self, name: str, static: bool, step: Step | None = None) -> None:
         incarnation = self.incarnations.get(name, -1) + 1
         self.incarnations[name] = incarnation
         t = self.scenario.timeouts
+        if step is not None and step.group_protocol == "classic":
+            self._start_classic(name, incarnation, static, step.assignors or ("cooperative_sticky",))
+            return
         common: dict[str, Any] = {
             "group_id": self.settings.group_id,
             "member_id": f"{name}-{incarnation}",
@@ -468,11 +505,35 @@ class ConsumerWorld:
                 },
             )
         else:
-            config = ConsumerMemberConfig(**common, server_assignor="uniform")
-        proc = ConsumerProcess(name=name, incarnation=incarnation, config=config, now_ms=self.now)
+            named = step is not None and step.group_protocol == "consumer" and step.assignors
+            server = step.assignors[0] if named and step is not None else "uniform"
+            config = ConsumerMemberConfig(**common, server_assignor=server)
+        self._launch(ConsumerProcess(name=name, incarnation=incarnation, config=config, now_ms=self.now))
+
+    def _start_classic(self, name: str, incarnation: int, static: bool, assignors: tuple[str, ...]) -> None:
+        """A classic-protocol member (the real classic member machine) in the consumer group.
+
+        ``lose_on_missed_generation`` is off: its generation is its member epoch, which moves
+        with the group epoch, so a jump of more than one is no missed generation here."""
+        t = self.scenario.timeouts
+        config = MemberConfig(
+            group_id=self.settings.group_id,
+            topics=tuple(self.counts),
+            assignors=tuple(make_assignor(n) for n in assignors),
+            group_instance_id=name if static else None,
+            session_timeout_ms=self.settings.session_timeout_ms,
+            rebalance_timeout_ms=t.rebalance_ms,
+            heartbeat_interval_ms=t.heartbeat_ms,
+            request_timeout_ms=t.request_ms,
+            retry_backoff_ms=t.retry_backoff_ms,
+            lose_on_missed_generation=False,
+        )
+        self._launch(ClassicProcess(name=name, incarnation=incarnation, config=config, now_ms=self.now))
+
+    def _launch(self, proc: WorldProcess) -> None:
         self.procs[proc.conn] = proc
-        self.current[name] = proc
-        self._drive(proc, self._metadata_event())
+        self.current[proc.name] = proc
+        self._run(proc, self._metadata_for(proc))
 
     def _state_on_disk(self, name: str) -> dict[TaskId, int]:
         """A restarted process has local state for the tasks it last owned (offset sum 100)."""
@@ -480,10 +541,8 @@ class ConsumerWorld:
         owned = [tp for tp, owner in self.ledger.last_owner_name.items() if owner == name and tp in task_of]
         return {task_of[tp]: 100 for tp in sorted(owned)}
 
-    def _metadata_event(self) -> MetadataUpdated:
-        return MetadataUpdated(
-            partitions_per_topic=dict(self.counts), topic_ids={t: topic_id(t) for t in self.counts}
-        )
+    def _metadata_for(self, proc: WorldProcess) -> list[AnyAction]:
+        return proc.metadata(self.counts, {t: topic_id(t) for t in self.counts}, self.now)
 
     def _metadata(self, topic: str, partitions: int) -> None:
         if partitions <= self.counts.get(topic, 0):
@@ -504,7 +563,7 @@ class ConsumerWorld:
         op = step.op
         if op in ("start", "restart"):
             if live is None:
-                self._start(step.member, step.static)
+                self._start(step.member, step.static, step)
         elif op == "metadata":
             self._metadata(step.topic, step.partitions)
         elif op == "failover":
@@ -532,7 +591,14 @@ class ConsumerWorld:
             self._stop(live, ReleaseKind.CRASHED)
         elif op == "bounce":
             self._stop(live, ReleaseKind.CRASHED)
-            again = Step(at_ms=0, op="restart", member=step.member, static=live.is_static)
+            again = Step(
+                at_ms=0,
+                op="restart",
+                member=step.member,
+                static=live.is_static,
+                assignors=step.assignors,
+                group_protocol=step.group_protocol or live.group_protocol,
+            )
             self.sched.schedule(self.now + step.duration_ms, StepDue(step=again))
         elif live.paused:
             live.deferred.append(DeferredInput(kind="step", payload=step))
@@ -540,9 +606,9 @@ class ConsumerWorld:
             return
         elif op == "leave":
             live.leaving = True
-            self._drive(live, Leave(reason="scenario"))
+            self._run(live, live.leave(self.now))
         elif op == "enforce":
-            took = live.member.enforce_rebalance("scenario", self.now)
+            took = live.enforce(self.now)
             self.trace.add(self.now, f"{live.conn} enforce_rebalance -> {took}")
             self._rearm(live)
         elif op == "pause":
@@ -561,7 +627,7 @@ class ConsumerWorld:
             return
         self._receive(proc, item)
 
-    def _receive(self, proc: ConsumerProcess, item: ToMember) -> None:
+    def _receive(self, proc: WorldProcess, item: ToMember) -> None:
         response = item.response
         self.trace.add(self.now, f"{proc.conn} <- {describe(response)}")
         if isinstance(response, OffsetCommitResponse):
@@ -569,7 +635,7 @@ class ConsumerWorld:
             for tp, error in response.errors:
                 if error is KafkaErrorCode.NONE and tp in sent:
                     proc.committed[tp] = sent[tp]
-        self._drive(proc, ResponseReceived(request_id=item.request_id, response=response))
+        self._run(proc, proc.respond(item.request_id, response, self.now))
 
     def _process_item(self, item: ProcessItem) -> None:
         proc = self.procs.get(item.conn)
@@ -593,25 +659,24 @@ class ConsumerWorld:
             else:
                 proc.same_ms_wakes = 0
             proc.last_wake_ms = self.now
-            self._execute(proc, proc.member.poll(self.now))
-            self._rearm(proc)
+            self._run(proc, proc.poll(self.now))
         elif item.kind == "lookup":
             if self.available and not self.network.is_cut(proc.name, self.now):
-                self._drive(proc, CoordinatorDiscovered(request_id=item.request_id))
+                self._run(proc, proc.found(item.request_id, self.now))
             else:
                 cut = self.network.is_cut(proc.name, self.now)
                 error = KafkaErrorCode.REQUEST_TIMED_OUT if cut else KafkaErrorCode.COORDINATOR_NOT_AVAILABLE
-                self._drive(proc, RequestFailed(request_id=item.request_id, error=error))
+                self._run(proc, proc.lookup_failed(item.request_id, error, self.now))
         else:
-            self._drive(proc, self._metadata_event())
+            self._run(proc, self._metadata_for(proc))
 
-    def _drive(self, proc: ConsumerProcess, event: Event) -> None:
-        self._execute(proc, proc.member.handle(event, self.now))
+    def _run(self, proc: WorldProcess, actions: list[AnyAction]) -> None:
+        self._execute(proc, actions)
         self._rearm(proc)
 
-    def _execute(self, proc: ConsumerProcess, actions: list[Action]) -> None:
+    def _execute(self, proc: WorldProcess, actions: list[AnyAction]) -> None:
         for action in actions:
-            if isinstance(action, SendRequest):
+            if isinstance(action, (SendRequest, ClassicSendRequest)):
                 self._send(proc, action.request_id, action.request)
             elif isinstance(action, CommitOffsets):
                 offsets = self._positions(proc, action.partitions)
@@ -632,10 +697,10 @@ class ConsumerWorld:
                     self.now, f"{proc.conn} error{' (fatal)' if action.fatal else ''}: {action.reason}"
                 )
         self.checks.after_actions(proc)
-        if proc.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL) and proc.alive:
+        if proc.done and proc.alive:
             self._stop(proc, ReleaseKind.CLOSED)
 
-    def _listener(self, proc: ConsumerProcess, action: InvokeListener) -> None:
+    def _listener(self, proc: WorldProcess, action: InvokeListener) -> None:
         parts = action.partitions
         self.trace.add(
             self.now,
@@ -643,6 +708,7 @@ class ConsumerWorld:
         )
         if action.kind is ListenerKind.ASSIGNED:
             starts = {tp: self.offsets[tp] for tp in parts if tp in self.offsets}
+            self.collect(self.handovers.handover(self.now, proc.conn, self.ledger, parts, starts))
             for tp in parts:
                 proc.committed.pop(tp, None)
             self.ledger.acquire(
@@ -660,7 +726,7 @@ class ConsumerWorld:
             self.ledger.release(proc.conn, parts, self.now, ReleaseKind.LOST)
 
     def _positions(
-        self, proc: ConsumerProcess, partitions: tuple[TopicPartition, ...]
+        self, proc: WorldProcess, partitions: tuple[TopicPartition, ...]
     ) -> dict[TopicPartition, int]:
         out = {}
         for tp in partitions:
@@ -671,13 +737,15 @@ class ConsumerWorld:
                 )
         return out
 
-    def _send(self, proc: ConsumerProcess, request_id: int, request: Request | OffsetCommitRequest) -> None:
+    def _send(
+        self, proc: WorldProcess, request_id: int, request: Request | OffsetCommitRequest | ClassicRequest
+    ) -> None:
         for at in self.network.transmit(proc.name, "up", self.now, type(request).__name__):
             self.sched.schedule(at, ToCoordinator(conn=proc.conn, request_id=request_id, request=request))
         self._maybe_late_join(proc, request_id, request)
 
     def _maybe_late_join(
-        self, proc: ConsumerProcess, request_id: int, request: Request | OffsetCommitRequest
+        self, proc: WorldProcess, request_id: int, request: Request | OffsetCommitRequest | ClassicRequest
     ) -> None:
         """The late-join fault, in scenarios whose network duplicates (a ``degrade`` step with
         duplication): a quarter of the joins (epoch 0) arrive once more, 0.2-8 s later and out
@@ -697,10 +765,10 @@ class ConsumerWorld:
             ToCoordinator(conn=proc.conn, request_id=request_id, request=request, late=True),
         )
 
-    def _rearm(self, proc: ConsumerProcess) -> None:
+    def _rearm(self, proc: WorldProcess) -> None:
         if not proc.alive or proc.paused:
             return
-        deadline = proc.member.next_deadline_ms()
+        deadline = proc.next_deadline_ms()
         at = None if deadline is None else max(deadline, self.now)
         if at == proc.wake_at and proc.wake_token is not None:
             return
@@ -711,7 +779,7 @@ class ConsumerWorld:
             None if at is None else self.sched.schedule(at, ProcessItem(kind="wake", conn=proc.conn))
         )
 
-    def _stop(self, proc: ConsumerProcess, kind: ReleaseKind) -> None:
+    def _stop(self, proc: WorldProcess, kind: ReleaseKind) -> None:
         proc.alive = False
         proc.deferred.clear()
         if proc.wake_token is not None:
@@ -722,7 +790,7 @@ class ConsumerWorld:
             self.now, f"{proc.conn} stopped ({kind.value}; dropped {describe_partitions(released)})"
         )
 
-    def _resume(self, proc: ConsumerProcess) -> None:
+    def _resume(self, proc: WorldProcess) -> None:
         proc.paused_until = None
         self.trace.add(self.now, f"{proc.conn} resumed")
         deferred, proc.deferred = proc.deferred, []
@@ -736,15 +804,14 @@ class ConsumerWorld:
             elif isinstance(item.payload, ProcessItem):
                 self._process_item(item.payload)
         if proc.alive:
-            self._execute(proc, proc.member.poll(self.now))
-            self._rearm(proc)
+            self._run(proc, proc.poll(self.now))
 
     # -- reading ---------------------------------------------------------------------------
 
     def existing(self) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t, p) for t, n in self.counts.items() for p in range(n))
 
-    def live(self) -> list[ConsumerProcess]:
+    def live(self) -> list[WorldProcess]:
         return [p for p in self.current.values() if p.alive]
 
     def violate(self, invariant: str, detail: str) -> None:
@@ -778,13 +845,23 @@ class ConsumerWorld:
             messages=self.network.stats.sent,
             trace=tuple(self.trace.lines()) if self.violations else (),
             late_joins=self.late_joins,
+            handover_without_commit=self.handovers.handover_without_commit,
+            orphan_partition_ms=self.ledger.orphan_total_ms(self.now),
+            parked_joins=self.desk.parked,
         )
 
 
 def describe(message: object) -> str:
     name = type(message).__name__.replace("ConsumerGroup", "")
     fields = []
-    for attr in ("error", "member_id", "member_epoch", "group_epoch", "should_compute_assignment"):
+    for attr in (
+        "error",
+        "member_id",
+        "member_epoch",
+        "generation_id",
+        "group_epoch",
+        "should_compute_assignment",
+    ):
         value = getattr(message, attr, None)
         if value is None or value is False or value == "":
             continue
@@ -794,7 +871,7 @@ def describe(message: object) -> str:
                 continue
         fields.append(f"{attr}={value}")
     assignment = getattr(message, "assignment", None)
-    if assignment is not None:
+    if assignment is not None and not isinstance(assignment, bytes):
         fields.append(
             f"assigned={[(str(t.topic_id)[:4], t.partitions) for t in assignment.topic_partitions]}"
         )
