@@ -161,7 +161,7 @@ def join_group(
     except DecodeError:
         return u.result(_join_error(KafkaErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
 
-    found = _join_member(u, member_id, instance_id, unknown)
+    found = _join_member(u, member_id, instance_id, unknown, claims=bool(subscription.owned_partitions))
     if isinstance(found, KafkaErrorCode):
         return u.result(_join_error(found, member_id))
     old_member, current = found
@@ -199,9 +199,17 @@ def join_group(
 
 
 def _join_member(
-    u: GroupUpdate, member_id: str, instance_id: str | None, unknown: bool
+    u: GroupUpdate, member_id: str, instance_id: str | None, unknown: bool, *, claims: bool
 ) -> tuple[MemberMetadataRecord | None, CurrentMemberAssignmentRecord] | KafkaErrorCode:
-    """The member before this join and its current assignment (a fresh one for a new member)."""
+    """The member before this join and its current assignment (a fresh one for a new member).
+
+    ``claims``: the join's subscription names owned partitions. A dynamic member id the group
+    does not have is a new member when it claims nothing (the id MEMBER_ID_REQUIRED just gave
+    out, which the group does not remember); claiming partitions, it is a member the group
+    removed (its session expired while its JoinGroup went unanswered) whose partitions may be
+    another member's by now: UNKNOWN_MEMBER_ID, so it gives them up as lost and joins afresh,
+    as a static member in that spot does (docs/protocol.md; the simulator found it, seed 97 of
+    ``--protocol mixed``)."""
     fresh = CurrentMemberAssignmentRecord(
         group_id=u.group_id, member_id=member_id, member_epoch=0, previous_member_epoch=-1
     )
@@ -219,6 +227,8 @@ def _join_member(
     old_member = u.member(member_id)
     if old_member is not None and old_member.classic is None:
         return KafkaErrorCode.UNKNOWN_MEMBER_ID  # a consumer-protocol member's id
+    if old_member is None and not unknown and instance_id is None and claims:
+        return KafkaErrorCode.UNKNOWN_MEMBER_ID  # removed while it waited: a zombie
     if old_member is None:
         limit = u.ctx.config.max_group_size
         if limit is not None and u.member_count() >= limit:

@@ -106,18 +106,17 @@ def _kip848(at_ms: int, member: str, *, static: bool = False) -> Step:
     )
 
 
-def test_finding_a_removed_classic_member_is_re_created_by_its_own_join_with_what_it_owned() -> None:
-    """Finding (seed 97 of ``--protocol mixed``, shrunk): a dynamic classic member owning
-    partitions is told to rejoin; its JoinGroup is lost (20 % loss) and, not heartbeating while
-    it waits for the answer (as the classic protocol does), its session expires: the
-    coordinator removes it and gives its partitions to others. When its JoinGroup times out it
-    rejoins with its old member id, still claiming them: the coordinator creates a member with
-    that id (as Apache Kafka's classicGroupJoinToConsumerGroup does for any dynamic member id),
-    so the zombie is a member again while holding partitions another member owns, and later
-    revokes them with a commit its new generation makes valid (a static member in the same
-    spot is answered UNKNOWN_MEMBER_ID and gives its partitions up as lost). Pinned as the
-    current behaviour: answering UNKNOWN_MEMBER_ID to a dynamic member id the group does not
-    have whose subscription claims owned partitions (docs/simulation.md) makes it fail."""
+def test_a_removed_classic_member_rejoining_with_what_it_owned_is_refused() -> None:
+    """Found by the simulator (seed 97 of ``--protocol mixed``, shrunk): a dynamic classic
+    member owning partitions is told to rejoin; its JoinGroup is lost (20 % loss) and, not
+    heartbeating while it waits for the answer (as the classic protocol does), its session
+    expires: the coordinator removes it and gives its partitions to others. When its JoinGroup
+    times out it rejoins with its old member id, still claiming them. The coordinator used to
+    create a member with that id, so the zombie was a member again holding partitions another
+    member owned (an exclusive-ownership violation); it now answers UNKNOWN_MEMBER_ID to a
+    dynamic member id it does not have whose subscription claims owned partitions, and the
+    member gives them up as lost and joins afresh (docs/simulation.md,
+    tests/coordinator/test_classic_zombie.py)."""
     steps = [
         _classic(53, "m1"),
         _kip848(145, "m2", static=True),
@@ -141,9 +140,5 @@ def test_finding_a_removed_classic_member_is_re_created_by_its_own_join_with_wha
     ]
     scenario = replace(scripted(steps, topics=(("t0", 7),), seed=97), link=LinkProfile(max_delay_ms=20))
     result = run_consumer_scenario(scenario, MIXED)
-    assert result.violations
-    first = result.violations[0]
-    assert first.invariant == "exclusive-ownership"
-    zombie = first.detail.split(" owned by ")[1].split(" ")[0]  # the holder since before
-    rejoin = f"{first.time_ms:>9} ms  {zombie} -> JoinGroupRequest(member_id={zombie}-"
-    assert any(line.startswith(rejoin) for line in result.trace), (zombie, first)
+    assert result.violations == (), result.violations
+    assert result.converged_after_ms is not None
