@@ -100,6 +100,11 @@ class Stats:
 MAX_API_VERSIONS_VERSION = 4
 
 
+def _log_error(what: str, member_id: str, group_id: str, error: KafkaErrorCode) -> None:
+    if error is not KafkaErrorCode.NONE:
+        _log.info("%s of %s in %s: %s", what, member_id, group_id, error.name)
+
+
 def unsupported_api_versions(correlation_id: int) -> bytes:
     cls = kio_response_class(API_VERSIONS, 0)
     entry = offset_api.element(cls, "api_keys")
@@ -305,22 +310,31 @@ class Handlers:
             if waiting is not None:
                 response = await waiting
             assert response is not None
-            if response.error is not KafkaErrorCode.NONE:
-                _log.info("join of %s in %s: %s", response.member_id, join.group_id, response.error.name)
+            _log_error("join", response.member_id, join.group_id, response.error)
             return encode_kio_response(classic_api.join_response(response, version), cid)
         if api == classic_api.SYNC_GROUP:
-            synced = self.coordinator.sync_group(classic_api.sync_request(request), now)
+            sync = classic_api.sync_request(request)
+            synced = self.coordinator.sync_group(sync, now)
             answer = self.coordinator.apply(synced)
-            await self.persist(synced)
+            durable = self.persist(synced)
+            _log_error("sync", sync.member_id, sync.group_id, answer.error)
+            await durable
             return encode_kio_response(classic_api.sync_response(answer, version), cid)
         if api == classic_api.HEARTBEAT:
-            beat = self.coordinator.classic_heartbeat(classic_api.heartbeat_request(request), now)
+            heartbeat = classic_api.heartbeat_request(request)
+            beat = self.coordinator.classic_heartbeat(heartbeat, now)
             answered = self.coordinator.apply(beat)
-            await self.persist(beat)
+            durable = self.persist(beat)
+            if answered.error is not KafkaErrorCode.REBALANCE_IN_PROGRESS:  # (routine)
+                _log_error("classic heartbeat", heartbeat.member_id, heartbeat.group_id, answered.error)
+            await durable
             return encode_kio_response(classic_api.heartbeat_response(answered, version), cid)
-        left = self.coordinator.leave_group(classic_api.leave_request(request), now)
+        leave = classic_api.leave_request(request)
+        left = self.coordinator.leave_group(leave, now)
         gone = self.coordinator.apply(left)
         await self.persist(left)
+        for member in gone.members:
+            _log_error("leave", member.member_id, leave.group_id, member.error)
         return encode_kio_response(classic_api.leave_response(gone, version), cid)
 
     def _poke_for_topics(self, join: JoinGroupRequest) -> None:
