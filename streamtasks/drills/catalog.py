@@ -133,8 +133,9 @@ DRILLS: tuple[DrillSpec, ...] = (
     DrillSpec(
         name="classic-to-consumer",
         summary="KIP-848 online migration (on Apache Kafka, or with --coordinator on streamtasks "
-        "coordinator): every member bounced from the classic protocol (cooperative_sticky) to "
-        "group.protocol=consumer (the server-side uniform assignor), then back",
+        "coordinator; --simulate: on streamtasks coordinator in the simulator): every member bounced "
+        "from the classic protocol (cooperative_sticky) to group.protocol=consumer (the server-side "
+        "uniform assignor), then back",
         worker="consumer",
         stages=(
             Stage(label="classic (cooperative_sticky)", args=("--assignor", "cooperative_sticky")),
