@@ -33,6 +33,7 @@ from tests.integration.harness import (
     stop_worker,
     wait_until,
 )
+from tests.integration.test_interop import AiokafkaWorker
 from tests.server.support import ServerProcess
 from tests.server.test_live import describe
 from topology import TopicPartition
@@ -50,65 +51,6 @@ def peer() -> JavaPeer:
     except JavaPeerMissing as exc:
         pytest.skip(f"the Java consumer peer cannot run here: {exc}")
     return compiled
-
-
-class AiokafkaWorker:
-    """An aiokafka consumer (eager, ``range``: aiokafka has no cooperative protocol) recording
-    its callbacks and committing after every batch."""
-
-    def __init__(self, name: str, audit: Audit, bootstrap: str, group: str, topic: str) -> None:
-        self.name = name
-        self.audit = audit
-        self.topic = topic
-        self.settings = {
-            "bootstrap_servers": bootstrap,
-            "group_id": group,
-            "client_id": name,
-            "session_timeout_ms": 6000,
-            "heartbeat_interval_ms": 500,
-            "max_poll_interval_ms": 10000,
-            "auto_offset_reset": "earliest",
-            "enable_auto_commit": False,
-        }
-        self.consumer: Any = None
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
-
-    async def start(self) -> None:
-        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-
-        audit, name = self.audit, self.name
-
-        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-            async def on_partitions_revoked(self, revoked: Any) -> None:
-                audit.revoked(name, [TopicPartition(p.topic, p.partition) for p in revoked])
-
-            async def on_partitions_assigned(self, assigned: Any) -> None:
-                audit.assigned(name, [TopicPartition(p.topic, p.partition) for p in assigned])
-
-        self.consumer = AIOKafkaConsumer(**self.settings)
-        self.consumer.subscribe([self.topic], listener=Listener())
-        await self.consumer.start()
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        while not self._stopping:
-            batch = await self.consumer.getmany(timeout_ms=200)
-            ids = [r.value.decode() for records in batch.values() for r in records]
-            if ids:
-                self.audit.consumed(ids)
-                with contextlib.suppress(Exception):
-                    await self.consumer.commit()
-
-    async def stop(self) -> None:
-        self._stopping = True
-        if self._task is not None:
-            while not (await asyncio.wait({self._task}, timeout=5))[0]:
-                self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self.consumer is not None:
-            await self.consumer.stop()
 
 
 async def _producing(kafka: Cluster) -> tuple[str, str, set[TopicPartition], Audit, SteadyProducer]:
