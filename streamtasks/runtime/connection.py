@@ -142,6 +142,10 @@ class AsyncConnection:
         except asyncio.CancelledError:
             error = ConnectionLost("connection closed")
         self._fail_all(error)
+        # The peer is gone (a coordinator killed with -9): close our end too. Whoever held this
+        # connection may only find out it is closed when it next sends, and drop it unclosed
+        # (GroupCoordinatorClient and the consumer's metadata connection open a new one).
+        self._writer.close()
 
     def _dispatch(self, frame: bytes) -> None:
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)

@@ -136,3 +136,36 @@ def test_unreachable_coordinator_is_connection_lost() -> None:
 def test_bootstrap_must_be_host_port(bad: str) -> None:
     with pytest.raises(BrokerError, match="host:port"):
         parse_bootstrap(bad)
+
+
+def test_connection_closed_by_the_peer_closes_its_transport() -> None:
+    """A connection whose peer went away (a coordinator killed with -9) is dropped unclosed by
+    whoever finds it closed when they next send; it must not leave its socket open behind it
+    (a ResourceWarning, an error under this suite's filterwarnings)."""
+    import gc
+    import warnings
+
+    from streamtasks.runtime.connection import AsyncConnection
+
+    async def go() -> list[warnings.WarningMessage]:
+        async def hang_up(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = await AsyncConnection.open("127.0.0.1", port)
+        async with asyncio.timeout(10):
+            while not conn.closed:
+                await asyncio.sleep(0.01)
+        with pytest.raises(ConnectionLost, match="closed"):
+            await conn.call_raw(18, 3, b"\x00")
+        await asyncio.sleep(0)  # the transport's own close callback
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            del conn
+            gc.collect()
+        server.close()
+        await server.wait_closed()
+        return [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+    assert asyncio.run(go()) == []

@@ -20,6 +20,7 @@ from streamtasks.membership.classic import (
     FindCoordinator,
     InvokeListener,
     ListenerKind,
+    RequestFailed,
 )
 from streamtasks.membership.consumer import (
     Action,
@@ -88,6 +89,8 @@ class Cluster:
         self.now = 0
         self.nodes: dict[str, Node] = {}
         self.commit_error: KafkaErrorCode = KafkaErrorCode.NONE
+        #: The coordinator's process is gone (``kill``): lookups and requests fail until ``restart``.
+        self.down = False
 
     def image(self) -> MetadataImage:
         return MetadataImage(
@@ -130,7 +133,16 @@ class Cluster:
         node = self.nodes[name]
         for action in actions:
             node.actions.append(action)
-            if isinstance(action, FindCoordinator):
+            if self.down and isinstance(action, FindCoordinator | SendRequest | CommitOffsets):
+                error = (
+                    KafkaErrorCode.COORDINATOR_NOT_AVAILABLE
+                    if isinstance(action, FindCoordinator)
+                    else KafkaErrorCode.NETWORK_EXCEPTION
+                )
+                if isinstance(action, SendRequest):
+                    node.sent.append(action.request)
+                self.handle(name, RequestFailed(request_id=action.request_id, error=error))
+            elif isinstance(action, FindCoordinator):
                 self.handle(name, CoordinatorDiscovered(request_id=action.request_id))
             elif isinstance(action, SendRequest):
                 node.sent.append(action.request)
@@ -179,10 +191,32 @@ class Cluster:
         for rid, request in held:
             self.answer(name, rid, request)
 
+    def kill(self) -> None:
+        """The coordinator's process dies (kill -9): every request held in flight fails with
+        NETWORK_EXCEPTION (its connection is gone), and so does everything until ``restart``."""
+        self.down = True
+        for name, node in self.nodes.items():
+            held, node.held = node.held, []
+            node.hold = node.hold_commits = False
+            for rid, _ in held:
+                self.handle(name, RequestFailed(request_id=rid, error=KafkaErrorCode.NETWORK_EXCEPTION))
+
+    def restart(self) -> None:
+        """A new coordinator process loads the groups from the log (as ``streamtasks
+        coordinator`` does on start: sessions restart now) and answers from now on."""
+        fresh = GroupCoordinator(
+            self.coordinator.config, assignors=self.coordinator.assignors, image=self.image()
+        )
+        resumed = fresh.load(self.log, self.now)
+        self.log += resumed.records
+        fresh.apply(resumed)
+        self.coordinator = fresh
+        self.down = False
+
     def tick(self, ms: int = 0) -> None:
-        """Advance the clock, run the coordinator's timers, poll every member."""
+        """Advance the clock, run the coordinator's timers (unless it is down), poll every member."""
         self.now += ms
-        for result in self.coordinator.poll(self.now):
+        for result in () if self.down else self.coordinator.poll(self.now):
             self.log += result.records
         for name in list(self.nodes):
             self.poll(name)
