@@ -63,6 +63,19 @@ __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
 log = logging.getLogger("streamtasks.consumer")
 
 
+def _failure(task: asyncio.Task[None] | None) -> BaseException | None:
+    """The exception a finished task raised (``None``: running, cancelled or ended cleanly)."""
+    if task is None or not task.done() or task.cancelled():
+        return None
+    return task.exception()
+
+
+def _log_driver_end(task: asyncio.Task[None]) -> None:
+    crash = _failure(task)
+    if crash is not None:
+        log.error("the group member's driver failed; no more heartbeats: %r", crash, exc_info=crash)
+
+
 class Consumer:
     """Async consumer of ``topics`` in group ``group_id`` (see the module docstring)."""
 
@@ -136,6 +149,7 @@ class Consumer:
             )
         await self._driver.refresh_metadata()
         self._driver_task = asyncio.get_running_loop().create_task(self._driver.run())
+        self._driver_task.add_done_callback(_log_driver_end)
         if cfg.enable_auto_commit:
             self._commit_task = asyncio.get_running_loop().create_task(self._auto_commit())
 
@@ -244,6 +258,11 @@ class Consumer:
             raise StreamTasksError("consumer is closed")
         if self._fatal is not None:
             raise ConsumerFailedError(f"group membership failed: {self._fatal.reason}")
+        crash = _failure(self._driver_task)
+        if crash is not None:  # no more heartbeats or commits: say so instead of fetching on
+            raise ConsumerFailedError(
+                f"group membership stopped: its driver failed with {crash!r}"
+            ) from crash
         if self._driver is not None:
             error = self._driver.take_listener_error()
             if error is not None:
