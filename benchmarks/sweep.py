@@ -38,7 +38,7 @@ from _table import format_table
 
 with project_imports():
     from streamtasks.sweeps.grid import Point, chunks, parse_grid
-    from streamtasks.sweeps.job import read_rows, run_chunk, run_sweep, spark_session
+    from streamtasks.sweeps.job import default_chunks_per_task, read_rows, run_chunk, run_sweep, spark_session
     from streamtasks.sweeps.metrics import run_bounce_sample, run_point
 
 PROTOCOLS = {
@@ -49,7 +49,7 @@ PROTOCOLS = {
 }
 
 
-def throughput(master: str, seeds: int, chunk_size: int, chunks_per_task: int) -> None:
+def throughput(master: str, seeds: int, chunk_size: int, chunks_per_task: int | None) -> None:
     grid = parse_grid(
         {
             "protocols": list(PROTOCOLS),
@@ -79,6 +79,7 @@ def throughput(master: str, seeds: int, chunk_size: int, chunks_per_task: int) -
     warm = todo[0]
     sc.parallelize([(warm.point.key, warm.first_seed, 1)] * cores, cores).flatMap(run_chunk).count()
     warmup_s = time.perf_counter() - t
+    per_task = chunks_per_task or default_chunks_per_task(len(todo), cores)
     with tempfile.TemporaryDirectory(prefix="sweep-bench-") as tmp:
         stats = run_sweep(grid, Path(tmp), session=spark, log=lambda _: None, chunks_per_task=chunks_per_task)
 
@@ -90,7 +91,7 @@ def throughput(master: str, seeds: int, chunk_size: int, chunks_per_task: int) -
     rows = [
         ["single-process loop", "1", f"{loop_s:.1f}", f"{scenarios / loop_s:.1f}", "1.00x", "-"],
         [
-            f"spark {master}, {chunks_per_task} chunk(s) per task",
+            f"spark {master}, {per_task} chunk(s) per task",
             str(cores),
             f"{stats.run_s:.1f}",
             f"{scenarios / stats.run_s:.1f}",
@@ -217,7 +218,9 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seeds", type=int, default=10, help="seeds per point (24 points)")
     parser.add_argument("--chunk-size", type=int, default=5)
-    parser.add_argument("--chunks-per-task", type=int, default=1, help="chunks one Spark task runs")
+    parser.add_argument(
+        "--chunks-per-task", type=int, default=None, help="chunks one Spark task runs (default: the sweep's)"
+    )
     parser.add_argument("--scale-sizes", default="10,30,100,300")
     parser.add_argument("--budget-s", type=float, default=240.0, help="skip sizes predicted to run longer")
     parser.add_argument("--members", type=int, default=10_000, help="sample: the group's size")

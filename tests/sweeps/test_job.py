@@ -11,7 +11,14 @@ import pytest
 from streamtasks.cli import main
 from streamtasks.errors import ConfigError
 from streamtasks.sweeps.grid import chunks, load_grid, with_chunk_size
-from streamtasks.sweeps.job import chunk_path, read_rows, run_chunk, run_sweep
+from streamtasks.sweeps.job import (
+    CHUNKS_PER_TASK,
+    chunk_path,
+    default_chunks_per_task,
+    read_rows,
+    run_chunk,
+    run_sweep,
+)
 from tests.sweeps.conftest import requires_spark
 
 pytestmark = [requires_spark, pytest.mark.spark]
@@ -93,3 +100,11 @@ def test_cli_writes_rows_report_and_summary(
     assert (out / "report.html").stat().st_size > 10_000
     assert (out / "summary.json").exists()
     assert len(list((out / "rows").rglob("*.parquet"))) == 8
+
+
+def test_default_chunks_per_task_keeps_every_core_busy() -> None:
+    # three chunks a task once every core still gets two such tasks; one each below that
+    assert default_chunks_per_task(48, 2) == CHUNKS_PER_TASK == 3
+    assert default_chunks_per_task(12, 2) == 3
+    assert default_chunks_per_task(11, 2) == 1
+    assert default_chunks_per_task(1, 8) == 1
