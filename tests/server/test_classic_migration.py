@@ -227,10 +227,10 @@ async def stable_described(server: ServerProcess, group: str) -> Any:
 
 async def classic_kill_and_restart(kafka: Cluster, server: ServerProcess) -> tuple[Audit, dict[str, Any]]:
     topic, group, partitions, audit, producer = await _producing(kafka)
-    # librdkafka members only: kafka-python leaves sockets unclosed when its coordinator goes
-    # away (a ResourceWarning, an error under this suite's filterwarnings); and in the one run
-    # with kafka-python and a streamtasks KIP-848 member, the latter never heartbeated the
-    # restarted server (two streamtasks members alone came back in one run; not investigated)
+    # librdkafka members only: kafka-python 3.0.12 leaves sockets unclosed when its coordinator
+    # goes away, and its classic members dropped out of the restarted server's group in four
+    # rebuilds of a kafka-python + streamtasks group (the streamtasks KIP-848 member heartbeated
+    # the new server every time; its own fail-over: tests/server/test_failover_members.py)
     workers = {
         "ck1": confluent_worker("ck1", audit, server.address, group, topic),
         "ck2": confluent_worker("ck2", audit, server.address, group, topic),
