@@ -21,12 +21,10 @@ from streamtasks.embedded import Cluster
 from tests.integration.harness import (
     Audit,
     JavaPeer,
-    JavaPeerMissing,
     JavaWorker,
     SteadyProducer,
     StreamtasksWorker,
     confluent_worker,
-    java_peer,
     kafka_python_worker,
     stable,
     start_worker,
@@ -42,15 +40,6 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
 WAIT_S = 180
-
-
-@pytest.fixture(scope="module")
-def peer() -> JavaPeer:
-    try:
-        compiled = java_peer()
-    except JavaPeerMissing as exc:
-        pytest.skip(f"the Java consumer peer cannot run here: {exc}")
-    return compiled
 
 
 async def _producing(kafka: Cluster) -> tuple[str, str, set[TopicPartition], Audit, SteadyProducer]:

@@ -18,12 +18,10 @@ from streamtasks.embedded import Cluster
 from tests.integration.harness import (
     Audit,
     JavaPeer,
-    JavaPeerMissing,
     JavaWorker,
     SteadyProducer,
     StreamtasksWorker,
     confluent_worker,
-    java_peer,
     stable,
     start_worker,
     stop_worker,
@@ -37,15 +35,6 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 8
 WAIT_S = 120
-
-
-@pytest.fixture(scope="module")
-def peer() -> JavaPeer:
-    try:
-        compiled = java_peer()
-    except JavaPeerMissing as exc:
-        pytest.skip(f"the Java consumer peer cannot run here: {exc}")
-    return compiled
 
 
 async def mixed(kafka: Cluster, server: ServerProcess, peer: JavaPeer, log_dir: Path) -> tuple[Audit, Any]:
