@@ -48,7 +48,6 @@ from aiokafka import AIOKafkaProducer
 
 import assignors as assignor_registry
 from assignors.partition.hooks import MemberAssignment
-from assignors.partition.types import RebalanceProtocol
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
@@ -59,13 +58,13 @@ from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
 from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
 from streamtasks.membership.classic import AssignmentChanged
-from streamtasks.protocol.upgrade import resolve_release, resolve_upgrade_from
-from streamtasks.protocol.userdata import LATEST_VERSION, AssignmentInfo
+from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
-from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
+from streamtasks.streams import AssignmentRead, LagTrigger
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
+from streamtasks.streams.wiring import streams_assignor_type, streams_wire
 from topology.ids import TopicPartition
 from topology.model import Topology
 
@@ -75,13 +74,6 @@ log = logging.getLogger("streamtasks.app")
 
 #: How many of its latest events an app keeps in :attr:`App.events`.
 EVENT_HISTORY = 10_000
-
-
-class _EagerStreamsAssignor(StreamsPartitionAssignor):
-    """The streamtasks assignor pinned to EAGER (``upgrade_from`` a release before 0.3)."""
-
-    def supported_protocols(self) -> tuple[RebalanceProtocol, ...]:
-        return (RebalanceProtocol.EAGER,)
 
 
 class App:
@@ -113,20 +105,15 @@ class App:
                 f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
             )
         self.topology = topology
-        upgrade = resolve_upgrade_from(self.config.upgrade_from)
+        wire = streams_wire(self.config.upgrade_from, self.config.emulate_release)
         #: ``upgrade_from="faust"``: faust's protocol, offered first while faust members remain.
         self.faust: FaustProtocolAssignor | None = None
-        if upgrade.advertise_faust:
+        if wire.advertise_faust:
             self.faust = FaustProtocolAssignor(
                 topology,
                 url=f"streamtasks://{self.config.client_id}-{uuid.uuid4().hex[:12]}/",
                 replicas=self.config.num_standby_replicas,
             )
-        metadata_version = None if self.config.upgrade_from is None else upgrade.metadata_version
-        protocol, latest_version = upgrade.protocol, LATEST_VERSION
-        if self.config.emulate_release is not None:
-            release = resolve_release(self.config.emulate_release)
-            protocol, latest_version = release.protocol, release.latest_version
         cfg = self.config
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
@@ -146,10 +133,7 @@ class App:
             topics=topology.subscribed_topics(),
             emit=self.emit,
         )
-        assignor_cls = (
-            _EagerStreamsAssignor if protocol is RebalanceProtocol.EAGER else StreamsPartitionAssignor
-        )
-        self.assignor = assignor_cls(
+        self.assignor = streams_assignor_type(wire.protocol)(
             topology,
             task_assignor=assignor_registry.get(cfg.task_assignor),
             configs=AssignmentConfigs(
@@ -164,8 +148,8 @@ class App:
             task_offset_sums=self.tasks.offset_sums,
             rack=cfg.rack,
             client_tags=dict(cfg.client_tags),
-            metadata_version=metadata_version,
-            latest_version=latest_version,
+            metadata_version=wire.metadata_version,
+            latest_version=wire.latest_version,
         )
         self._on_event = on_event
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so

@@ -53,7 +53,7 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--simulate",
         action="store_true",
-        help="run the drill's script in the simulator instead (consumer-group drills)",
+        help="run the drill's script in the simulator instead (App drills: assignment level, no records)",
     )
     run.add_argument("--members", type=int, default=100, help="--simulate: group members")
     run.add_argument("--seed", type=int, default=0, help="--simulate: the scenario's seed")
@@ -191,7 +191,7 @@ def _simulate(args: argparse.Namespace, spec: Any, out: TextIO) -> int:
         out.write(json.dumps(result.to_json(), indent=2) + "\n")
         return 0 if result.ok else 1
     converged = "never" if result.converged_after_ms is None else f"{result.converged_after_ms:,} ms"
-    rows = (
+    rows: tuple[tuple[str, str, str], ...] = (
         ("invariant violations", str(len(result.violations)), "ok" if not result.violations else "FAIL"),
         (
             "converged after the last step",
@@ -206,6 +206,13 @@ def _simulate(args: argparse.Namespace, spec: Any, out: TextIO) -> int:
         ("unowned partition-ms", f"{result.orphan_partition_ms:,}", "-"),
         ("simulated time", f"{result.sim_ms / 1000:,.1f} s ({result.events:,} events)", "-"),
     )
+    if spec.worker == "app":
+        rows += (
+            ("App checks", f"{len(result.problems)} problems", "ok" if not result.problems else "FAIL"),
+            ("members per userdata version at the end", _counts(result.userdata_versions, "v"), "-"),
+            ("generations per assignor protocol", _counts(result.generations_by_protocol), "-"),
+            ("rejoins for version probing", f"{result.version_probing_rejoins:,}", "-"),
+        )
     out.write(
         f"\nstreamtasks drill {spec.name} (simulated: {result.members} members, {result.partitions} "
         f"partitions, seed {result.seed}): {'PASS' if result.ok else 'FAIL'}\n"
@@ -217,7 +224,13 @@ def _simulate(args: argparse.Namespace, spec: Any, out: TextIO) -> int:
         out.write(f"{a:<{w0}}  {b:>{w1}}  {c}\n")
     for v in result.violations:
         out.write(f"violation: {v}\n")
+    for problem in result.problems:
+        out.write(f"problem: {problem}\n")
     return 0 if result.ok else 1
+
+
+def _counts(counts: dict[str, int], prefix: str = "") -> str:
+    return ", ".join(f"{prefix}{k}: {n:,}" for k, n in counts.items()) or "-"
 
 
 def run_drill_command(args: argparse.Namespace, out: TextIO | None = None) -> int:

@@ -33,6 +33,7 @@ __all__ = [
     "count_and_latest",
     "faust_counts",
     "faust_counts_app",
+    "faust_counts_topology",
     "keyed_topology",
     "make_app",
     "record_for",
@@ -106,6 +107,14 @@ def faust_counts(audit_topic: str | None) -> Processor:
     return process
 
 
+def faust_counts_topology(application_id: str, topic: str) -> Topology:
+    """The faust drill app's table as a topology: one subtopology reading ``topic``, store
+    ``counts``."""
+    builder = TopologyBuilder(application_id)
+    builder.stream(topic).store("counts")
+    return builder.build()
+
+
 def faust_counts_app(
     application_id: str,
     topic: str,
@@ -117,10 +126,8 @@ def faust_counts_app(
     """The ``streamtasks.App`` that takes over the faust drill app's table: store ``counts`` with
     faust's formats (key: the record key's bytes as UTF-8, value: the count as JSON), so it
     restores the changelog faust wrote and faust standbys read what it writes."""
-    builder = TopologyBuilder(application_id)
-    builder.stream(topic).store("counts")
     return App(
-        builder.build(),
+        faust_counts_topology(application_id, topic),
         {0: faust_counts(audit_topic)},
         config=dict(settings),
         stores={"counts": (STRING, JSON)},

@@ -190,10 +190,18 @@ class Invariants:
         return out
 
     @staticmethod
-    def ledger_matches(now_ms: int, proc: SimProcess, ledger: OwnershipLedger) -> list[Violation]:
+    def ledger_matches(
+        now_ms: int,
+        proc: SimProcess,
+        ledger: OwnershipLedger,
+        believed: frozenset[TopicPartition] | None = None,
+    ) -> list[Violation]:
+        """``believed``: what the member owns of the partitions the ledger follows (default:
+        everything it owns)."""
         if not proc.alive:
             return []
-        believed = proc.member.owned_partitions
+        if believed is None:
+            believed = proc.member.owned_partitions
         told = ledger.owned_by(proc.conn)
         if believed == told:
             return []

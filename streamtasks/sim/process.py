@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import ClassicMember, MemberConfig
+from streamtasks.sim.apps import SimApp
 from topology.ids import TopicPartition
 
 __all__ = ["DeferredInput", "SimProcess"]
@@ -29,8 +30,18 @@ class DeferredInput:
 class SimProcess:
     """A member incarnation and its application state. The world drives it."""
 
-    def __init__(self, *, name: str, incarnation: int, config: MemberConfig, started_ms: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        incarnation: int,
+        config: MemberConfig,
+        started_ms: int = 0,
+        app: SimApp | None = None,
+    ) -> None:
         self.name = name
+        #: The application whose assignors the member runs (None: a plain consumer).
+        self.app = app
         self.started_ms = started_ms
         self.incarnation = incarnation
         self.conn = f"{name}#{incarnation}"

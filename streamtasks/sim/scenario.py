@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError
+from streamtasks.sim.apps import AppSpec
 from streamtasks.sim.network import LinkProfile
 
 __all__ = [
@@ -66,6 +67,10 @@ class Step:
     #: The KIP-848 world only: the protocol a ``start`` / ``restart`` / ``bounce`` runs the member
     #: on, ``classic`` or ``consumer`` (empty: the world's).
     group_protocol: str = ""
+    #: The classic world only: the application a ``start`` / ``restart`` / ``bounce`` /
+    #: ``replace`` runs (:mod:`streamtasks.sim.apps`), whose assignors take configuration; it
+    #: replaces ``assignors`` (None: a plain consumer on ``assignors``).
+    app: AppSpec | None = None
 
     def describe(self) -> str:
         parts = [self.op]
@@ -75,6 +80,8 @@ class Step:
             parts.append(f"on {self.group_protocol}")
         if self.assignors:
             parts.append(f"[{','.join(self.assignors)}]")
+        if self.app is not None:
+            parts.append(self.app.describe())
         if self.topic:
             parts.append(f"{self.topic}→{self.partitions} partitions")
         if self.duration_ms:
@@ -115,6 +122,10 @@ class Scenario:
     generation_marker: bool = True
     #: Upper bound of the delay before a member's metadata refresh sees a change.
     metadata_refresh_ms: int = 5_000
+    #: The topics whose partitions are owned exclusively, the ones the ledger and the invariants
+    #: follow (empty: every topic). An App's tasks are its source partitions; a faust assignment
+    #: also hands out changelog partitions to standbys and faust's leader topic, which are not.
+    task_topics: tuple[str, ...] = ()
 
     @property
     def quiet_ms(self) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from assignors.partition.types import PartitionAssignor, RebalanceProtocol
 from assignors.registry import get_partition_assignor
+from streamtasks.errors import StreamTasksError
 from streamtasks.membership.classic import (
     Action,
     AssignmentChanged,
@@ -39,6 +40,7 @@ from streamtasks.membership.classic import (
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest, JoinGroupResponse, OffsetCommitResponse
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.sim.apps import AppLog
 from streamtasks.sim.coordinator import ClassicGroupCoordinator, CoordinatorConfig, Reply, Request, Response
 from streamtasks.sim.invariants import Invariants, is_current
 from streamtasks.sim.ledger import Holding, OwnershipLedger, ReleaseKind
@@ -157,6 +159,10 @@ class Driver:
         self._coord_token: int | None = None
         self._coord_at: int | None = None
         self._delivered: set[tuple[str, int]] = set()
+        #: The topics the ledger follows (``Scenario.task_topics``; empty: every topic).
+        self.task_topics = frozenset(scenario.task_topics)
+        #: What the processes' applications saw per generation (``Step.app``).
+        self.app_log = AppLog()
         self.ledger.set_partitions(self.existing(), 0)
 
     @property
@@ -247,6 +253,7 @@ class Driver:
         self.rearm(proc)
 
     def _execute(self, proc: SimProcess, actions: list[Action]) -> None:
+        rejoin: str | None = None
         for action in actions:
             if isinstance(action, SendRequest):
                 if isinstance(action.request, JoinGroupRequest) and proc.protocol is RebalanceProtocol.EAGER:
@@ -260,6 +267,10 @@ class Driver:
                 self._listener(proc, action)
             elif isinstance(action, AssignmentChanged):
                 self.ledger.set_generation(proc.conn, action.generation)
+                if proc.app is not None:
+                    protocol = proc.member.protocol_name
+                    self.app_log.assigned(action.generation, protocol, proc.app.kind)
+                    rejoin = proc.app.on_assignment(action, protocol) or rejoin
             elif isinstance(action, FindCoordinator):
                 delay = (
                     self.scenario.timeouts.request_ms
@@ -273,14 +284,30 @@ class Driver:
                 self.trace.add(
                     self.now, f"{proc.conn} error{' (fatal)' if action.fatal else ''}: {action.reason}"
                 )
+        if rejoin is not None:
+            self._enforce(proc, rejoin)
         self.collect(self.invariants.process_generation_seen(self.now, proc))
         if proc.member.state in (MemberState.CLOSED, MemberState.FAILED) and proc.alive:
             self.stop(proc, ReleaseKind.CLOSED)
         else:
-            self.collect(self.invariants.ledger_matches(self.now, proc, self.ledger))
+            believed = proc.member.owned_partitions
+            if self.task_topics:
+                believed = frozenset(tp for tp in believed if tp.topic in self.task_topics)
+            self.collect(self.invariants.ledger_matches(self.now, proc, self.ledger, believed))
+
+    def _enforce(self, proc: SimProcess, reason: str) -> None:
+        """The application asks for a rebalance (KIP-568), as the App does after version probing."""
+        try:
+            took = proc.member.enforce_rebalance(reason)
+        except StreamTasksError as exc:  # leaving or closed: nothing to rejoin
+            self.trace.add(self.now, f"{proc.conn} {reason} (not rejoining: {exc})")
+            return
+        self.trace.add(self.now, f"{proc.conn} {reason}{'' if took else ' (a rebalance is under way)'}")
 
     def _listener(self, proc: SimProcess, action: InvokeListener) -> None:
         parts = action.partitions
+        if self.task_topics:
+            parts = tuple(tp for tp in parts if tp.topic in self.task_topics)
         self.listener_log.append((self.now, proc.conn, action.kind, parts, action.generation))
         self.trace.add(
             self.now, f"{proc.conn} {action.kind.value}({describe_partitions(parts)}) gen {action.generation}"
@@ -387,7 +414,9 @@ class Driver:
         return proc is not None and is_current(proc, self.coordinator)
 
     def existing(self) -> frozenset[TopicPartition]:
-        counts = tuple(self.counts.items())
+        counts = tuple(
+            (t, n) for t, n in self.counts.items() if not self.task_topics or t in self.task_topics
+        )
         if counts != self._existing[0]:
             partitions = frozenset(TopicPartition(t, p) for t, n in counts for p in range(n))
             self._existing = (counts, partitions)
@@ -421,7 +450,8 @@ class Driver:
         self.procs[proc.conn] = proc
         self.current[proc.name] = proc
         self.drive(proc, MetadataUpdated(partitions_per_topic=dict(self.counts)))
-        self.drive(proc, Subscribe(topics=tuple(self.counts)))
+        topics = tuple(self.counts) if proc.app is None else proc.app.topics
+        self.drive(proc, Subscribe(topics=topics))
 
     def grow_topic(self, topic: str, partitions: int) -> tuple[TopicPartition, ...]:
         """``topic`` gets ``partitions`` partitions; returns the new ones (none if it is not

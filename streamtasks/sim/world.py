@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import ListenerKind, MemberConfig
+from streamtasks.sim.apps import AppOutcome, AppSpec, GenerationApps, build_app
 from streamtasks.sim.coordinator import ClassicGroupCoordinator
 from streamtasks.sim.invariants import convergence_gaps
 from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
@@ -61,6 +62,13 @@ class RunResult:
     kip814_blind: int
     messages: int
     trace: tuple[str, ...] = ()
+    #: Runs with applications (``Step.app``): each live one at the end, every generation as
+    #: they saw it, and the problems any incarnation's application had.
+    apps: tuple[AppOutcome, ...] = ()
+    app_generations: tuple[GenerationApps, ...] = ()
+    app_problems: tuple[str, ...] = ()
+    #: Rebalances the applications asked for because version probing moved their version.
+    app_version_rejoins: int = 0
 
 
 class World:
@@ -196,10 +204,10 @@ class World:
         op = step.op
         if op in ("start", "restart"):
             if live is None:
-                self._start(step.member, step.static, step.assignors)
+                self._start(step.member, step.static, step.assignors, step.app)
         elif op == "replace":
             if live is not None and live.is_static:
-                self._start(step.member, True, step.assignors)
+                self._start(step.member, True, step.assignors, step.app)
         elif op == "metadata":
             self._metadata(step.topic, step.partitions)
         elif op == "failover":
@@ -223,7 +231,12 @@ class World:
         elif op == "bounce":
             self.driver.stop(live, ReleaseKind.CRASHED)
             again = Step(
-                at_ms=0, op="restart", member=step.member, static=live.is_static, assignors=step.assignors
+                at_ms=0,
+                op="restart",
+                member=step.member,
+                static=live.is_static,
+                assignors=step.assignors,
+                app=step.app,
             )
             self.driver.sched.schedule(self.now + step.duration_ms, StepDue(step=again))
         elif live.paused:
@@ -237,14 +250,31 @@ class World:
         elif op == "pause":
             self.driver.pause(live, step.duration_ms)
 
-    def _start(self, name: str, static: bool, assignors: tuple[str, ...] = ()) -> None:
+    def _start(
+        self, name: str, static: bool, assignors: tuple[str, ...] = (), spec: AppSpec | None = None
+    ) -> None:
         incarnation = self.incarnations.get(name, -1) + 1
         self.incarnations[name] = incarnation
         t = self.scenario.timeouts
+        app = (
+            None
+            if spec is None
+            else build_app(
+                spec,
+                name=name,
+                incarnation=incarnation,
+                partitions_per_topic=self.driver.counts,
+                now_ms=lambda: self.driver.now,
+            )
+        )
         config = MemberConfig(
             group_id=self.settings.group_id,
-            topics=tuple(self.driver.counts),
-            assignors=tuple(make_assignor(n) for n in (assignors or self.scenario.assignors)),
+            topics=tuple(self.driver.counts) if app is None else app.topics,
+            assignors=(
+                tuple(make_assignor(n) for n in (assignors or self.scenario.assignors))
+                if app is None
+                else app.assignors
+            ),
             group_instance_id=name if static else None,
             session_timeout_ms=(t.static_session_ms or t.session_ms) if static else t.session_ms,
             rebalance_timeout_ms=t.rebalance_ms,
@@ -256,7 +286,9 @@ class World:
             # generation, so a gap means it missed one (see MemberConfig).
             lose_on_missed_generation=True,
         )
-        self.driver.start(SimProcess(name=name, incarnation=incarnation, config=config, started_ms=self.now))
+        self.driver.start(
+            SimProcess(name=name, incarnation=incarnation, config=config, started_ms=self.now, app=app)
+        )
 
     def _metadata(self, topic: str, partitions: int) -> None:
         new = self.driver.grow_topic(topic, partitions)
@@ -354,4 +386,15 @@ class World:
             kip814_blind=len(self.kip814_blind),
             messages=self.driver.network.stats.sent,
             trace=tuple(self.trace.lines()) if self.violations else (),
+            apps=tuple(
+                p.app.outcome(p.name, p.member.protocol_name) for p in self.driver.live() if p.app is not None
+            ),
+            app_generations=self.driver.app_log.rows(),
+            app_version_rejoins=sum(p.app.version_rejoins for p in self.procs.values() if p.app is not None),
+            app_problems=tuple(
+                f"{p.conn}: {problem}"
+                for p in self.procs.values()
+                if p.app is not None
+                for problem in p.app.problems
+            ),
         )

@@ -34,9 +34,7 @@ def test_a_small_group_passes_and_the_seed_replays() -> None:
     assert simulate_drill(E2C, members=6, partitions=12, seed=1).to_json() == first.to_json()
 
 
-def test_only_consumer_group_drills_have_a_simulated_script() -> None:
-    with pytest.raises(ConfigError, match="no simulated script"):
-        drill_scenario(get_drill("userdata-upgrade"), members=3, partitions=6)
+def test_a_simulated_drill_needs_two_members() -> None:
     with pytest.raises(ConfigError, match="members"):
         drill_scenario(E2C, members=1, partitions=6)
 
