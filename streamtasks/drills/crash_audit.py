@@ -14,9 +14,9 @@ import asyncio
 import random
 import tempfile
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
-from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAuditReport
+from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAuditReport, reread_audit_topic
 from streamtasks.drills.stateful_demo import DrillRun
 from streamtasks.runtime.admin import create_topics_async
 
@@ -98,4 +98,77 @@ async def run_crash_audit(
         offsets=run.offsets.report(),
     )
     run.say(report.line())
+    if not report.ok:
+        reread = await reread_audit_topic(bootstrap, run.audit_topic)
+        for line in explain_loss(run.lines, run.offsets.lost(), reread, reader.skipped):
+            run.say(line)
     return report
+
+
+def explain_loss(
+    lines: list[dict[str, Any]],
+    lost: list[str],
+    reread: set[str],
+    reader_skips: list[tuple[int, int, int]],
+    *,
+    around: int = 6,
+) -> list[str]:
+    """What the workers reported about each partition that lost offsets: whether a second read
+    of the audit topic finds them (the reader missed them) or not (nobody processed them), then
+    that partition's task events and the commits that named it, oldest first, with who sent
+    them (times in seconds from the first line)."""
+    found = len(set(lost) & reread)
+    out = [f"audit topic read again: {found} of the {len(lost)} missing offsets are there"]
+    if reader_skips:
+        out.append(f"the audit reader's own reading jumped (partition, expected, read): {reader_skips[:5]}")
+    fetch = {
+        line["worker"]: line["fetch"]
+        for line in lines
+        if line.get("kind") == "progress" and line.get("fetch")
+    }
+    out.extend(
+        f"{worker}'s consumer at its last progress line: {counters}"
+        for worker, counters in sorted(fetch.items())
+    )
+    t0 = min((_at(line) for line in lines), default=0)
+    firsts: dict[int, int] = {}
+    for rid in lost:
+        part, offset = (int(x) for x in rid.split(":"))
+        firsts[part] = min(offset, firsts.get(part, offset))
+    for partition, first in sorted(firsts.items()):
+        history = sorted(_partition_history(lines, partition, first))
+        past = next((i for i, (_, text) in enumerate(history) if text.endswith(_PAST)), len(history))
+        out.append(f"partition {partition}, first lost offset {first}, up to the first commit past it:")
+        out.extend(
+            f"  {(at - t0) / 1000:7.2f}s {text}"
+            for at, text in history[max(0, past - 3 * around) : past + around]
+        )
+    return out
+
+
+_PAST = "<- past the first lost offset"
+_NOT_FIELDS = frozenset({"worker", "kind", "event", "at_ms", "wall_ms"})
+
+
+def _partition_history(lines: list[dict[str, Any]], partition: int, first: int) -> list[tuple[int, str]]:
+    """Workers' starts and stops, the events of ``partition``'s task and the commits naming it."""
+    task = f"0_{partition}"
+    history: list[tuple[int, str]] = []
+    for line in lines:
+        at, who = _at(line), line.get("worker", "?")
+        if line.get("kind") in ("started", "restarted", "stopped"):
+            history.append((at, f"{who} {line['kind']} {line.get('reason', '')}".rstrip()))
+        elif line.get("event") == "OffsetsCommitted":
+            for _topic, p, offset in line["offsets"]:
+                if p == partition:
+                    mark = f" {_PAST}" if offset > first else ""
+                    history.append((at, f"{who} commits {p}@{offset} confirmed={line['confirmed']}{mark}"))
+        elif line.get("task") == task:
+            fields = {k: v for k, v in line.items() if k not in _NOT_FIELDS}
+            history.append((at, f"{who} {line['event']} {fields}"))
+    return history
+
+
+def _at(line: dict[str, Any]) -> int:
+    """When a worker's line happened (an app event's own time, else when it was printed)."""
+    return int(line.get("at_ms", line.get("wall_ms", 0)))

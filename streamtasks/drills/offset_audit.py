@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from streamtasks.drills.ledger import RecordAudit, offset_id, offset_runs
+from streamtasks.drills.topic_read import read_topic
 
-__all__ = ["AuditTopicReader", "OffsetAudit", "OffsetAuditReport"]
+__all__ = ["AuditTopicReader", "OffsetAudit", "OffsetAuditReport", "reread_audit_topic"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,11 +96,18 @@ class OffsetAudit:
 
 
 class AuditTopicReader:
-    """Reads the audit topic from its beginning into an :class:`OffsetAudit`, until stopped."""
+    """Reads the audit topic from its beginning into an :class:`OffsetAudit`, until stopped.
+
+    The reader is a plain aiokafka consumer, so it also notes where its own reading of the
+    audit topic jumped (``skipped``: (partition, expected offset, offset read)): a loss is only
+    a loss if the audit records were never written, not if this reader missed them
+    (:func:`reread_audit_topic` reads the topic again to tell)."""
 
     def __init__(self, bootstrap: str, topic: str, audit: OffsetAudit) -> None:
         self._bootstrap, self._topic, self._audit = bootstrap, topic, audit
         self._task: asyncio.Task[None] | None = None
+        self._next: dict[int, int] = {}
+        self.skipped: list[tuple[int, int, int]] = []
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -118,6 +126,10 @@ class AuditTopicReader:
                 batch = await consumer.getmany(timeout_ms=500)
                 for records in batch.values():
                     for r in records:
+                        expected = self._next.get(r.partition)
+                        if expected is not None and r.offset != expected:
+                            self.skipped.append((r.partition, expected, r.offset))
+                        self._next[r.partition] = r.offset + 1
                         if r.value is not None:
                             self._audit.processed(r.value.decode())
         finally:
@@ -138,3 +150,11 @@ class AuditTopicReader:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+async def reread_audit_topic(bootstrap: str, topic: str) -> set[str]:
+    """Every processed-offset id in ``topic``, read again from its beginning by a fresh
+    consumer: the second opinion when the audit reports a loss."""
+    seen: set[str] = set()
+    await read_topic(bootstrap, topic, lambda r: seen.add(r.value.decode()) if r.value is not None else None)
+    return seen

@@ -33,14 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import ConsumerRecord
 
-from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.events import wall_ms
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
 from streamtasks.drills.stateful_app import record_for
+from streamtasks.drills.topic_read import end_offsets, read_topic
 from streamtasks.runtime.admin import create_topics_async
-from streamtasks.runtime.aio import from_aio, to_aio
+from streamtasks.runtime.aio import to_aio
 from topology.ids import TopicPartition
 from topology.names import changelog_topic
 
@@ -234,17 +235,6 @@ class DrillRun:
         return len(standbys) >= self.partitions if len(names) > 1 else True
 
 
-async def _end_offsets(bootstrap: str, parts: list[TopicPartition]) -> dict[TopicPartition, int]:
-    """True end offsets: :class:`ChangelogReader` confirms ListOffsets with a fetch's high
-    watermark (the embedded broker's ListOffsets falls short, docs/testing.md)."""
-    reader = ChangelogReader(bootstrap, client_id="stateful-demo")
-    await reader.start()
-    try:
-        return await reader.end_offsets(parts)
-    finally:
-        await reader.stop()
-
-
 def _int64(data: bytes) -> int:
     return int.from_bytes(data, "big", signed=True)
 
@@ -254,31 +244,14 @@ async def _read_changelog(
 ) -> dict[str, int]:
     """Latest value per key in ``topic`` (``decode``: the value's serde; INT64 by default), read
     to its true end."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await consumer.start()
-    try:
-        parts = consumer.assignment()
-        while not parts:
-            await asyncio.sleep(0.1)
-            parts = consumer.assignment()
-        ends_by_tp = await _end_offsets(bootstrap, [from_aio(tp) for tp in parts])
-        ends = {to_aio(tp): end for tp, end in ends_by_tp.items()}
-        latest: dict[str, int] = {}
-        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                for r in records:
-                    if r.key is not None and r.value is not None:
-                        latest[r.key.decode()] = decode(r.value)
-        return latest
-    finally:
-        await consumer.stop()
+    latest: dict[str, int] = {}
+
+    def keep(r: ConsumerRecord[Any, Any]) -> None:
+        if r.key is not None and r.value is not None:
+            latest[r.key.decode()] = decode(r.value)
+
+    await read_topic(bootstrap, topic, keep)
+    return latest
 
 
 async def run_stateful_phase(
@@ -437,7 +410,7 @@ async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
         for t in tasks
         for store in ("counts", "latest")
     ]
-    ends = await _end_offsets(bootstrap, parts)
+    ends = await end_offsets(bootstrap, parts)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     await consumer.start()
     try:

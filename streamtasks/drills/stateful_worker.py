@@ -7,9 +7,10 @@ that reports every app event as a JSON line on stdout.
 
 Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
 :class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
-"tasks": {...}, "userdata_version": v}`` every second (``v``: the version its next subscription
-is encoded at), and ``{"kind": "stopped"}`` after SIGTERM (clean close). Meant to
-be killed with SIGKILL by the drills too.
+"tasks": {...}, "userdata_version": v, "fetch": {...}}`` every second (``v``: the version its next
+subscription is encoded at; ``fetch``: the consumer's non-zero ``fetch-*`` counters: rewinds and
+gaps), and ``{"kind": "stopped"}`` after SIGTERM (clean close). Meant to be killed with SIGKILL by
+the drills too.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ async def _progress(name: str, app: App, before: int) -> None:
             generation=app.consumer.generation,
             tasks={str(t): role for t, role in app.tasks.roles().items()},
             userdata_version=app.assignor.used_version,
+            fetch={k: v for k, v in app.consumer.metrics().items() if k.startswith("fetch-") and v},
         )
 
 

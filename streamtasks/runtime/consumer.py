@@ -364,7 +364,11 @@ class Consumer:
                 self._fetch_stats["gaps_recovered"] += 1
             return True
         if probe == expected:
-            log.debug("%s: no records in [%d, %d) (compacted, markers, deleted)", tp, expected, first)
+            # INFO, not DEBUG: on a topic without compaction, transactions or retention deletes
+            # this is the broker skipping records, and the drills' logs (INFO) must show it.
+            log.info(
+                "%s: the broker has no records in [%d, %d) (compacted, markers, deleted)", tp, expected, first
+            )
             self._fetch_stats["gaps_confirmed"] += 1
             return True
         log.warning(
