@@ -17,6 +17,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check --exclude '*.md' .
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

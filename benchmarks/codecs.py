@@ -137,19 +137,43 @@ def main() -> int:
     if args.json:
         print(json.dumps(table, indent=2))
     else:
-        header = ("message", "content", "v", "tasks", "bytes", "streams v11", "ours/streams", "encode µs",
-                  "decode µs")
+        header = (
+            "message",
+            "content",
+            "v",
+            "tasks",
+            "bytes",
+            "streams v11",
+            "ours/streams",
+            "encode µs",
+            "decode µs",
+        )
         print(" | ".join(header))
         print(" | ".join("---" for _ in header))
         for r in table:
             streams = r["streams_v11_bytes"]
             ratio = "" if streams is None else f"{int(r['bytes']) / int(streams):.2f}"  # type: ignore[call-overload]
-            print(" | ".join(str(x) for x in (
-                r["message"], r["content"], r["version"], r["tasks"], r["bytes"],
-                "" if streams is None else streams, ratio, r["encode_us"], r["decode_us"],
-            )))
-    larger = [r for r in table if r["streams_v11_bytes"] is not None
-              and int(r["bytes"]) > int(r["streams_v11_bytes"])]  # type: ignore[call-overload]
+            print(
+                " | ".join(
+                    str(x)
+                    for x in (
+                        r["message"],
+                        r["content"],
+                        r["version"],
+                        r["tasks"],
+                        r["bytes"],
+                        "" if streams is None else streams,
+                        ratio,
+                        r["encode_us"],
+                        r["decode_us"],
+                    )
+                )
+            )
+    larger = [
+        r
+        for r in table
+        if r["streams_v11_bytes"] is not None and int(r["bytes"]) > int(r["streams_v11_bytes"])
+    ]  # type: ignore[call-overload]
     if larger:
         print(f"LARGER THAN KAFKA STREAMS: {larger}", file=sys.stderr)
         return 1

@@ -46,6 +46,7 @@ def __getattr__(name: str) -> object:
         return getattr(embedded, name)
     raise AttributeError(f"module 'streamtasks' has no attribute {name!r}")
 
+
 __all__ = [
     "AssignorError",
     "AssignorInputError",

@@ -29,9 +29,7 @@ class TaskId:
         """Parse Kafka Streams' textual form ``"<subtopology>_<partition>"``, e.g. ``"0_3"``."""
         head, sep, tail = text.strip().partition("_")
         if not sep or not _is_number(head) or not _is_number(tail):
-            raise TopologyError(
-                f"not a task id: {reprlib.repr(text)} (expected '<subtopology>_<partition>')"
-            )
+            raise TopologyError(f"not a task id: {reprlib.repr(text)} (expected '<subtopology>_<partition>')")
         return cls(int(head), int(tail))
 
 

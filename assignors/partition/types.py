@@ -55,9 +55,7 @@ class GroupSubscription:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "members", MappingProxyType(dict(self.members)))
-        object.__setattr__(
-            self, "partitions_per_topic", MappingProxyType(dict(self.partitions_per_topic))
-        )
+        object.__setattr__(self, "partitions_per_topic", MappingProxyType(dict(self.partitions_per_topic)))
         object.__setattr__(self, "partition_racks", MappingProxyType(dict(self.partition_racks)))
 
 

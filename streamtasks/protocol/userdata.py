@@ -90,9 +90,7 @@ def _check_versions(version: int, latest: int, what: str) -> None:
     if not MIN_SUPPORTED_VERSION <= version <= INT32_MAX:
         raise LocalProtocolError(f"{what}: version {version} is not in [1, {INT32_MAX}]")
     if not version <= latest <= INT32_MAX:
-        raise LocalProtocolError(
-            f"{what}: latest_supported_version {latest} must be >= version {version}"
-        )
+        raise LocalProtocolError(f"{what}: latest_supported_version {latest} must be >= version {version}")
 
 
 def _error_code_of(code: int) -> AssignorErrorCode:
@@ -216,8 +214,11 @@ class AssignmentInfo:
         for name in ("active_tasks", "standby_tasks", "warmup_tasks"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
             _check_tasks(getattr(self, name), name)
-        for a, b in (("active_tasks", "standby_tasks"), ("active_tasks", "warmup_tasks"),
-                     ("standby_tasks", "warmup_tasks")):
+        for a, b in (
+            ("active_tasks", "standby_tasks"),
+            ("active_tasks", "warmup_tasks"),
+            ("standby_tasks", "warmup_tasks"),
+        ):
             both = getattr(self, a) & getattr(self, b)
             if both:
                 raise LocalProtocolError(f"tasks {sorted(map(str, both))} are in both {a} and {b}")

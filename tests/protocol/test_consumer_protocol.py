@@ -159,8 +159,9 @@ def test_decodes_what_kafka_python_and_kio_write(sub: ConsumerProtocolSubscripti
     kp = KpSubscription(
         topics=topics,
         user_data=sub.user_data,
-        owned_partitions=[KpSubscription.TopicPartition(topic=t, partitions=ps)
-                          for t, ps in java_subscription_groups(sub)],
+        owned_partitions=[
+            KpSubscription.TopicPartition(topic=t, partitions=ps) for t, ps in java_subscription_groups(sub)
+        ],
         generation_id=sub.generation_id,
         rack_id=sub.rack_id,
     ).encode(version=version)
@@ -207,11 +208,19 @@ def test_subscription_sorts_topics_and_owned_partitions_like_java() -> None:
     )
     expected = (
         b"\x00\x03"  # version 3
-        + b"\x00\x00\x00\x02" + b"\x00\x05alpha" + b"\x00\x04zeta"  # topics, sorted
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x05alpha"
+        + b"\x00\x04zeta"  # topics, sorted
         + b"\xff\xff\xff\xff"  # null user data
         + b"\x00\x00\x00\x02"  # two owned groups
-        + b"\x00\x05alpha" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x05"
-        + b"\x00\x04zeta" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01"
+        + b"\x00\x05alpha"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x05"
+        + b"\x00\x04zeta"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x00"
+        + b"\x00\x00\x00\x01"
         + b"\x00\x00\x00\x07"  # generation
         + b"\x00\x06rack-1"
     )
@@ -225,8 +234,13 @@ def test_assignment_groups_by_first_appearance_like_java() -> None:
     expected = (
         b"\x00\x01"
         + b"\x00\x00\x00\x02"
-        + b"\x00\x01b" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00"
-        + b"\x00\x01a" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x01"
+        + b"\x00\x01b"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x00"
+        + b"\x00\x01a"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x01"
         + b"\x00\x00\x00\x01u"
     )
     assert encode_assignment(a) == expected
@@ -246,9 +260,7 @@ def test_assignment_roundtrip(a: ConsumerProtocolAssignment, version: int) -> No
     decoded = decode_assignment(encode_assignment(a, version))
     assert decoded.version == min(version, 3)
     assert decoded.user_data == a.user_data
-    assert decoded.assigned_partitions == tuple(
-        TP(t, p) for t, ps in java_assignment_groups(a) for p in ps
-    )
+    assert decoded.assigned_partitions == tuple(TP(t, p) for t, ps in java_assignment_groups(a) for p in ps)
 
 
 def test_newer_reader_fills_defaults_for_older_versions() -> None:

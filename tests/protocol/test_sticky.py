@@ -70,8 +70,13 @@ def test_layout_of_both_versions() -> None:
     ud = StickyUserData(partitions=(TP("b", 1), TP("a", 3), TP("a", 0)), generation=12)
     v0 = (
         b"\x00\x00\x00\x02"
-        + b"\x00\x01a" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x03"
-        + b"\x00\x01b" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x01"
+        + b"\x00\x01a"
+        + b"\x00\x00\x00\x02"
+        + b"\x00\x00\x00\x00"
+        + b"\x00\x00\x00\x03"
+        + b"\x00\x01b"
+        + b"\x00\x00\x00\x01"
+        + b"\x00\x00\x00\x01"
     )
     assert encode_sticky_userdata(ud, 0) == v0
     assert encode_sticky_userdata(ud) == v0 + b"\x00\x00\x00\x0c"

@@ -48,22 +48,26 @@ SUB = SubscriptionInfo(
 )
 
 SUB_V1 = (
-    header(1) + PID_BYTES
+    header(1)
+    + PID_BYTES
     + bytes([1, 0, 1, 0])  # previous active {0_0}: 1 group, subtopology 0, 1 task, partition 0
     + bytes([2, 0, 1, 1, 1, 1, 5])  # previous standby {0_1, 2_5}: subtopology gaps 0, 1; partitions 1, 5
 )
 SUB_V2 = (
-    header(2) + PID_BYTES
+    header(2)
+    + PID_BYTES
     # offset sums: 2 groups; s0: 2 tasks (p0: -2+3=1, p1 gap 0: 100+3=103); s2 (gap 1): p5: -3+3=0
     + bytes([2, 0, 2, 0, 1, 0, 103, 1, 1, 5, 0])
     + b"\x04h:9"  # endpoint: length + 1, bytes
     + b"\x02"  # capacity
 )
 SUB_V3 = (
-    SUB_V2[:8].replace(header(2), header(3)) + SUB_V2[8:]
+    SUB_V2[:8].replace(header(2), header(3))
+    + SUB_V2[8:]
     + b"\x03r1"  # rack
     + b"\x01\x04zone\x01a"  # client tags
-    + b"\x01" + FINGERPRINT  # fingerprint present
+    + b"\x01"
+    + FINGERPRINT  # fingerprint present
     + b"\x00"  # error code NONE
 )
 
@@ -87,13 +91,16 @@ ASSIGN_V2 = (
     + bytes([1, 0, 2, 0, 0])  # active
     + bytes([1, 1, 1, 0])  # standby {1_0}
     + bytes([1, 1, 1, 2])  # warm-up {1_2}
-    + b"\x01\x03h:9" + bytes([1, 0, 2, 0, 0])  # active tasks by host
+    + b"\x01\x03h:9"
+    + bytes([1, 0, 2, 0, 0])  # active tasks by host
     + b"\xe9\x07"  # next rebalance: 1000 + 1 = 1001 as a varint
     + b"\x00"  # error code
 )
 ASSIGN_V3 = (
-    header(3) + ASSIGN_V2[8:]
-    + b"\x01\x03h:8" + bytes([1, 1, 1, 0])  # standby tasks by host
+    header(3)
+    + ASSIGN_V2[8:]
+    + b"\x01\x03h:8"
+    + bytes([1, 1, 1, 0])  # standby tasks by host
     + b"\x06"  # acceptable recovery lag: 5 + 1
 )
 

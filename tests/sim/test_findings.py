@@ -71,7 +71,6 @@ def test_enforce_rebalance_of_a_follower_with_unchanged_metadata_needs_the_marke
         assert w.coordinator.generation - start == rebalances, marker
 
 
-
 def test_leave_while_joining_no_longer_leaves_the_group_waiting_for_a_session_timeout() -> None:
     """Cooperative seed 3187 (``--faults none --same-assignor``): m2 is told to leave at 60,815 ms
     while its JoinGroup is in flight; its commit under the old generation is refused
