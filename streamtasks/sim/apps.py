@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import assignors as assignor_registry
 from assignors.partition.hooks import MemberAssignment
 from assignors.partition.types import PartitionAssignor
-from assignors.types import AssignmentConfigs
+from assignors.types import AssignmentConfigs, TaskAssignor
 from streamtasks.errors import DecodeError
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM
@@ -241,7 +241,7 @@ def build_app(
     process_id = uuid.uuid5(uuid.NAMESPACE_URL, f"sim://{name}")
     app.streams = streams_assignor_type(wire.protocol)(
         topology,
-        task_assignor=assignor_registry.get(spec.task_assignor),
+        task_assignor=_task_assignor(spec.task_assignor),
         configs=AssignmentConfigs(num_standby_replicas=spec.num_standby_replicas),
         end_offsets=lambda: ends,
         now_ms=now_ms,
@@ -251,6 +251,20 @@ def build_app(
         latest_version=wire.latest_version,
     )
     return app
+
+
+_TASK_ASSIGNOR_TYPES: dict[str, type[TaskAssignor]] = {}
+
+
+def _task_assignor(name: str) -> TaskAssignor:
+    """A fresh task assignor; the registry lookup (an entry-point scan, ~40 ms) is done once per
+    name, not once per simulated process start."""
+    kind = _TASK_ASSIGNOR_TYPES.get(name)
+    if kind is None:
+        found = assignor_registry.get(name)
+        _TASK_ASSIGNOR_TYPES[name] = type(found)
+        return found
+    return kind()
 
 
 @dataclass(slots=True)
