@@ -84,6 +84,7 @@ _EXPECTS: dict[Api, type] = {
 }
 _FIND: frozenset[Api | None] = frozenset({None})
 _APIS: frozenset[Api | None] = frozenset(Api)
+_FIND_AND_HEARTBEAT: frozenset[Api | None] = frozenset({None, Api.HEARTBEAT})
 _NOTHING: frozenset[Api | None] = frozenset()
 _IDLE = (S.UNSUBSCRIBED, S.FATAL, S.STALE)
 
@@ -420,6 +421,10 @@ class ConsumerMember:
         if self._state is S.LEAVING:
             self._goto(S.UNSUBSCRIBED, "left")
             return
+        if self._state is S.PREPARE_LEAVING:
+            if resp.error is E.NONE and sent.generation == self._membership.epoch and resp.member_epoch > 0:
+                self._membership = replace(self._membership, epoch=resp.member_epoch)
+            return  # its assignment is not taken: the member is leaving
         if self._state not in IN_GROUP or sent.generation != self._membership.epoch:
             return  # answers a heartbeat of an earlier membership (before a fence or a leave)
         code = resp.error
@@ -538,7 +543,15 @@ class ConsumerMember:
         self._set_gate(replace(gate, commit_id=rid))
         self._out.append(P.commit_action(rid, self._config, self._membership.epoch, partitions))
 
-    def _on_commit(self, resp: OffsetCommitResponse, now_ms: int) -> None:
+    def _new_epoch_coming(self, sent_epoch: int) -> bool:
+        """After a commit answered STALE_MEMBER_EPOCH: whether a newer epoch is here or can come
+        (a member in the group heartbeats on; one preparing to leave only through the answer
+        to a heartbeat still in flight)."""
+        if self._membership.epoch != sent_epoch or self._state is not S.PREPARE_LEAVING:
+            return True
+        return any(f.api is Api.HEARTBEAT for f in self._requests.inflight.values())
+
+    def _on_commit(self, resp: OffsetCommitResponse, sent_epoch: int, now_ms: int) -> None:
         gate = self._round.gate
         if gate is None:
             return
@@ -557,8 +570,11 @@ class ConsumerMember:
                 self._fence(now_ms, "offset commit answered UNKNOWN_MEMBER_ID", E.UNKNOWN_MEMBER_ID)
         elif verdict is P.Commit.COORDINATOR:
             self._coordinator_lost(now_ms, f"offset commit answered {[c.name for c in codes]}")
-        elif verdict is P.Commit.RETRY:
-            self._set_gate(replace(gate, retry_at_ms=now_ms + self._config.retry_backoff_ms))
+        elif verdict is P.Commit.RETRY or (verdict is P.Commit.STALE and self._new_epoch_coming(sent_epoch)):
+            retry_at = (
+                now_ms if self._membership.epoch != sent_epoch else now_ms + self._config.retry_backoff_ms
+            )
+            self._set_gate(replace(gate, retry_at_ms=retry_at))
         else:
             self._report(f"offset commit failed with {[c.name for c in codes]}; revoking anyway", codes[0])
             self._finish_gate(now_ms)
@@ -590,6 +606,7 @@ class ConsumerMember:
             return
         self._forget_membership()
         self._leave_group()
+        self._requests = self._requests.keeping(_FIND)  # only the leave heartbeat's answer counts now
         if self._state is S.PREPARE_LEAVING:
             self._goto(S.LEAVING, "revoked: leave heartbeat sent")
         self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
@@ -600,8 +617,11 @@ class ConsumerMember:
         if self._state is S.STALE:
             self._goto(S.UNSUBSCRIBED, "leave")
             return
-        self._drop_inflight()
-        self._round = replace(self._round, pending=None)
+        # A heartbeat in flight is kept: its answer may carry a newer member epoch, which the
+        # commit before the revocation must be sent with (Apache Kafka's member takes the epoch
+        # of a heartbeat answer while it prepares to leave too, and ignores its assignment).
+        self._requests = self._requests.keeping(_FIND_AND_HEARTBEAT)
+        self._round = replace(P.dropped(self._round), pending=None)
         self._goto(S.PREPARE_LEAVING, "leave: revoke first")
         owned = self._ownership.owned
         if owned and self._membership.in_group:
@@ -743,7 +763,7 @@ class ConsumerMember:
         elif isinstance(resp, ConsumerGroupInstallAssignmentResponse):
             self._on_install(resp, now_ms)
         else:
-            self._on_commit(resp, now_ms)
+            self._on_commit(resp, pending.generation, now_ms)
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
         check_issued(self._requests, event.request_id)
@@ -756,6 +776,8 @@ class ConsumerMember:
         if self._state is S.LEAVING and pending.api is Api.HEARTBEAT:
             self._goto(S.UNSUBSCRIBED, "left")
             return
+        if self._state is S.PREPARE_LEAVING and pending.api is Api.HEARTBEAT:
+            return  # kept only for the epoch it might have brought (_on_leave)
         if self._state in _IDLE:
             return
         self._coordinator_lost(now_ms, f"{pending.api.value} failed: {event.error.name}")

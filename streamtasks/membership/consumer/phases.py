@@ -269,6 +269,10 @@ class Commit(enum.Enum):
     UNKNOWN_MEMBER = "fenced"
     COORDINATOR = "coordinator lost"
     RETRY = "retry after the backoff"
+    #: Sent with an epoch the coordinator has moved past: retried with the member's epoch once
+    #: a heartbeat answer brought the new one (as Apache Kafka's consumer retries its commit
+    #: before a revocation), else as GIVE_UP.
+    STALE = "retry at the new epoch"
     GIVE_UP = "report, revoke anyway"
 
 
@@ -283,6 +287,8 @@ def commit_verdict(resp: OffsetCommitResponse) -> tuple[Commit, list[E]]:
         return Commit.COORDINATOR, codes
     if all(c.retriable for c in codes):
         return Commit.RETRY, codes
+    if E.STALE_MEMBER_EPOCH in codes and all(c.retriable or c is E.STALE_MEMBER_EPOCH for c in codes):
+        return Commit.STALE, codes
     return Commit.GIVE_UP, codes
 
 

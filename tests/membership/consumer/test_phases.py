@@ -141,6 +141,9 @@ def test_dropped_requests_leave_no_commit_or_job_and_an_owed_ack_due() -> None:
         ((E.UNKNOWN_MEMBER_ID, E.NOT_COORDINATOR), Commit.UNKNOWN_MEMBER),
         ((E.NOT_COORDINATOR, E.REQUEST_TIMED_OUT), Commit.COORDINATOR),
         ((E.REQUEST_TIMED_OUT, E.UNSTABLE_OFFSET_COMMIT), Commit.RETRY),
+        ((E.STALE_MEMBER_EPOCH,), Commit.STALE),
+        ((E.STALE_MEMBER_EPOCH, E.REQUEST_TIMED_OUT), Commit.STALE),
+        ((E.STALE_MEMBER_EPOCH, E.OFFSET_METADATA_TOO_LARGE), Commit.GIVE_UP),
         ((E.OFFSET_METADATA_TOO_LARGE,), Commit.GIVE_UP),
     ],
 )

@@ -10,6 +10,7 @@ from streamtasks.membership.consumer import (
     ResponseReceived,
     SendRequest,
 )
+from streamtasks.protocol.classic_group import OffsetCommitResponse
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
 from tests.ids import tps
@@ -61,6 +62,30 @@ def test_revocation_waits_for_the_commit() -> None:
     assert c.owned("b") == frozenset()  # nothing is handed over before a revoked
     c.release("a")
     c.run(2_000)
+    c.assert_exclusive()
+    assert c.owned("a") | c.owned("b") == ALL
+    assert c.owned("b")
+
+
+def test_a_commit_answered_stale_member_epoch_is_sent_again_before_revoking() -> None:
+    c = Cluster()
+    a = c.add("a")
+    c.run(2_000)
+    c.add("b")
+    a.hold_commits = True
+    c.run(500)
+    [(rid, held)] = a.held
+    a.held, a.hold_commits = [], False
+    stale = OffsetCommitResponse(
+        errors=tuple((tp, KafkaErrorCode.STALE_MEMBER_EPOCH) for tp, _ in held.errors)
+    )
+    c.handle("a", ResponseReceived(request_id=rid, response=stale))
+    assert c.owned("a") == ALL  # nothing revoked on the stale answer
+    c.run(2_000)
+    first, second = a.commits
+    assert second.partitions == first.partitions
+    assert second.generation_id == a.member.member_epoch - 1  # the epoch it held while revoking
+    assert not any("revoking anyway" in e.reason for e in a.errors)
     c.assert_exclusive()
     assert c.owned("a") | c.owned("b") == ALL
     assert c.owned("b")
@@ -156,6 +181,51 @@ def test_stable_to_prepare_leaving_to_leaving_to_unsubscribed() -> None:
     assert c.group().member("a") is None
     c.run(3_000)
     assert c.owned("b") == ALL
+
+
+def _stale(commit_response: OffsetCommitResponse) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        errors=tuple((tp, KafkaErrorCode.STALE_MEMBER_EPOCH) for tp, _ in commit_response.errors)
+    )
+
+
+def test_a_leaving_member_takes_the_epoch_of_a_heartbeat_in_flight_for_its_commit() -> None:
+    c = stable_pair()
+    a = c.nodes["a"]
+    a.hold = True
+    c.run(1_500)  # a heartbeat of a's is in flight, held
+    [(hb_rid, heartbeat)] = a.held
+    epoch = a.member.member_epoch
+    c.add("c")
+    c.run(200)  # the group moves on: a's next heartbeat answer will carry a newer epoch
+    a.held = []
+    c.handle("a", Leave())
+    assert a.member.state is MemberState.PREPARE_LEAVING
+    [(commit_rid, answer)] = a.held
+    assert a.commits[-1].generation_id == epoch
+    a.held, a.hold = [], False
+    c.answer("a", hb_rid, heartbeat)  # arrives while preparing to leave
+    assert a.member.state is MemberState.PREPARE_LEAVING
+    c.handle("a", ResponseReceived(request_id=commit_rid, response=_stale(answer)))
+    c.poll("a")
+    first, second = a.commits[-2:]
+    assert second.generation_id > first.generation_id == epoch
+    assert a.member.state is MemberState.UNSUBSCRIBED
+    assert not any("revoking anyway" in e.reason for e in a.errors)
+
+
+def test_a_leaving_member_with_no_newer_epoch_coming_revokes_at_once_on_a_stale_commit() -> None:
+    c = stable_pair()
+    a = c.nodes["a"]
+    a.hold_commits = True
+    commits = len(a.commits)
+    c.handle("a", Leave())
+    [(commit_rid, answer)] = a.held
+    a.held, a.hold_commits = [], False
+    c.handle("a", ResponseReceived(request_id=commit_rid, response=_stale(answer)))
+    assert len(a.commits) == commits + 1
+    assert any("STALE_MEMBER_EPOCH" in e.reason for e in a.errors)
+    assert a.member.state is MemberState.UNSUBSCRIBED
 
 
 def test_static_member_leaves_with_minus_two_and_its_successor_takes_over() -> None:
