@@ -150,6 +150,16 @@ class Requests(Generic[ApiT]):
         )
 
 
+def lookup_backoff_ms(base_ms: int, max_ms: int, failures: int) -> int:
+    """How long to wait before the next FindCoordinator after ``failures`` failed ones in a
+    row: ``base_ms`` doubled per failure up to ``max_ms`` (Kafka's ``retry.backoff.ms`` and
+    ``retry.backoff.max.ms``; without Kafka's random jitter, which a sans-IO machine leaves to
+    the world that drives it)."""
+    if failures <= 0:
+        return base_ms
+    return min(max_ms, base_ms << min(failures - 1, 20)) if max_ms > base_ms else base_ms
+
+
 def check_issued(requests: Requests[ApiT], request_id: int) -> None:
     """Raise :class:`LocalProtocolError` for an id this member never issued (a driver bug)."""
     if not 0 < request_id <= requests.next_id:

@@ -16,6 +16,7 @@ from streamtasks.membership.common import (
     check_issued,
     listener_call,
     lookup_answered,
+    lookup_backoff_ms,
 )
 from tests.ids import tps
 
@@ -88,3 +89,10 @@ def test_assignment_changed_reports_only_removed_partitions_as_lost() -> None:
     call = listener_call(3, ListenerKind.REVOKED, tps("a-1", "a-0"), 4)
     assert call.partitions == tuple(sorted(tps("a-0", "a-1")))
     assert call.invocation_id == 3
+
+
+def test_lookup_backoff_doubles_from_the_base_up_to_the_cap() -> None:
+    waits = [lookup_backoff_ms(100, 1_000, failures) for failures in range(0, 8)]
+    assert waits == [100, 100, 200, 400, 800, 1_000, 1_000, 1_000]
+    assert lookup_backoff_ms(100, 1_000, 10_000) == 1_000  # no overflow however long it fails
+    assert lookup_backoff_ms(250, 100, 5) == 250  # a cap below the base leaves the base

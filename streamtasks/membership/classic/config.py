@@ -47,6 +47,9 @@ class MemberConfig:
     rebalance_timeout_ms: int = 300_000
     heartbeat_interval_ms: int = 3_000
     retry_backoff_ms: int = 100
+    #: The longest wait between coordinator lookups that keep failing (doubling from
+    #: ``retry_backoff_ms``; Kafka's ``retry.backoff.max.ms``).
+    retry_backoff_max_ms: int = 1_000
     #: Requests other than JoinGroup without an answer after this long count as failed
     #: (JoinGroup waits ``rebalance_timeout_ms + request_timeout_ms``).
     request_timeout_ms: int = 30_000
@@ -82,6 +85,8 @@ class MemberConfig:
                 raise ConfigError(f"{name} must be > 0, got {value}")
         if self.retry_backoff_ms < 0:
             raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
+        if self.retry_backoff_max_ms < 0:
+            raise ConfigError(f"retry_backoff_max_ms must be >= 0, got {self.retry_backoff_max_ms}")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
                 f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "

@@ -61,6 +61,7 @@ from streamtasks.membership.common import (
     check_issued,
     listener_call,
     lookup_answered,
+    lookup_backoff_ms,
 )
 from streamtasks.protocol.classic_group import (
     UNKNOWN_GENERATION,
@@ -436,7 +437,9 @@ class ClassicMember:
         self._requests = self._requests.keeping(_APIS)
         if self._link.coordinator_known or self._state in (S.CLOSED, S.FAILED):
             return
-        self._link = replace(self._link, coordinator_known=True, hb_last_ok_ms=now_ms, hb_next_ms=now_ms)
+        self._link = replace(
+            self._link, coordinator_known=True, find_failures=0, hb_last_ok_ms=now_ms, hb_next_ms=now_ms
+        )
 
     def _on_subscribe(self, event: Subscribe) -> None:
         if not event.topics:
@@ -523,7 +526,11 @@ class ClassicMember:
             self._metrics.stale_response()
             return
         if pending.api is None:
-            self._link = replace(self._link, find_retry_ms=now_ms + self._config.retry_backoff_ms)
+            failures = self._link.find_failures + 1
+            wait = lookup_backoff_ms(
+                self._config.retry_backoff_ms, self._config.retry_backoff_max_ms, failures
+            )
+            self._link = replace(self._link, find_retry_ms=now_ms + wait, find_failures=failures)
             return
         if pending.api is Api.LEAVE_GROUP:
             return

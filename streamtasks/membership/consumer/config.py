@@ -90,6 +90,9 @@ class ConsumerMemberConfig:
     #: Until the coordinator's first answer says otherwise.
     heartbeat_interval_ms: int = 5_000
     retry_backoff_ms: int = 100
+    #: The longest wait between coordinator lookups that keep failing (doubling from
+    #: ``retry_backoff_ms``; Kafka's ``retry.backoff.max.ms``).
+    retry_backoff_max_ms: int = 1_000
     request_timeout_ms: int = 30_000
     unreleased_heartbeat_ms: int = 100
 
@@ -127,6 +130,8 @@ class ConsumerMemberConfig:
                 raise ConfigError(f"{name} must be > 0, got {value}")
         if self.retry_backoff_ms < 0:
             raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
+        if self.retry_backoff_max_ms < 0:
+            raise ConfigError(f"retry_backoff_max_ms must be >= 0, got {self.retry_backoff_max_ms}")
         if self.unreleased_heartbeat_ms < 0:
             raise ConfigError(f"unreleased_heartbeat_ms must be >= 0, got {self.unreleased_heartbeat_ms}")
         if self.group_instance_id is not None and not self.group_instance_id:

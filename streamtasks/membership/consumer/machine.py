@@ -27,6 +27,7 @@ from streamtasks.membership.common import (
     check_issued,
     listener_call,
     lookup_answered,
+    lookup_backoff_ms,
 )
 from streamtasks.membership.consumer import phases as P
 from streamtasks.membership.consumer.actions import (
@@ -698,7 +699,7 @@ class ConsumerMember:
         self._requests = self._requests.keeping(_APIS)
         if self._link.coordinator_known or self._state in (S.UNSUBSCRIBED, S.FATAL):
             return
-        self._link = replace(self._link, coordinator_known=True, hb_next_ms=now_ms)
+        self._link = replace(self._link, coordinator_known=True, find_failures=0, hb_next_ms=now_ms)
         if self._state is S.PREPARE_LEAVING and self._round.gate is None:
             self._send_leave(now_ms)
 
@@ -771,7 +772,11 @@ class ConsumerMember:
         if pending is None:
             return
         if pending.api is None:
-            self._link = replace(self._link, find_retry_ms=now_ms + self._config.retry_backoff_ms)
+            failures = self._link.find_failures + 1
+            wait = lookup_backoff_ms(
+                self._config.retry_backoff_ms, self._config.retry_backoff_max_ms, failures
+            )
+            self._link = replace(self._link, find_retry_ms=now_ms + wait, find_failures=failures)
             return
         if self._state is S.LEAVING and pending.api is Api.HEARTBEAT:
             self._goto(S.UNSUBSCRIBED, "left")

@@ -147,6 +147,8 @@ class Link:
 
     coordinator_known: bool
     find_retry_ms: int
+    #: FindCoordinator failures in a row (the lookup backs off with them).
+    find_failures: int = 0
     interval_ms: int
     hb_next_ms: int
     hb_last_ok_ms: int
