@@ -271,6 +271,11 @@ class MemberLoop(Generic[M]):
         except (BrokerError, DecodeError) as exc:
             log.debug("request %s failed: %s", type(request).__name__, exc)
             self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.NETWORK_EXCEPTION))
+        except Exception:
+            # Anything else is a bug on this side; the member still hears of the failure now
+            # instead of waiting out the request timeout with nothing in flight.
+            log.exception("request %s failed unexpectedly", type(request).__name__)
+            self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.NETWORK_EXCEPTION))
         else:
             self.post(self.response_event(request_id, response))
 
@@ -279,6 +284,9 @@ class MemberLoop(Generic[M]):
             await self._client.ensure_coordinator()
         except BrokerError as exc:
             log.debug("coordinator lookup failed: %s", exc)
+            self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.COORDINATOR_NOT_AVAILABLE))
+        except Exception:
+            log.exception("coordinator lookup failed unexpectedly")
             self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.COORDINATOR_NOT_AVAILABLE))
         else:
             self.post(CoordinatorDiscovered(request_id=request_id))

@@ -235,3 +235,53 @@ def test_a_member_whose_application_stops_polling_goes_stale_and_rejoins_when_it
     kinds = [kind for kind, parts in calls if parts]
     # b's partitions were lost (no commit, no revocation) when it went stale, then assigned again
     assert kinds == [ListenerKind.ASSIGNED, ListenerKind.LOST, ListenerKind.ASSIGNED]
+
+
+class FailsOnce(InProcessCoordinator):
+    """Its first heartbeat after ``armed`` raises a plain exception (a bug on the client side,
+    not a broker or decode error)."""
+
+    armed = False
+
+    async def send_raw(self, api_key: int, api_version: int, body: bytes, *, timeout_s: float) -> bytes:
+        if self.armed and api_key == CONSUMER_GROUP_HEARTBEAT_API_KEY:
+            self.armed = False
+            raise RuntimeError("boom")
+        return await super().send_raw(api_key, api_version, body, timeout_s=timeout_s)
+
+
+async def heartbeat_raises() -> tuple[int, int, list[ListenerKind], int, int]:
+    """A member whose request timeout is ten minutes: an unexpected exception in a request
+    must fail that request at once (the member keeps its epoch and partitions and heartbeats
+    on), not leave it with a request in flight that never ends."""
+    server = FailsOnce()
+    timers = asyncio.get_running_loop().create_task(server.timers())
+    host = Host()
+    member = _members(request_timeout_ms=600_000)["a"]
+    driver = ConsumerGroupDriver(member, server, host)  # type: ignore[arg-type]
+    await driver.refresh_metadata()
+    run = asyncio.get_running_loop().create_task(driver.run())
+    try:
+        await until(lambda: host.owned == ALL and member.state is MemberState.STABLE, "a owns everything")
+        epoch, host.calls = member.member_epoch, []
+        server.armed = True
+        await until(lambda: not server.armed, "the failing heartbeat was sent")
+        before = server.calls[CONSUMER_GROUP_HEARTBEAT_API_KEY]
+        await until(
+            lambda: server.calls[CONSUMER_GROUP_HEARTBEAT_API_KEY] > before + 1, "heartbeats again", 60
+        )
+        kinds, after_epoch = [kind for kind, _ in host.calls], member.member_epoch
+        await driver.leave("test", timeout_s=5)
+    finally:
+        timers.cancel()
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(timers, run, return_exceptions=True)
+    return before, server.calls[CONSUMER_GROUP_HEARTBEAT_API_KEY], kinds, epoch, after_epoch
+
+
+def test_an_unexpected_exception_in_a_request_fails_it_at_once() -> None:
+    before, after, kinds, epoch, after_epoch = asyncio.run(heartbeat_raises())
+    assert after > before + 1
+    assert kinds == []  # nothing lost, revoked or assigned again
+    assert after_epoch == epoch
