@@ -9,6 +9,7 @@ from streamtasks.app.context import Output, ProcessorContext, Record, UnknownSto
 from streamtasks.app.events import (
     AppEvent,
     OffsetsCommitted,
+    ProcessingStarted,
     RebalanceTriggered,
     RestoreCompleted,
     SubscriptionVersionChanged,
@@ -26,6 +27,7 @@ __all__ = [
     "OffsetsCommitted",
     "Output",
     "ProcessingError",
+    "ProcessingStarted",
     "Processor",
     "ProcessorContext",
     "RebalanceTriggered",

@@ -15,6 +15,7 @@ from topology.ids import TaskId
 __all__ = [
     "AppEvent",
     "OffsetsCommitted",
+    "ProcessingStarted",
     "RebalanceTriggered",
     "RestoreCompleted",
     "SubscriptionVersionChanged",
@@ -111,6 +112,18 @@ class OffsetsCommitted(AppEvent):
 
     offsets: tuple[tuple[str, int, int], ...]
     confirmed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessingStarted(AppEvent):
+    """The first input record this process processed from ``topic``/``partition`` since the
+    partition's task became active here: ``offset`` is where processing began (the committed
+    offset, unless the consumer skipped ahead: what a per-offset audit looks at first)."""
+
+    task: TaskId
+    topic: str
+    partition: int
+    offset: int
 
 
 def event_to_json(event: AppEvent) -> dict[str, Any]:

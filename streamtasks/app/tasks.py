@@ -19,7 +19,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from streamtasks.app.context import Output, ProcessorContext, Record
-from streamtasks.app.events import AppEvent, TaskClosed, TaskCreated, TaskRecycled, wall_ms
+from streamtasks.app.events import AppEvent, ProcessingStarted, TaskClosed, TaskCreated, TaskRecycled, wall_ms
 from streamtasks.app.sending import Keyed, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
@@ -262,6 +262,16 @@ class TaskSet:
                     first = records[0].offset
                     self._unprocessed[tp] = min(first, self._unprocessed.get(tp, first))
                 continue
+            if records and tp not in self._processed:
+                self._emit(
+                    ProcessingStarted(
+                        at_ms=wall_ms(),
+                        task=task.id,
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offset=records[0].offset,
+                    )
+                )
             ctx = self._context(task)
             fn = self._processors[task.id.subtopology]
             for r in records:

@@ -115,8 +115,9 @@ def explain_loss(
 ) -> list[str]:
     """What the workers reported about each partition that lost offsets: whether a second read
     of the audit topic finds them (the reader missed them) or not (nobody processed them), then
-    that partition's task events and the commits that named it, oldest first, with who sent
-    them (times in seconds from the first line)."""
+    that partition's task events (``ProcessingStarted`` says at which offset each owner began)
+    and the commits that named it, oldest first, with who sent them (times in seconds from the
+    first line)."""
     found = len(set(lost) & reread)
     out = [f"audit topic read again: {found} of the {len(lost)} missing offsets are there"]
     if reader_skips:

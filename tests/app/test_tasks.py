@@ -20,6 +20,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from streamtasks.app import (
     AppEvent,
     ProcessingError,
+    ProcessingStarted,
     ProcessorContext,
     Record,
     TaskClosed,
@@ -383,6 +384,27 @@ def test_process_runs_sync_and_async_processors(fx: Fixture) -> None:
     ]
     assert fx.tasks.committable([text(0), words(1)]) == {text(0): 8, words(1): 5}
     assert fx.tasks.records_processed == 3
+
+
+def test_processing_started_names_where_each_partition_began_once_per_activation(fx: Fixture) -> None:
+    running(fx, [words(0), words(1)])
+
+    def started() -> list[tuple[str, str, int, int]]:
+        return [
+            (str(e.task), e.topic, e.partition, e.offset)
+            for e in fx.events
+            if isinstance(e, ProcessingStarted)
+        ]
+
+    asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 40, b"a", b"1")]}))
+    asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 41, b"a", b"1")]}))
+    asyncio.run(fx.tasks.process({words(1): [consumer_record(words(1), 7, b"b", b"1")]}))
+    assert started() == [("1_0", words(0).topic, 0, 40), ("1_1", words(1).topic, 1, 7)]
+    fx.reconcile([words(1)])  # words-0's task goes away and comes back: a new start
+    running(fx, [words(0), words(1)])
+    asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 35, b"a", b"1")]}))
+    asyncio.run(fx.tasks.process({words(1): [consumer_record(words(1), 8, b"b", b"1")]}))
+    assert started()[2:] == [("1_0", words(0).topic, 0, 35)]
 
 
 def test_committable_only_lists_processed_offsets_of_owned_partitions(fx: Fixture) -> None:
