@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/sweep.py --part throughput --seeds 20 --chunk-size 10 --chunks-per-task 3
     .venv/bin/python benchmarks/sweep.py --part scale --scale-sizes 10,30,100 --budget-s 300
     .venv/bin/python benchmarks/sweep.py --part sample --members 10000 --bounces 3
+    .venv/bin/python benchmarks/sweep.py --part sample --members 10000 --bounces 3 --kafka-heartbeats
 
 Throughput: the same scenarios (every protocol; rolling bounce, scale-out, crash; 3 and 6
 members, 24 partitions) run by a loop in this process (``streamtasks.sweeps.job.run_chunk`` per
@@ -21,7 +22,9 @@ reached (events grow with members x bounces, heartbeats included: quadratic in t
 Sample: the scale row for a group too large to bounce every member of. ``--bounces`` members
 drawn by ``--seed`` out of ``--members`` (partitions 10x members) are bounced, one every 12 s
 from the drill's start as in the full rolling bounce, and the run goes on to convergence; the
-figures (formation subtracted) are per bounce of the sample, not of a full rolling bounce.
+figures (formation subtracted: the run's own figures at the drill's start) are per bounce of
+the sample, not of a full rolling bounce. ``--kafka-heartbeats``: members heartbeat at Kafka's
+default intervals (3 s classic, 5 s KIP-848) instead of the simulator's 1 s.
 """
 
 from __future__ import annotations
@@ -171,14 +174,21 @@ def scale(sizes: list[int], budget_s: float) -> None:
         )
 
 
-def sample(members: int, bounces: int, protocols: list[str], seed: int) -> None:
+#: Kafka's default heartbeat intervals: classic ``heartbeat.interval.ms``, KIP-848
+#: ``group.consumer.heartbeat.interval.ms``.
+KAFKA_HEARTBEAT_MS = {"eager": 3_000, "cooperative": 3_000, "consumer": 5_000, "consumer-client": 5_000}
+
+
+def sample(members: int, bounces: int, protocols: list[str], seed: int, kafka_heartbeats: bool) -> None:
     """A rolling bounce of ``bounces`` members (drawn by the seed) of a ``members`` group with 10x
-    as many partitions, per protocol: the drill's figures per bounce."""
+    as many partitions, per protocol: the drill's figures per bounce. ``kafka_heartbeats``:
+    Kafka's default heartbeat intervals instead of the simulator's 1 s."""
     headers = [
         "protocol",
         "members",
         "partitions",
         "bounces (sample)",
+        "heartbeat s",
         "rebalances/bounce",
         "moved/bounce",
         "revoked/bounce",
@@ -186,19 +196,22 @@ def sample(members: int, bounces: int, protocols: list[str], seed: int) -> None:
         "events",
         "simulated s",
         "wall s",
+        "CPU s",
     ]
     rows = []
     for protocol in protocols:
         point = _bounce_point(protocol, members)
-        t = time.perf_counter()
-        row = run_bounce_sample(point, seed, bounces)
-        seconds = time.perf_counter() - t
+        heartbeat_ms = KAFKA_HEARTBEAT_MS[protocol] if kafka_heartbeats else None
+        t, cpu = time.perf_counter(), time.process_time()
+        row = run_bounce_sample(point, seed, bounces, heartbeat_ms=heartbeat_ms)
+        seconds, cpu_s = time.perf_counter() - t, time.process_time() - cpu
         rows.append(
             [
                 f"{protocol} ({PROTOCOLS[protocol]})",
                 f"{members:,}",
                 f"{10 * members:,}",
                 f"{bounces} of {members:,} (seed {seed})",
+                f"{(heartbeat_ms or 1_000) / 1000:g}",
                 f"{row['rebalances_per_change']:.2f}",
                 f"{row['moved_per_change']:.1f}",
                 f"{int(str(row['partitions_revoked'])) / bounces:.1f}",
@@ -206,6 +219,7 @@ def sample(members: int, bounces: int, protocols: list[str], seed: int) -> None:
                 f"{row['events']:,}",
                 f"{int(str(row['sim_ms'])) / 1000:,.0f}",
                 f"{seconds:.1f}",
+                f"{cpu_s:.1f}",
             ]
         )
         print("  ".join(rows[-1]), file=sys.stderr, flush=True)
@@ -227,6 +241,11 @@ def main() -> None:
     parser.add_argument("--bounces", type=int, default=3, help="sample: members bounced")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="sample: which protocols")
     parser.add_argument("--seed", type=int, default=0, help="sample: draws the bounced members")
+    parser.add_argument(
+        "--kafka-heartbeats",
+        action="store_true",
+        help="sample: Kafka's default heartbeat intervals (3 s classic, 5 s KIP-848) instead of 1 s",
+    )
     args = parser.parse_args()
     if args.part in ("throughput", "both"):
         throughput(args.master, args.seeds, args.chunk_size, args.chunks_per_task)
@@ -234,7 +253,7 @@ def main() -> None:
         scale([int(s) for s in args.scale_sizes.split(",")], args.budget_s)
     if args.part == "sample":
         print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
-        sample(args.members, args.bounces, args.protocols.split(","), args.seed)
+        sample(args.members, args.bounces, args.protocols.split(","), args.seed, args.kafka_heartbeats)
         print(f"load average after {os.getloadavg()[0]:.1f}")
 
 

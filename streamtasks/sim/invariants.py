@@ -32,7 +32,7 @@ from streamtasks.sim.process import SimProcess
 from streamtasks.sim.trace import Violation
 from topology.ids import TopicPartition
 
-__all__ = ["Invariants", "convergence_gaps", "is_current"]
+__all__ = ["Invariants", "convergence_gaps", "has_converged", "is_current"]
 
 
 def is_current(proc: SimProcess, coordinator: ClassicGroupCoordinator) -> bool:
@@ -249,3 +249,31 @@ def convergence_gaps(
                 gaps.append(f"{tp} owned by {owners}")
                 break
     return gaps
+
+
+def has_converged(
+    coordinator: ClassicGroupCoordinator,
+    procs: Iterable[SimProcess],
+    ledger: OwnershipLedger,
+    subscribed: frozenset[TopicPartition],
+    exempt: frozenset[TopicPartition] = frozenset(),
+) -> bool:
+    """``not convergence_gaps(...)``, answered at the first gap, the cheapest tests first. The
+    world asks after every event once the steps are over; :func:`convergence_gaps` lists every
+    gap (it sorted every partition each time: partitions x events at a large group's end)."""
+    if not coordinator.available:
+        return False
+    live = [p for p in procs if p.alive]
+    if not live:
+        return not coordinator.group.members
+    if coordinator.state is not GroupState.STABLE:
+        return False
+    if {p.member.member_id for p in live} != set(coordinator.group.members):
+        return False
+    generation = coordinator.generation
+    for p in live:
+        member = p.member
+        if member.state is not MemberState.STABLE or member.generation != generation or member.rejoin_needed:
+            return False
+    holders = ledger.holders
+    return all(len(holders.get(tp, ())) == 1 for tp in subscribed - exempt)

@@ -114,11 +114,13 @@ def _scenario(point: Point, seed: int, steps: list[Step], rng: random.Random) ->
     )
 
 
-def bounce_sample(point: Point, seed: int, sample: int) -> Scenario:
+def bounce_sample(point: Point, seed: int, sample: int, *, heartbeat_ms: int | None = None) -> Scenario:
     """A ``rolling_bounce`` point's scenario with only ``sample`` of its members bounced: the
     same starts, the same drill start and one bounce every :data:`BOUNCE_INTERVAL_MS`, the
     bounced members (and their down times) drawn by the seed, bounced in member order. What a
-    bounce costs in a group too large to bounce every member of (docs/spark.md)."""
+    bounce costs in a group too large to bounce every member of (docs/spark.md).
+    ``heartbeat_ms``: the members' heartbeat interval (the KIP-848 coordinator's too) instead
+    of the simulator's 1 s (Kafka's defaults: 3 s classic, 5 s KIP-848)."""
     if point.drill != "rolling_bounce" or point.faults != "none":
         raise ValueError(f"a bounce sample takes a rolling_bounce point without faults, not {point.key}")
     if not 1 <= sample <= point.members:
@@ -131,7 +133,10 @@ def bounce_sample(point: Point, seed: int, sample: int) -> Scenario:
         steps.append(Step(at_ms=at, op="leave", member=_name(i)))
         steps.append(Step(at_ms=at + rng.randint(1_000, 5_000), op="restart", member=_name(i)))
         at += BOUNCE_INTERVAL_MS
-    return _scenario(point, seed, steps, rng)
+    scenario = _scenario(point, seed, steps, rng)
+    if heartbeat_ms is None:
+        return scenario
+    return replace(scenario, timeouts=replace(scenario.timeouts, heartbeat_ms=heartbeat_ms))
 
 
 def formation(scenario: Scenario, point: Point) -> Scenario:

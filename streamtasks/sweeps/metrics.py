@@ -35,6 +35,7 @@ __all__ = [
     "run_bounce_sample",
     "run_point",
     "simulate",
+    "simulate_from_drill_start",
 ]
 
 #: Row columns after the grid's dimensions, with their Parquet types.
@@ -137,18 +138,46 @@ def _max_events(point: Point) -> int:
 def simulate(scenario: Scenario, point: Point) -> Outcome:
     """Run ``scenario`` in the point's simulator; an exception from the simulated parts is a
     ``no-exception`` violation (as ``python -m streamtasks.sim`` reports it)."""
+    return _simulate(scenario, point, mark_drill_start=False)[0]
+
+
+def simulate_from_drill_start(scenario: Scenario, point: Point) -> tuple[Outcome, Outcome]:
+    """:func:`simulate`, and the same run's figures at the drill's start (before its first
+    event at or after :func:`~streamtasks.sweeps.drills.drill_start_ms`; the whole run's if it
+    ended before): the formation's figures without simulating the formation a second time."""
+    full, start = _simulate(scenario, point, mark_drill_start=True)
+    return full, start or full
+
+
+def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tuple[Outcome, Outcome | None]:
     world: Any
     if point.protocol in ("consumer", "consumer-client"):
         world = ConsumerWorld(
             scenario,
             point.protocol,
-            ConsumerSettings(standby_replicas=point.standbys, max_events=_max_events(point)),
+            ConsumerSettings(
+                standby_replicas=point.standbys,
+                max_events=_max_events(point),
+                heartbeat_interval_ms=scenario.timeouts.heartbeat_ms,
+            ),
         )
     else:
         world = World(scenario, WorldSettings(max_events=_max_events(point)))
     # the ledger belongs to the world, or to the driver it holds
     owner = getattr(world, "driver", world)
-    owner.ledger = DrillLedger.replacing(owner.ledger, drill_start_ms(point.members))
+    start_ms = drill_start_ms(point.members)
+    owner.ledger = DrillLedger.replacing(owner.ledger, start_ms)
+    at_start: list[Outcome] = []
+    if mark_drill_start:
+        # the ledger's unowned time is the drill's already (measured from its start)
+        world.mark(
+            start_ms,
+            lambda: at_start.append(
+                _figures(
+                    world, violations=(), converged_after_ms=None, orphan_ms=0, longest_orphan_ms=0, trace=()
+                )
+            ),
+        )
     violations: tuple[Violation, ...]
     try:
         result = world.run()
@@ -165,6 +194,19 @@ def simulate(scenario: Scenario, point: Point) -> Outcome:
             ),
         )
         converged, trace = None, tuple(world.trace.lines())
+    full = _figures(
+        world,
+        violations=violations,
+        converged_after_ms=converged,
+        orphan_ms=world.ledger.orphan_total_ms(world.now),
+        longest_orphan_ms=world.ledger.longest_orphan_stretch_ms(world.now),
+        trace=trace,
+    )
+    return full, (at_start[0] if at_start else None)
+
+
+def _figures(world: Any, **run: Any) -> Outcome:
+    """The world's counters now, with ``run``'s fields (violations, convergence, unowned time)."""
     ledger = world.ledger
     if isinstance(world, ConsumerWorld):
         group = world.group()
@@ -173,20 +215,16 @@ def simulate(scenario: Scenario, point: Point) -> Outcome:
     else:
         rebalances, records = world.coordinator.rebalances, None
     return Outcome(
-        violations=violations,
         events=world.events,
         sim_ms=world.now,
-        converged_after_ms=converged,
         rebalances=rebalances,
         revoked=ledger.revoked,
         moved=ledger.moved,
         lost=ledger.lost,
-        orphan_ms=ledger.orphan_total_ms(world.now),
-        longest_orphan_ms=ledger.longest_orphan_stretch_ms(world.now),
         warm_handovers=ledger.warm_handovers,
         restore_records=ledger.restore_records,
         records=records,
-        trace=trace,
+        **run,
     )
 
 
@@ -199,19 +237,34 @@ def run_point(point: Point, seed: int) -> dict[str, object]:
     return _row(point, seed, drill_scenario(point, seed), drill_changes(point))
 
 
-def run_bounce_sample(point: Point, seed: int, sample: int) -> dict[str, object]:
+def run_bounce_sample(
+    point: Point, seed: int, sample: int, *, heartbeat_ms: int | None = None
+) -> dict[str, object]:
     """The row of a rolling bounce of ``sample`` members of the point's group (drawn by the
-    seed; :func:`~streamtasks.sweeps.drills.bounce_sample`): its figures are those ``sample``
-    bounces', ``membership_changes`` is ``sample``; ``replay`` names the call that runs it again."""
-    replay = f"run_bounce_sample(parse_point({point.key!r}), {seed}, {sample})"
-    return _row(point, seed, bounce_sample(point, seed, sample), sample, replay)
+    seed; :func:`~streamtasks.sweeps.drills.bounce_sample`, which takes ``heartbeat_ms``): its
+    figures are those ``sample`` bounces', ``membership_changes`` is ``sample``; ``replay``
+    names the call that runs it again. The formation's figures are the run's own at the drill's
+    start (:func:`simulate_from_drill_start`): a large group's formation is simulated once."""
+    option = "" if heartbeat_ms is None else f", heartbeat_ms={heartbeat_ms}"
+    replay = f"run_bounce_sample(parse_point({point.key!r}), {seed}, {sample}{option})"
+    scenario = bounce_sample(point, seed, sample, heartbeat_ms=heartbeat_ms)
+    return _row(point, seed, scenario, sample, replay, formation_again=False)
 
 
 def _row(
-    point: Point, seed: int, scenario: Scenario, changes: int, replay: str | None = None
+    point: Point,
+    seed: int,
+    scenario: Scenario,
+    changes: int,
+    replay: str | None = None,
+    *,
+    formation_again: bool = True,
 ) -> dict[str, object]:
-    full = simulate(scenario, point)
-    base = simulate(formation(scenario, point), point)
+    if formation_again:
+        full = simulate(scenario, point)
+        base = simulate(formation(scenario, point), point)
+    else:
+        full, base = simulate_from_drill_start(scenario, point)
     rebalances = full.rebalances - base.rebalances
     moved = full.moved - base.moved
     orphan_ms = full.orphan_ms - base.orphan_ms

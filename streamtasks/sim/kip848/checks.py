@@ -200,6 +200,35 @@ class Checks:
 
     # -- convergence -----------------------------------------------------------------------------
 
+    def converged(self) -> bool:
+        """``not convergence_gaps()``, answered at the first gap, the cheapest tests first (the
+        world asks after every event once the steps are over: the gaps' list sorted every
+        partition each time, partitions x events at a large group's end)."""
+        w = self.world
+        group = w.group()
+        if w.anyone_alive() and (group is None or group.state.value != "Stable"):
+            return False
+        live = w.live()
+        ids = {p.member_id for p in live}
+        if ids != (set() if group is None else set(group.members)):
+            return False
+        if group is not None and ids:
+            names = {t.topic_id: t.name for t in group.partition_metadata}
+            for p in live:
+                current, target = group.current(p.member_id), group.target(p.member_id)
+                if (
+                    not p.settled
+                    or current is None
+                    or p.epoch != group.group_epoch
+                    or current.member_epoch != group.group_epoch
+                    or p.owned != _partitions(target, names)
+                ):
+                    return False
+        if not live:
+            return True
+        procs = w.procs
+        return all(sum(1 for h in w.ledger.owners(tp) if procs[h.conn].alive) == 1 for tp in w.existing())
+
     def convergence_gaps(self) -> list[str]:
         w = self.world
         gaps: list[str] = []
@@ -218,11 +247,7 @@ class Checks:
             names = {t.topic_id: t.name for t in group.partition_metadata}
             for p in live:
                 current, target = group.current(p.member_id), group.target(p.member_id)
-                wanted = frozenset(
-                    TopicPartition(names[t], q)
-                    for t, q in (target.partitions.pairs() if target else ())
-                    if t in names
-                )
+                wanted = _partitions(target, names)
                 if (
                     not p.settled
                     or current is None
@@ -240,3 +265,10 @@ class Checks:
                 gaps.append(f"{tp} owned by {owners}")
                 break
         return gaps
+
+
+def _partitions(target: Any, names: dict[Any, str]) -> frozenset[TopicPartition]:
+    """A member's target as partitions of named topics (none without a target)."""
+    return frozenset(
+        TopicPartition(names[t], q) for t, q in (target.partitions.pairs() if target else ()) if t in names
+    )

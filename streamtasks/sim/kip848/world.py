@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +211,7 @@ class ConsumerWorld:
         self._coord_token: int | None = None
         self._coord_at: int | None = None
         self._failover_armed: tuple[int, int] | None = None
+        self._mark: tuple[int, Callable[[], None]] | None = None
         builder = TopologyBuilder("sim")
         for i, (topic, _) in enumerate(scenario.topics):
             builder.stream(topic).store(f"store{i}")
@@ -246,10 +248,13 @@ class ConsumerWorld:
                 break
             item = self.sched.pop()
             assert item is not None
+            if self._mark is not None and item.time_ms >= self._mark[0]:
+                see, self._mark = self._mark[1], None
+                see()
             self.events += 1
             self._dispatch(item.item)
             self.checks.after_event()
-            if not self.ledger.measuring and self.ledger.all_owned() and self.live():
+            if not self.ledger.measuring and self.ledger.all_owned() and self.anyone_alive():
                 self.ledger.start_measuring(self.now)
             if self._failover_armed is not None:
                 self._maybe_failover()
@@ -264,10 +269,15 @@ class ConsumerWorld:
             )
         return self.result()
 
+    def mark(self, at_ms: int, see: Callable[[], None]) -> None:
+        """Call ``see`` once, before the first event at or after ``at_ms`` (a reading of the
+        world there, e.g. a drill's start; nothing simulated changes)."""
+        self._mark = (at_ms, see)
+
     def _converged(self) -> bool:
         if not self.available or self._failover_armed is not None or self.network.faults_active(self.now):
             return False
-        if any(p.paused for p in self.live()) or self.checks.convergence_gaps():
+        if not self.checks.converged() or any(p.paused for p in self.live()):
             return False
         self.converged_at = self.now
         return True
@@ -813,6 +823,10 @@ class ConsumerWorld:
 
     def live(self) -> list[WorldProcess]:
         return [p for p in self.current.values() if p.alive]
+
+    def anyone_alive(self) -> bool:
+        """``bool(live())`` without the list (asked after every event)."""
+        return any(p.alive for p in self.current.values())
 
     def violate(self, invariant: str, detail: str) -> None:
         self.collect([Violation(invariant=invariant, time_ms=self.now, detail=detail)])
