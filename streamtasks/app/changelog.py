@@ -150,7 +150,8 @@ class ChangelogReader:
         async with self._probe_lock:
             try:
                 listed = await self._probe.end_offsets(atps)
-                self._probe.assign(atps)
+                if self._probe.assignment() != set(atps):  # assign() also refreshes metadata
+                    self._probe.assign(atps)
                 for atp in atps:
                     self._probe.seek(atp, listed[atp])
                 marks: dict[AioTopicPartition, int | None] = {}
