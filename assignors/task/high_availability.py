@@ -31,19 +31,15 @@ destination, so with no lags at all the result is the balanced, sticky destinati
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from assignors.task.indexed import IndexedState, Rows, build_assignment, index_state
 from assignors.task.quota import balanced_fill
 from assignors.task.standby import place_standbys, signatures_for
+from assignors.task.swaps import NO_LAG, Ranked, SwapPartners
 from assignors.types import RUNNING_LAG, ApplicationState, TaskAssignment
 
 __all__ = ["HighAvailabilityTaskAssignor"]
-
-_NO_LAG = 1 << 62
-#: The rank of a process running the task (:data:`RUNNING_LAG`).
-_RUNNING_RANK = -1
 
 
 class HighAvailabilityTaskAssignor:
@@ -86,9 +82,9 @@ class HighAvailabilityTaskAssignor:
         # Before pinning a task on a caught-up process p, look there for a task destined to p
         # that can take the task's place on d instead (caught up on d, or nobody is caught up
         # on it and d is no further behind than p): the two swap destinations, the balance is
-        # unchanged and nothing is pending. pools[p]: the tasks destined to p that may still
-        # swap (built at the first pin).
-        pools: list[list[int]] | None = None
+        # unchanged and nothing is pending. pools: the tasks destined to each process that may
+        # still swap (built at the first pin; assignors.task.swaps).
+        pools: SwapPartners | None = None
         total_capacity = sum(capacity)
         n_stateful = len(stateful)
         # Tasks to pin, those with the fewest caught-up processes first (as Kafka orders its
@@ -115,18 +111,15 @@ class HighAvailabilityTaskAssignor:
                 for k in range(first, first + caught)
             )
             if pools is None:
-                pools = [[] for _ in range(ix.num_processes)]
-                for j in stateful:
-                    pools[destination[j]].append(j)
+                pools = SwapPartners(ranked, stateful, destination, ix.num_processes)
             swapped = False
             for _, _, p in candidates:
                 # a task running on p gives up its place only if the pin would take p
                 # beyond its per-thread share (ceil(stateful * c / threads))
                 over = counts[p] * total_capacity >= n_stateful * capacity[p]
-                j = _swap_partner(ranked, pools[p], p, d, move_running=over)
+                j = pools.take(p, d, move_running=over)
                 if j >= 0:
                     # i takes j's place on p (caught up: no movement), j takes i's room on d
-                    pools[p].remove(j)
                     destination[i] = owner[i] = p
                     destination[j] = owner[j] = d
                     swapped = True
@@ -134,7 +127,7 @@ class HighAvailabilityTaskAssignor:
             if swapped:
                 continue
             best = candidates[0][2]
-            pools[d].remove(i)  # pinned on best, not d's to give away
+            pools.discard(i)  # pinned on best, not d's to give away
             owner[i] = best
             counts[best] += 1
             counts[d] -= 1
@@ -195,16 +188,7 @@ class HighAvailabilityTaskAssignor:
         return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Ranked:
-    """Per task, the processes reporting a lag sorted by (rank, process), with their ranks."""
-
-    start: list[int]
-    items: list[int]
-    ranks: list[int]
-
-
-def _ranked(ix: IndexedState, acceptable_recovery_lag: int) -> _Ranked:
+def _ranked(ix: IndexedState, acceptable_recovery_lag: int) -> Ranked:
     start, procs = ix.lag_procs.start, ix.lag_procs.items
     items = list(procs)
     ranks = [
@@ -221,10 +205,10 @@ def _ranked(ix: IndexedState, acceptable_recovery_lag: int) -> _Ranked:
             pairs = sorted(zip(ranks[first:end], items[first:end], strict=True))
             ranks[first:end] = [r for r, _ in pairs]
             items[first:end] = [p for _, p in pairs]
-    return _Ranked(start=start, items=items, ranks=ranks)
+    return Ranked(start=start, items=items, ranks=ranks)
 
 
-def _sticky_by_rank(ix: IndexedState, ranked: _Ranked) -> Rows:
+def _sticky_by_rank(ix: IndexedState, ranked: Ranked) -> Rows:
     """Previous active owners of each task; when several claim one, the most caught up first."""
     rows = ix.prev_active
     start = rows.start
@@ -235,7 +219,7 @@ def _sticky_by_rank(ix: IndexedState, ranked: _Ranked) -> Rows:
                 items = list(rows.items)
             first, end = ranked.start[i], ranked.start[i + 1]
             rank = dict(zip(ranked.items[first:end], ranked.ranks[first:end], strict=True))
-            items[start[i] : start[i + 1]] = sorted(rows.row(i), key=lambda p: (rank.get(p, _NO_LAG), p))
+            items[start[i] : start[i + 1]] = sorted(rows.row(i), key=lambda p: (rank.get(p, NO_LAG), p))
     return rows if items is None else Rows(start=start, items=items)
 
 
@@ -244,30 +228,4 @@ def _lag_on(ix: IndexedState, task: int, process: int) -> int:
     for k in range(rows.start[task], rows.start[task + 1]):
         if rows.items[k] == process:
             return ix.lag_values[k]
-    return _NO_LAG
-
-
-def _swap_partner(ranked: _Ranked, pool: list[int], p: int, d: int, *, move_running: bool) -> int:
-    """A task destined to ``p`` that can take the place on ``d`` of a task that is caught up on
-    ``p`` but not on ``d``, or -1: one caught up on ``d``, or one nobody is caught up on whose
-    state on ``d`` is no further behind than on ``p`` (its restore is due anyway). A task not
-    running on ``p`` first, then the least lag on ``d``, then task order."""
-    start, procs, ranks = ranked.start, ranked.items, ranked.ranks
-    best, best_key = -1, (0, 0, 0)
-    for j in pool:
-        first, end = start[j], start[j + 1]
-        rank_d = rank_p = _NO_LAG
-        for k in range(first, end):
-            if procs[k] == d:
-                rank_d = ranks[k]
-            elif procs[k] == p:
-                rank_p = ranks[k]
-        if rank_d > 0 and ((first < end and ranks[first] <= 0) or rank_d > rank_p):
-            continue  # not caught up on d, and either caught up elsewhere or further behind on d
-        running = rank_p == _RUNNING_RANK
-        if running and not move_running:
-            continue
-        key = (running, rank_d, j)
-        if best < 0 or key < best_key:
-            best, best_key = j, key
-    return best
+    return NO_LAG
