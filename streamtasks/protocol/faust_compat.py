@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -39,10 +39,13 @@ __all__ = [
     "MAX_INFLATED_SIZE",
     "FaustAssignment",
     "FaustClientMetadata",
+    "FaustMemberView",
     "FaustSubscription",
+    "HostDistribution",
     "decode_faust_assignment",
     "decode_faust_assignment_user_data",
     "decode_faust_client_metadata",
+    "decode_faust_member_view",
     "decode_faust_subscription",
     "encode_faust_assignment",
     "encode_faust_client_metadata",
@@ -66,8 +69,58 @@ def _freeze_tp(value: Mapping[str, Iterable[int]]) -> TopicPartitions:
     return MappingProxyType({str(t): tuple(ps) for t, ps in value.items()})
 
 
-def _freeze_hosts(value: Mapping[str, Mapping[str, Iterable[int]]]) -> HostToPartitions:
-    return MappingProxyType({str(h): _freeze_tp(tps) for h, tps in value.items()})
+_EMPTY_TP: TopicPartitions = MappingProxyType({})
+
+
+def _compact_json(value: object) -> str:
+    # faust's own ``json.dumps`` path (no orjson): compact separators, non-ASCII escaped.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True, sort_keys=True)
+
+
+class HostDistribution(Mapping[str, TopicPartitions]):
+    """An immutable host → topic → partitions map: faust's ``changelog_distribution`` and
+    ``external_topic_distribution``. A faust leader sends the same two maps, with one entry per
+    host, to every member; built once and shared by every member's metadata, the map is frozen
+    once and its JSON written once (:meth:`json_text`) instead of once per member."""
+
+    __slots__ = ("_hosts", "_json")
+
+    def __init__(self, hosts: Mapping[str, Mapping[str, Iterable[int]]] | None = None) -> None:
+        self._hosts: Mapping[str, TopicPartitions] = MappingProxyType(
+            {str(h): _freeze_tp(tps) for h, tps in (hosts or {}).items()}
+        )
+        self._json: str | None = None
+
+    @classmethod
+    def of(cls, value: Mapping[str, Mapping[str, Iterable[int]]]) -> HostDistribution:
+        """``value`` itself when it already is one, else a frozen copy."""
+        return value if isinstance(value, HostDistribution) else cls(value)
+
+    @classmethod
+    def _frozen(cls, hosts: dict[str, TopicPartitions]) -> HostDistribution:
+        # For the decoder, which builds each host's map frozen already.
+        self = cls.__new__(cls)
+        self._hosts = MappingProxyType(hosts)
+        self._json = None
+        return self
+
+    def __getitem__(self, host: str) -> TopicPartitions:
+        return self._hosts[host]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._hosts)
+
+    def __len__(self) -> int:
+        return len(self._hosts)
+
+    def __repr__(self) -> str:
+        return f"HostDistribution({dict(self._hosts)!r})"
+
+    def json_text(self) -> str:
+        """The map as faust writes it (keys sorted at both levels), computed once."""
+        if self._json is None:
+            self._json = _compact_json({h: dict(tps) for h, tps in self._hosts.items()})
+        return self._json
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,39 +130,47 @@ class FaustClientMetadata:
     url: str
     actives: TopicPartitions = field(default_factory=dict)
     standbys: TopicPartitions = field(default_factory=dict)
-    changelog_distribution: HostToPartitions = field(default_factory=dict)
-    external_topic_distribution: HostToPartitions = field(default_factory=dict)
+    changelog_distribution: HostToPartitions = field(default_factory=HostDistribution)
+    external_topic_distribution: HostToPartitions = field(default_factory=HostDistribution)
     topic_groups: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actives", _freeze_tp(self.actives))
         object.__setattr__(self, "standbys", _freeze_tp(self.standbys))
-        object.__setattr__(self, "changelog_distribution", _freeze_hosts(self.changelog_distribution))
+        object.__setattr__(self, "changelog_distribution", HostDistribution.of(self.changelog_distribution))
         object.__setattr__(
-            self, "external_topic_distribution", _freeze_hosts(self.external_topic_distribution)
+            self, "external_topic_distribution", HostDistribution.of(self.external_topic_distribution)
         )
         object.__setattr__(self, "topic_groups", MappingProxyType(dict(self.topic_groups)))
 
 
-def _tp_json(value: TopicPartitions) -> dict[str, list[int]]:
-    return {t: list(value[t]) for t in sorted(value)}
-
-
-def _hosts_json(value: HostToPartitions) -> dict[str, dict[str, list[int]]]:
-    return {h: _tp_json(value[h]) for h in sorted(value)}
+def _tp_json(value: TopicPartitions) -> str:
+    return _compact_json({t: list(ps) for t, ps in value.items()})
 
 
 def encode_faust_client_metadata(meta: FaustClientMetadata) -> bytes:
-    """The JSON faust's ``ClientMetadata.dumps()`` writes (mapping keys sorted)."""
-    doc = {
-        "assignment": {"actives": _tp_json(meta.actives), "standbys": _tp_json(meta.standbys)},
-        "url": meta.url,
-        "changelog_distribution": _hosts_json(meta.changelog_distribution),
-        "external_topic_distribution": _hosts_json(meta.external_topic_distribution),
-        "topic_groups": {t: meta.topic_groups[t] for t in sorted(meta.topic_groups)},
-    }
-    # faust's own ``json.dumps`` path (no orjson): compact separators, non-ASCII escaped.
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    """The JSON faust's ``ClientMetadata.dumps()`` writes (mapping keys sorted). The two host
+    distributions, the same for every member of an assignment, are written once each
+    (:meth:`HostDistribution.json_text`) and joined with each member's own fields."""
+    changelog = HostDistribution.of(meta.changelog_distribution)
+    external = HostDistribution.of(meta.external_topic_distribution)
+    return "".join(
+        (
+            '{"assignment":{"actives":',
+            _tp_json(meta.actives),
+            ',"standbys":',
+            _tp_json(meta.standbys),
+            '},"url":',
+            _compact_json(meta.url),
+            ',"changelog_distribution":',
+            changelog.json_text(),
+            ',"external_topic_distribution":',
+            external.json_text(),
+            ',"topic_groups":',
+            _compact_json(dict(meta.topic_groups)),
+            "}",
+        )
+    ).encode("ascii")
 
 
 def faust_client_metadata(
@@ -127,8 +188,8 @@ def faust_client_metadata(
             url=url,
             actives=_freeze_tp(actives or {}),
             standbys=_freeze_tp(standbys or {}),
-            changelog_distribution=_freeze_hosts(changelog_distribution or {}),
-            external_topic_distribution=_freeze_hosts(external_topic_distribution or {}),
+            changelog_distribution=HostDistribution(changelog_distribution),
+            external_topic_distribution=HostDistribution(external_topic_distribution),
             topic_groups=dict(topic_groups or {}),
         )
     )
@@ -148,30 +209,59 @@ def _int32(value: Any, where: str) -> int:
     return number
 
 
-def _tp_from(value: Any, where: str) -> dict[str, tuple[int, ...]]:
+def _int32s(parts: Any) -> bool:
+    """Is ``parts`` a JSON list of int32s (the common case, checked without a loop in Python)?"""
+    if type(parts) is not list:
+        return False
+    if not parts:
+        return True
+    if set(map(type, parts)) != {int}:
+        return False
+    low: int = min(parts)
+    high: int = max(parts)
+    return low >= INT32_MIN and high <= INT32_MAX
+
+
+def _tp_from(value: Any, where: str) -> TopicPartitions:
+    topics = _expect(value, dict, where)
+    if not topics:
+        return _EMPTY_TP
     out: dict[str, tuple[int, ...]] = {}
-    for topic, parts in _expect(value, dict, where).items():
-        out[topic] = tuple(_int32(p, f"{where}[{topic}]") for p in _expect(parts, list, f"{where}[{topic}]"))
-    return out
+    for topic, parts in topics.items():
+        if not _int32s(parts):  # say exactly what is wrong
+            for p in _expect(parts, list, f"{where}[{topic}]"):
+                _int32(p, f"{where}[{topic}]")
+        out[topic] = tuple(parts)
+    return MappingProxyType(out)
 
 
-def _hosts_from(value: Any, where: str) -> dict[str, dict[str, tuple[int, ...]]]:
-    return {h: _tp_from(tps, f"{where}[{h}]") for h, tps in _expect(value, dict, where).items()}
+def _hosts_from(value: Any, where: str) -> HostDistribution:
+    hosts = _expect(value, dict, where)
+    out: dict[str, TopicPartitions] = {}
+    for host, topics in hosts.items():
+        # Most hosts of a large group hold no changelog partition: no per-host string then.
+        out[host] = _EMPTY_TP if type(topics) is dict and not topics else _tp_from(topics, f"{where}[{host}]")
+    return HostDistribution._frozen(out)
 
 
 def _or_empty(value: Any) -> Any:
     return {} if value is None else value
 
 
-def decode_faust_client_metadata(data: bytes) -> FaustClientMetadata:
-    """Parse faust's ``ClientMetadata`` JSON; anything else is a :class:`DecodeError`."""
+def _document(data: bytes) -> dict[str, Any]:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise DecodeError(f"faust ClientMetadata: expected bytes, got {type(data).__name__}")
     try:
         doc = json.loads(bytes(data).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise DecodeError(f"faust ClientMetadata is not JSON: {str(exc)[:200]}") from None
-    doc = _expect(doc, dict, "the document")
+    checked: dict[str, Any] = _expect(doc, dict, "the document")
+    return checked
+
+
+def decode_faust_client_metadata(data: bytes) -> FaustClientMetadata:
+    """Parse faust's ``ClientMetadata`` JSON; anything else is a :class:`DecodeError`."""
+    doc = _document(data)
     assignment = _expect(doc.get("assignment"), dict, "assignment")
     # faust defaults both of these when they are missing or null.
     groups = _expect(_or_empty(doc.get("topic_groups")), dict, "topic_groups")
@@ -184,6 +274,34 @@ def decode_faust_client_metadata(data: bytes) -> FaustClientMetadata:
             _or_empty(doc.get("external_topic_distribution")), "external_topic_distribution"
         ),
         topic_groups={t: _int32(g, f"topic_groups[{t}]") for t, g in groups.items()},
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaustMemberView:
+    """What a member acts on in the ClientMetadata of its own faust assignment: its url, its
+    actives and its standbys."""
+
+    url: str
+    actives: TopicPartitions
+    standbys: TopicPartitions
+
+
+def decode_faust_member_view(data: bytes) -> FaustMemberView:
+    """Read a faust assignment's user data (zlib-compressed ClientMetadata JSON) as the member
+    it was sent to: url, actives and standbys are checked as
+    :func:`decode_faust_assignment_user_data` checks them; the two host distributions (every
+    host's partitions, which faust's web views route requests by and streamtasks does not use)
+    are checked to be JSON objects and not read further, because reading them costs time in
+    proportion to the group's size at every member in every rebalance."""
+    doc = _document(_inflate(data))
+    assignment = _expect(doc.get("assignment"), dict, "assignment")
+    _expect(doc.get("changelog_distribution"), dict, "changelog_distribution")
+    _expect(_or_empty(doc.get("external_topic_distribution")), dict, "external_topic_distribution")
+    return FaustMemberView(
+        url=_expect(doc.get("url"), str, "url"),
+        actives=_tp_from(assignment.get("actives"), "assignment.actives"),
+        standbys=_tp_from(assignment.get("standbys"), "assignment.standbys"),
     )
 
 

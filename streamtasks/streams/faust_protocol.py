@@ -17,6 +17,9 @@
   whichever leader) into the streamtasks ``AssignmentInfo`` the app runs: standby tasks from the
   standby partitions of its source topics; active tasks come from the owned source partitions
   as always. Changelog and leader-topic partitions in a faust assignment belong to no task.
+  It reads only this member's own fields
+  (:func:`~streamtasks.protocol.faust_compat.decode_faust_member_view`), not the every-host
+  distributions, whose size grows with the group.
 
 faust is eager-only, so is this protocol. The group leaves it at the second bounce, when
 members stop offering ``"faust"`` and the coordinator selects ``"streamtasks"``.
@@ -36,7 +39,8 @@ from streamtasks.protocol.faust_compat import (
     FAUST_PROTOCOL_NAME,
     FaustClientMetadata,
     FaustSubscription,
-    decode_faust_assignment_user_data,
+    HostDistribution,
+    decode_faust_member_view,
     decode_faust_subscription,
     encode_faust_member_assignment,
     encode_faust_subscription,
@@ -114,7 +118,7 @@ class FaustProtocolAssignor:
         this member runs; raises :class:`DecodeError` on bytes that are not faust's. (Not the
         partition-assignor hook ``on_assignment``, which takes a ``MemberAssignment``: a name
         of its own, so the hook's runtime check does not mistake this class for a listener.)"""
-        meta = decode_faust_assignment_user_data(user_data)
+        meta = decode_faust_member_view(user_data)
         self._held = FaustClientMetadata(url=self._url, actives=meta.actives, standbys=meta.standbys)
         standby: set[TaskId] = set()
         for topic, parts in meta.standbys.items():
@@ -151,13 +155,17 @@ class FaustProtocolAssignor:
             problems.append(f"faust assignment failed, every member gets nothing: {exc}")
             outs, topic_groups = {}, {}
         url = {m: s.metadata.url for m, s in subs.items()}
-        changelog_distribution = {
-            url[m]: {t: ps for t, ps in o.actives.items() if t in self._changelogs} for m, o in outs.items()
-        }
-        external = {
-            url[m]: {t: ps for t, ps in o.actives.items() if t not in self._changelogs}
-            for m, o in outs.items()
-        }
+        # Frozen (and written as JSON) once, shared by every member's metadata.
+        changelog_distribution = HostDistribution(
+            {url[m]: {t: ps for t, ps in o.actives.items() if t in self._changelogs} for m, o in outs.items()}
+        )
+        external = HostDistribution(
+            {
+                url[m]: {t: ps for t, ps in o.actives.items() if t not in self._changelogs}
+                for m, o in outs.items()
+            }
+        )
+        no_hosts = HostDistribution()
         encoded: list[SyncGroupAssignment] = []
         assignment: dict[MemberId, tuple[TopicPartition, ...]] = {}
         for member_id in sorted({m.member_id for m in members}):
@@ -166,8 +174,8 @@ class FaustProtocolAssignor:
                 url=url.get(member_id, ""),
                 actives=out.actives if out else {},
                 standbys=out.standbys if out else {},
-                changelog_distribution=changelog_distribution if out else {},
-                external_topic_distribution=external if out else {},
+                changelog_distribution=changelog_distribution if out else no_hosts,
+                external_topic_distribution=external if out else no_hosts,
                 topic_groups=topic_groups if out else {},
             )
             encoded.append(

@@ -20,9 +20,11 @@ from streamtasks.protocol import (
     FaustAssignment,
     FaustClientMetadata,
     FaustSubscription,
+    HostDistribution,
     decode_assignment,
     decode_faust_assignment,
     decode_faust_client_metadata,
+    decode_faust_member_view,
     decode_faust_subscription,
     encode_faust_assignment,
     encode_faust_client_metadata,
@@ -141,6 +143,104 @@ def test_convenience_builder() -> None:
 def test_bad_client_metadata_is_a_decode_error(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decode_faust_client_metadata(data)
+
+
+def _with_changelogs(distribution: bytes) -> bytes:
+    return (
+        b'{"assignment":{"actives":{},"standbys":{}},"url":"u","changelog_distribution":'
+        + distribution
+        + b"}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("distribution", "named"),
+    [
+        (b'{"h1":{},"h2":{"t":[0,true]}}', r"changelog_distribution\[h2\]\[t\] must be int"),
+        (b'{"h1":{"t":[2147483648]}}', r"changelog_distribution\[h1\]\[t\] = 2147483648 does not fit"),
+        (b'{"h1":{"t":[-2147483649]}}', r"changelog_distribution\[h1\]\[t\] = -2147483649 does not fit"),
+        (b'{"h1":{"t":"0"}}', r"changelog_distribution\[h1\]\[t\] must be list"),
+        (b'{"h1":[]}', r"changelog_distribution\[h1\] must be dict"),
+        (b'{"h1":{"t":[1.5]}}', r"changelog_distribution\[h1\]\[t\] must be int"),
+    ],
+)
+def test_a_bad_host_distribution_names_the_host_and_topic(distribution: bytes, named: str) -> None:
+    with pytest.raises(DecodeError, match=named):
+        decode_faust_client_metadata(_with_changelogs(distribution))
+
+
+def test_int32_bounds_of_a_host_distribution_are_accepted() -> None:
+    meta = decode_faust_client_metadata(_with_changelogs(b'{"h":{"t":[-2147483648,2147483647]},"e":{}}'))
+    assert meta.changelog_distribution == {"h": {"t": (-2147483648, 2147483647)}, "e": {}}
+
+
+def test_one_distribution_shared_by_many_members_is_written_once() -> None:
+    """A leader builds the distribution once; every member's metadata holds that same object,
+    whose JSON is computed at the first member and reused, bytes unchanged."""
+    shared = HostDistribution({f"http://h{i}/": {"c": [i]} for i in range(50)})
+    metas = [FaustClientMetadata(url=f"http://h{i}/", changelog_distribution=shared) for i in range(50)]
+    assert all(m.changelog_distribution is shared for m in metas)
+    for meta in metas:
+        data = encode_faust_client_metadata(meta)
+        assert data == faust_own(meta).dumps()
+        assert decode_faust_client_metadata(data) == meta
+    assert shared.json_text() is shared.json_text()
+
+
+def test_a_host_distribution_is_immutable_and_copies_its_input() -> None:
+    source = {"h": {"t": [1, 2]}}
+    hosts = HostDistribution(source)
+    source["h"]["t"].append(3)
+    assert hosts == {"h": {"t": (1, 2)}}
+    assert HostDistribution.of(hosts) is hosts
+    with pytest.raises(TypeError):
+        hosts["x"] = {}  # type: ignore[index]
+
+
+@given(meta=S.faust_metadata)
+def test_a_member_view_has_the_full_decoders_own_fields(meta: FaustClientMetadata) -> None:
+    data = zlib.compress(encode_faust_client_metadata(meta))
+    view = decode_faust_member_view(data)
+    assert (view.url, view.actives, view.standbys) == (meta.url, meta.actives, meta.standbys)
+
+
+@pytest.mark.parametrize(
+    ("doc", "named"),
+    [
+        (
+            b'{"assignment":{"actives":{"t":[true]},"standbys":{}},"url":"u","changelog_distribution":{}}',
+            "actives",
+        ),
+        (
+            b'{"assignment":{"actives":{},"standbys":{"t":[1e3]}},"url":"u","changelog_distribution":{}}',
+            "standbys",
+        ),
+        (b'{"assignment":{"actives":{},"standbys":{}},"url":null,"changelog_distribution":{}}', "url"),
+        (b'{"assignment":{"actives":{},"standbys":{}},"url":"u"}', "changelog_distribution"),
+        (
+            b'{"assignment":{"actives":{},"standbys":{}},"url":"u","changelog_distribution":[]}',
+            "changelog_distribution",
+        ),
+        (
+            b'{"assignment":{"actives":{},"standbys":{}},"url":"u","changelog_distribution":{},'
+            b'"external_topic_distribution":7}',
+            "external_topic_distribution",
+        ),
+        (b"[]", "the document"),
+    ],
+)
+def test_a_member_view_of_bad_bytes_is_a_decode_error(doc: bytes, named: str) -> None:
+    with pytest.raises(DecodeError, match=named):
+        decode_faust_member_view(zlib.compress(doc))
+
+
+def test_a_member_view_does_not_read_inside_the_host_distributions() -> None:
+    """The documented limit of the view: a distribution's inside is not read (the full decoder
+    refuses the same bytes)."""
+    doc = _with_changelogs(b'{"h":{"t":[true]}}')
+    assert decode_faust_member_view(zlib.compress(doc)).url == "u"
+    with pytest.raises(DecodeError):
+        decode_faust_client_metadata(doc)
 
 
 def test_inflating_stops_at_the_limit() -> None:
