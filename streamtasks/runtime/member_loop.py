@@ -31,6 +31,7 @@ from streamtasks.membership.classic import (
     ListenerCompleted,
     RequestFailed,
 )
+from streamtasks.membership.common import lookup_backoff_ms
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.connection import GroupCoordinatorClient
 from topology.ids import TopicPartition
@@ -309,13 +310,13 @@ class MemberLoop(Generic[M]):
         that doubles from ``retry_backoff_ms`` up to one second, as Kafka's consumer does for
         topics it does not know yet."""
         first_ms = max(50, self._retry_backoff_ms)
-        backoff_ms = first_ms
+        misses = 0
         while True:
             if self._missing_topics:
-                await asyncio.sleep(backoff_ms / 1000)
-                backoff_ms = min(backoff_ms * 2, max(1_000, first_ms))
+                misses += 1
+                await asyncio.sleep(lookup_backoff_ms(first_ms, max(1_000, first_ms), misses) / 1000)
             else:
-                backoff_ms = first_ms
+                misses = 0
                 await asyncio.sleep(self._metadata_interval_ms / 1000)
             await self.refresh_metadata()
 
