@@ -24,7 +24,8 @@ from streamtasks.protocol.userdata import (
     decode_subscription_info,
     peek_version,
 )
-from topology.ids import TaskId, TopicPartition
+from streamtasks.streams._table import TaskTable
+from topology.ids import TaskId, TopicPartition, partition_order
 from topology.model import TaskInfo
 
 __all__ = [
@@ -119,7 +120,10 @@ def _claims(
     return {
         member: OwnedClaim(
             partitions=tuple(
-                sorted({tp for tp in group.members[member].owned_partitions if tp in partition_task})
+                sorted(
+                    {tp for tp in group.members[member].owned_partitions if tp in partition_task},
+                    key=partition_order,
+                )
             ),
             generation=max(-1, group.members[member].generation),
         )
@@ -147,13 +151,13 @@ def _lag(task: TaskInfo, offset_sum: int, end_offsets: Mapping[TopicPartition, i
 def build_view(
     group: GroupSubscription,
     infos: Mapping[MemberId, SubscriptionInfo],
-    tasks: Sequence[TaskInfo],
+    table: TaskTable,
     end_offsets: Mapping[TopicPartition, int],
     problems: list[str],
 ) -> GroupView:
     """Members, processes and client states (rules in ``docs/streams.md``)."""
-    by_id = {t.id: t for t in tasks}
-    partition_task = {tp: t.id for t in tasks for tp in t.source_partitions}
+    by_id = table.by_id
+    partition_task = table.partition_task
     claims = _claims(group, partition_task)
     valid = valid_claims(claims) if claims else {}
     owned_by: dict[MemberId, frozenset[TaskId]] = {

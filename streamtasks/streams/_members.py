@@ -13,7 +13,7 @@ from assignors.cooperative import adjust
 from assignors.partition.types import MemberId
 from assignors.types import ProcessAssignment, TaskAssignment
 from streamtasks.streams._clients import GroupView, MemberView
-from topology.ids import TaskId, TopicPartition
+from topology.ids import TaskId, TopicPartition, partition_order, task_order
 from topology.model import TaskInfo
 
 __all__ = ["MemberTasks", "spread", "spread_over_members", "withhold_moving"]
@@ -38,7 +38,7 @@ def spread(
 
     Deterministic: tasks in id order, ties broken by the order of ``members``.
     """
-    ordered = sorted(set(tasks))
+    ordered = sorted(set(tasks), key=task_order)
     q, r = divmod(len(ordered), len(members))
     position = {m: i for i, m in enumerate(members)}
     out: dict[MemberId, set[TaskId]] = {m: set() for m in members}
@@ -115,7 +115,9 @@ def withhold_moving(
     stateful one becomes its standby meanwhile, unless a claimant is in the same process (one
     state directory). Returns the tasks per member and whether anything was withheld."""
     target: dict[MemberId, list[TopicPartition]] = {
-        m: sorted(tp for t in planned[m].active for tp in tasks[t].source_partitions) if m in planned else []
+        m: sorted((tp for t in planned[m].active for tp in tasks[t].source_partitions), key=partition_order)
+        if m in planned
+        else []
         for m in group_members
     }
     adjustment = adjust(view.claims, target)

@@ -64,7 +64,8 @@ from streamtasks.protocol.userdata import (
 )
 from streamtasks.streams._clients import DecodedMembers, GroupView, build_view, decode_subscription_infos
 from streamtasks.streams._members import MemberTasks, spread_over_members, withhold_moving
-from topology.ids import TaskId, TopicPartition
+from streamtasks.streams._table import LastTaskTable
+from topology.ids import TaskId, TopicPartition, partition_order
 from topology.model import TaskInfo, Topology
 
 __all__ = ["AssignmentRead", "StreamsPartitionAssignor"]
@@ -150,6 +151,7 @@ class StreamsPartitionAssignor:
         self._end_offsets = end_offsets
         self._now_ms = now_ms
         self._fingerprint = topology.fingerprint()
+        self._tables = LastTaskTable(topology)
         #: What went wrong in the last :meth:`assign` (bad peers, fallbacks), in order.
         self.last_problems: tuple[str, ...] = ()
 
@@ -296,14 +298,14 @@ class StreamsPartitionAssignor:
             return out.everyone_empty(AssignorErrorCode.SHUTDOWN_REQUESTED)
         sources = {t: n for t, n in group.partitions_per_topic.items() if t in self._topology.source_topics}
         try:
-            tasks = self._topology.tasks(sources)
+            table = self._tables.get(sources)
         except TopologyError as exc:
             problems.append(f"cannot compute the tasks ({exc}); every member gets nothing")
             return out.everyone_empty(AssignorErrorCode.INCOMPLETE_SOURCE_TOPIC_METADATA)
         self._check_peers(decoded, group, sources, problems)
-        view = build_view(group, decoded.infos, tasks, self._end_offsets(), problems)
-        assignment = self._run_task_assignor(tasks, view, self._now_ms(), problems)
-        by_id = {t.id: t for t in tasks}
+        view = build_view(group, decoded.infos, table, self._end_offsets(), problems)
+        assignment = self._run_task_assignor(table.specs, view, self._now_ms(), problems)
+        by_id = table.by_id
         planned = spread_over_members(view, assignment)
         final, withheld = withhold_moving(planned, view, by_id, members) if withhold else (planned, False)
         return out.assignment(final, by_id, view, assignment.followup_rebalance_ms, withheld)
@@ -332,19 +334,10 @@ class StreamsPartitionAssignor:
                 )
 
     def _run_task_assignor(
-        self, tasks: Sequence[TaskInfo], view: GroupView, now_ms: int, problems: list[str]
+        self, specs: Sequence[TaskSpec], view: GroupView, now_ms: int, problems: list[str]
     ) -> TaskAssignment:
         """The task assignor's answer, or every process keeping its previous actives."""
         name = getattr(self._task_assignor, "name", type(self._task_assignor).__name__)
-        specs = [
-            TaskSpec(
-                id=t.id,
-                is_stateful=t.is_stateful,
-                source_partitions=t.source_partitions,
-                changelog_partitions=t.changelog_partitions,
-            )
-            for t in tasks
-        ]
         try:
             state = ApplicationState.build(specs, view.clients, self._configs, now_ms=now_ms)
             result = self._task_assignor.assign(state)
@@ -450,7 +443,9 @@ class _Output:
                 partitions[member] = ()
                 user_data[member] = self._encode(member, error_code=AssignorErrorCode.ASSIGNMENT_ERROR)
                 continue
-            partitions[member] = tuple(sorted(tp for t in got.active for tp in tasks[t].source_partitions))
+            partitions[member] = tuple(
+                sorted((tp for t in got.active for tp in tasks[t].source_partitions), key=partition_order)
+            )
             user_data[member] = self._encode(
                 member,
                 got,
