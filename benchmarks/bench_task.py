@@ -15,7 +15,9 @@ subtopology whose source topics have ``T`` partitions), one standby replica per 
 previous assignment, no lags. "One process added": every old process ran, in the previous
 assignment, what streamtasks' high_availability gave it on the fresh start (its actives report
 the running sentinel, its standbys a lag between 0 and 999, within the default acceptable
-recovery lag of 10,000), and one new process with no state joins.
+recovery lag of 10,000), and one new process with no state joins. "16 processes added to 5": the
+same with 5 old processes and 16 new ones, streamtasks only (the shape of a KIP-848 group's
+early targets while it forms, where most stateful actives are caught up only where they ran).
 
 faust-streaming, same shape: faust assigns each group of co-partitioned topics separately; our
 one subtopology with ``T`` tasks is one co-partitioned group of ``T`` partitions, task ``0_p`` is
@@ -63,6 +65,9 @@ T = TypeVar("T")
 HA_GOAL = 0.2  # seconds, issue #2: high_availability, 1,000 processes x 10,000 stateful tasks, 1 standby
 FULL = (1000, 10_000)
 SMALL = (100, 1000)
+#: 5 processes ran every task, 16 join: a 2,000 x 20,000 consumer-client sample's second target
+#: (docs/spark.md) had 21 members at 20,000 tasks.
+GROWN = (5, 21, 20_000)
 
 
 def _case(processes: int, tasks: int, what: str) -> str:
@@ -96,7 +101,7 @@ def _fresh_state(processes: int, tasks: int) -> ApplicationState:
     return ApplicationState.build(specs, clients, AssignmentConfigs(num_standby_replicas=1))
 
 
-def _added_state(fresh: ApplicationState, previous: TaskAssignment) -> ApplicationState:
+def _added_state(fresh: ApplicationState, previous: TaskAssignment, added: int = 1) -> ApplicationState:
     rng = random.Random(2)
     clients = []
     for p in previous.processes:
@@ -107,7 +112,7 @@ def _added_state(fresh: ApplicationState, previous: TaskAssignment) -> Applicati
                 process_id=p.process_id, previous_active=p.active, previous_standby=p.standby, task_lags=lags
             )
         )
-    clients.append(ClientState(process_id=_process_ids(1, seed=3)[0]))
+    clients += [ClientState(process_id=pid) for pid in _process_ids(added, seed=3)]
     return ApplicationState.build(fresh.tasks.values(), clients, fresh.configs, now_ms=1)
 
 
@@ -234,12 +239,26 @@ def _shape_rows(
     return out
 
 
+def _grown_rows(shape: tuple[int, int, int], repeat: int) -> list[dict[str, object]]:
+    """A group growing as a KIP-848 group forms: ``before`` processes ran every task (as
+    high_availability placed them fresh), ``after - before`` new ones with no state join."""
+    before, after, t = shape
+    case = _case(after, t, f"{after - before} processes added to {before}")
+    fresh = _fresh_state(before, t)
+    grown = _added_state(fresh, HighAvailabilityTaskAssignor().assign(fresh), added=after - before)
+    return [
+        _our_row(case, HighAvailabilityTaskAssignor(), grown, repeat, None, fresh=False),
+        _our_row(case, StickyTaskAssignor(), grown, repeat, None, fresh=False),
+    ]
+
+
 def rows(quick: bool = False) -> list[dict[str, object]]:
     """Every benchmark row. ``quick``: fewer repeats, and faust (about 4 s a run on the
     1,000 x 10,000 shape) only on the 100 x 1,000 shape."""
     repeat = 3 if quick else 7
     out = _shape_rows(FULL, repeat, HA_GOAL, faust_runs=0 if quick else 2)
     out += _shape_rows(SMALL, repeat, None, faust_runs=1 if quick else 3)
+    out += _grown_rows(GROWN, repeat)
     return out
 
 
