@@ -287,17 +287,68 @@ class FaustMemberView:
     standbys: TopicPartitions
 
 
+_MEMBER_FIELDS = frozenset({"assignment", "url"})
+_DECODER = json.JSONDecoder()
+_SPACE = frozenset(" \t\n\r")
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _SPACE:
+        at += 1
+    return at
+
+
+def _leading_fields(text: str, wanted: frozenset[str]) -> dict[str, Any] | None:
+    """The top-level fields of the JSON object ``text`` read in order until every ``wanted``
+    one has been read; the rest of the text is not read. None when the text does not start as
+    a JSON object or its fields up to there do not parse (the caller then parses it all, which
+    says what is wrong)."""
+    try:
+        at = _skip_space(text, 0)
+        if text[at] != "{":
+            return None
+        at += 1
+        fields: dict[str, Any] = {}
+        while True:
+            at = _skip_space(text, at)
+            if text[at] == "}":
+                return fields
+            if text[at] != '"':
+                return None
+            key, at = _DECODER.raw_decode(text, at)
+            at = _skip_space(text, at)
+            if text[at] != ":":
+                return None
+            fields[key], at = _DECODER.raw_decode(text, _skip_space(text, at + 1))
+            if wanted <= fields.keys():
+                return fields
+            at = _skip_space(text, at)
+            if text[at] == "}":
+                return fields
+            if text[at] != ",":
+                return None
+            at += 1
+    except (ValueError, IndexError, RecursionError):
+        return None
+
+
 def decode_faust_member_view(data: bytes) -> FaustMemberView:
     """Read a faust assignment's user data (zlib-compressed ClientMetadata JSON) as the member
-    it was sent to: url, actives and standbys are checked as
-    :func:`decode_faust_assignment_user_data` checks them; the two host distributions (every
+    it was sent to: url, actives and standbys, checked as
+    :func:`decode_faust_assignment_user_data` checks them. The JSON is read from its start up
+    to the last of those fields, and no further: the two host distributions after them (every
     host's partitions, which faust's web views route requests by and streamtasks does not use)
-    are checked to be JSON objects and not read further, because reading them costs time in
-    proportion to the group's size at every member in every rebalance."""
-    doc = _document(_inflate(data))
+    are not read, because reading them costs time in proportion to the group's size at every
+    member in every rebalance (faust writes ``assignment`` and ``url`` first; in a document
+    written in another order, everything up to the later of the two is read; a field repeated
+    after that point is not seen)."""
+    inflated = _inflate(data)
+    try:
+        fields = _leading_fields(inflated.decode("utf-8"), _MEMBER_FIELDS)
+    except UnicodeDecodeError:
+        fields = None
+    doc = fields if fields is not None and fields.keys() >= _MEMBER_FIELDS else _document(inflated)
     assignment = _expect(doc.get("assignment"), dict, "assignment")
-    _expect(doc.get("changelog_distribution"), dict, "changelog_distribution")
-    _expect(_or_empty(doc.get("external_topic_distribution")), dict, "external_topic_distribution")
     return FaustMemberView(
         url=_expect(doc.get("url"), str, "url"),
         actives=_tp_from(assignment.get("actives"), "assignment.actives"),
