@@ -17,6 +17,7 @@ from typing import ClassVar, Protocol, TypeGuard, runtime_checkable
 
 from streamtasks.errors import AssignorInputError
 from topology.ids import TaskId, TopicPartition
+from topology.model import TaskInfo
 
 __all__ = [
     "CONFIG_BOUNDS",
@@ -125,6 +126,16 @@ class TaskSpec:
     is_stateful: bool
     source_partitions: tuple[TopicPartition, ...] = ()
     changelog_partitions: tuple[TopicPartition, ...] = ()
+
+    @classmethod
+    def of_task(cls, task: TaskInfo) -> TaskSpec:
+        """The assignor's view of one of a topology's tasks."""
+        return cls(
+            id=task.id,
+            is_stateful=task.is_stateful,
+            source_partitions=task.source_partitions,
+            changelog_partitions=task.changelog_partitions,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

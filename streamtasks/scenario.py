@@ -301,15 +301,7 @@ def _build(doc: _Scenario) -> Scenario:
             RepartitionTopic(name=r.name, partitions=r.partitions) for r in doc.topology.repartition_topics
         ),
     )
-    tasks = [
-        TaskSpec(
-            id=t.id,
-            is_stateful=t.is_stateful,
-            source_partitions=t.source_partitions,
-            changelog_partitions=t.changelog_partitions,
-        )
-        for t in topo.tasks(doc.partitions)
-    ]
+    tasks = [TaskSpec.of_task(t) for t in topo.tasks(doc.partitions)]
     try:
         configs = AssignmentConfigs(**doc.configs.model_dump(exclude_unset=True))
     except StreamTasksError as exc:

@@ -37,15 +37,7 @@ class TaskTable:
             tasks=tasks,
             by_id={t.id: t for t in tasks},
             partition_task={tp: t.id for t in tasks for tp in t.source_partitions},
-            specs=tuple(
-                TaskSpec(
-                    id=t.id,
-                    is_stateful=t.is_stateful,
-                    source_partitions=t.source_partitions,
-                    changelog_partitions=t.changelog_partitions,
-                )
-                for t in tasks
-            ),
+            specs=tuple(TaskSpec.of_task(t) for t in tasks),
         )
 
 
