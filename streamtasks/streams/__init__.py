@@ -5,6 +5,7 @@ assignor (:class:`StreamsPartitionAssignor`), a member's task-set reconciliation
 No IO, no clock: end offsets and time are handed in. ``docs/streams.md`` tells the story.
 """
 
+from streamtasks.streams._table import LastTaskTable, TaskTable
 from streamtasks.streams.assignor import AssignmentRead, StreamsPartitionAssignor
 from streamtasks.streams.lag import LagTrigger, RebalanceTrigger, TriggerKind
 from streamtasks.streams.plan import TaskKind, TaskPlan, plan_tasks
@@ -12,10 +13,12 @@ from streamtasks.streams.plan import TaskKind, TaskPlan, plan_tasks
 __all__ = [
     "AssignmentRead",
     "LagTrigger",
+    "LastTaskTable",
     "RebalanceTrigger",
     "StreamsPartitionAssignor",
     "TaskKind",
     "TaskPlan",
+    "TaskTable",
     "TriggerKind",
     "plan_tasks",
 ]

@@ -72,7 +72,7 @@ from streamtasks.sim.transport import (
     describe_partitions,
     make_assignor,
 )
-from streamtasks.streams import StreamsPartitionAssignor
+from streamtasks.streams import LastTaskTable, StreamsPartitionAssignor
 from topology import TopologyBuilder
 from topology.ids import TaskId, TopicPartition
 
@@ -216,8 +216,8 @@ class ConsumerWorld:
         for i, (topic, _) in enumerate(scenario.topics):
             builder.stream(topic).store(f"store{i}")
         self.topology = builder.build()
-        self._task_of_key: tuple[tuple[str, int], ...] | None = None
-        self._task_of_map: dict[TopicPartition, TaskId] = {}
+        #: The topology's tasks at the last partition counts (rebuilt only when a topic grew).
+        self._tables = LastTaskTable(self.topology)
         self.ledger.set_partitions(self.existing(), 0)
 
     @property
@@ -548,22 +548,12 @@ class ConsumerWorld:
         self._run(proc, self._metadata_for(proc))
 
     def _state_on_disk(self, name: str) -> dict[TaskId, int]:
-        """A restarted process has local state for the tasks it last owned (offset sum 100)."""
-        task_of = self._task_of()
+        """A restarted process has local state for the tasks it last owned (offset sum 100).
+        The task of each partition comes from a table kept per partition counts: rebuilding it
+        at every process start was 62 % of a 2,000-member client-side run (docs/spark.md)."""
+        task_of = self._tables.get(self.counts).partition_task
         owned = [tp for tp, owner in self.ledger.last_owner_name.items() if owner == name and tp in task_of]
         return {task_of[tp]: 100 for tp in sorted(owned)}
-
-    def _task_of(self) -> dict[TopicPartition, TaskId]:
-        """The task of every source partition, rebuilt only when a topic's partition count
-        changed (at every process start it cost one pass over every task: 62 % of a 2,000-member
-        client-side run, docs/spark.md)."""
-        key = tuple(sorted(self.counts.items()))
-        if self._task_of_key != key:
-            self._task_of_map = {
-                tp: t.id for t in self.topology.tasks(self.counts) for tp in t.source_partitions
-            }
-            self._task_of_key = key
-        return self._task_of_map
 
     def _metadata_for(self, proc: WorldProcess) -> list[AnyAction]:
         return proc.metadata(self.counts, {t: topic_id(t) for t in self.counts}, self.now)
