@@ -42,6 +42,25 @@ def test_static_replacement_no_longer_strands_a_partition_withheld_for_its_old_p
     assert tp("t0-4") in set().union(*(owned(w, m) for m in ("m0", "m1", "m2", "m3")))
 
 
+FRESH_SEED_FAULTS = frozenset({"dup", "failover", "loss", "partition", "pause"})
+
+
+def test_a_member_that_lost_what_its_joingroup_claimed_still_starts_the_followup() -> None:
+    """Found on a fresh seed base (issue 24): seed 675166650, cooperative. m3 (static) sends
+    JoinGroup claiming t0-0, t0-2 and t0-3, is paused, misses generation 11 and on resuming
+    learns of generation 12 from that JoinGroup's answer: it loses the three partitions (the
+    missed-generation rule). The leader worked from its claim, kept t0-0 and t0-2 for it and
+    withheld t0-3 from m0 until m3 revokes it and rejoins; m3 had nothing left to revoke and
+    never rejoined, the leader had forced the previous follow-up (at most one in a row), and
+    t0-3 stayed unowned in a stable group for the last 120 s. Now a member rejoins when its
+    assignment lacks partitions its JoinGroup claimed and it lost."""
+    scenario = generate(675_166_650, RebalanceProtocol.COOPERATIVE, FRESH_SEED_FAULTS)
+    w = world(scenario)
+    result = w.run()
+    assert result.violations == ()
+    assert tp("t0-3") in set().union(*(owned(w, m) for m in ("m0", "m1", "m3")))
+
+
 def test_with_default_timeouts_the_dead_static_member_expires_and_the_group_converges() -> None:
     steps = [
         Step(at_ms=283, op="start", member="m1", static=True),

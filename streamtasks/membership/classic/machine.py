@@ -614,6 +614,11 @@ class ClassicMember:
             self._backoff_join(now_ms)
             return
         missed = P.missed_generations(self._config, self._membership, self._ownership.owned, resp)
+        # The JoinGroup the leader answers claimed what is owned now; if that is lost here, the
+        # leader may still withhold it from others for a revocation this member cannot make.
+        self._round = replace(
+            self._round, stale_claims=self._ownership.owned if missed is not None else frozenset()
+        )
         if missed is not None:
             self._report(missed, None)
             self._lose_all(now_ms)
@@ -684,8 +689,14 @@ class ClassicMember:
         )
         self._listener(ListenerKind.ASSIGNED, added, now_ms)
         self._metrics.rebalance_completed(now_ms)
+        followup = bool(revoked) or bool(self._round.stale_claims - assigned)
         if revoked:
             self._request_rejoin("partitions revoked: follow-up rebalance")
+        elif followup:
+            # Lost after a missed generation, yet claimed in this round's JoinGroup: the leader
+            # withholds them from their new owner until this member revokes them and rejoins.
+            # Nothing is left to revoke; rejoining is what the leader waits for.
+            self._request_rejoin("partitions claimed in JoinGroup were lost: follow-up rebalance")
         leader = self._membership.is_leader
         due = self._round.followup_due_ms
         if leader and self._leader.followup_needed and not self._round.followup_forced:
@@ -700,7 +711,7 @@ class ClassicMember:
         )
         if leader and self._metadata_changed():
             self._request_rejoin("leader saw a partition count change")
-        if revoked:
+        if followup:
             self._maybe_join(now_ms)
 
     # ------------------------------------------------------------------ commit before revoking

@@ -17,7 +17,7 @@ from assignors.partition.types import PartitionAssignor, RebalanceProtocol
 from streamtasks.errors import DecodeError
 from streamtasks.membership.classic.actions import CommitOffsets
 from streamtasks.membership.classic.config import MemberConfig
-from streamtasks.membership.classic.leader import decode_members, lead
+from streamtasks.membership.classic.leader import DecodedGroup, decode_members, lead
 from streamtasks.membership.classic.reactions import Api, Reaction, reaction
 from streamtasks.membership.classic.records import (
     LeaderView,
@@ -63,6 +63,7 @@ __all__ = [
     "request_timeout",
     "sorted_tps",
     "sync_request",
+    "unclaimed_partitions",
     "wants_join",
 ]
 
@@ -208,7 +209,16 @@ def leader_step(
         selected = next((a for a in config.assignors if a.name == protocol_name), None)
         decoded = decode_members(resp.members, assignor=selected, generation_marker=marker)
         topics = decoded.topics
-        view = LeaderView(group_topics=topics, snapshot=_snapshot(topics, metadata), snapshot_lazy=True)
+        # Only a COOPERATIVE leader's previous incarnation can have claimed what it withheld
+        # (an EAGER member claims nothing); others' claims are visible and they rejoin after
+        # revoking. With SkipAssignment this incarnation never saw what was withheld.
+        cooperative = config.protocol is RebalanceProtocol.COOPERATIVE
+        view = LeaderView(
+            group_topics=topics,
+            snapshot=_snapshot(topics, metadata),
+            snapshot_lazy=True,
+            unclaimed=unclaimed_partitions(decoded, metadata) if cooperative else frozenset(),
+        )
         return LeaderStep(view=view, assignments=(), problems=decoded.problems)
     assignor: PartitionAssignor = next(a for a in config.assignors if a.name == protocol_name)
     result = lead(
@@ -220,6 +230,20 @@ def leader_step(
         followup_needed=result.followup_needed,
     )
     return LeaderStep(view=view, assignments=result.assignments, problems=result.problems)
+
+
+def unclaimed_partitions(
+    decoded: DecodedGroup, metadata: Mapping[str, int] | None
+) -> frozenset[TopicPartition]:
+    """The partitions of the group's topics (those with a known count) that no member claims."""
+    counts = metadata or {}
+    claimed = {tp for sub in decoded.subscriptions.values() for tp in sub.owned_partitions}
+    return frozenset(
+        tp
+        for topic in decoded.topics
+        for tp in (TopicPartition(topic, p) for p in range(counts.get(topic, 0)))
+        if tp not in claimed
+    )
 
 
 def metadata_changed(view: LeaderView, metadata: Mapping[str, int] | None) -> tuple[bool, LeaderView]:

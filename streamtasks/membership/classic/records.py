@@ -87,6 +87,9 @@ class Round:
     followup_due_ms: int | None = None
     #: Leader: the rebalance in flight is one it forced for a follow-up (at most one in a row).
     followup_forced: bool = False
+    #: What this round's JoinGroup claimed and the member then lost (a missed generation):
+    #: the leader may withhold them from others, waiting for a revocation that cannot come.
+    stale_claims: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +102,10 @@ class LeaderView:
     snapshot_lazy: bool = False  # KIP-814: counts unknown at SkipAssignment are learnt, not compared
     #: Its assignment withheld partitions (KIP-429 follow-up needed).
     followup_needed: bool = False
+    #: KIP-814 SkipAssignment under COOPERATIVE: partitions of the group's topics that no
+    #: member's JoinGroup claimed. What a previous incarnation of this leader withheld is
+    #: among them, and nobody remembers to start the follow-up for it.
+    unclaimed: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from streamtasks.membership.classic import (
     MemberState,
     RequestFailed,
     ResponseReceived,
+    SendRequest,
 )
 from streamtasks.protocol.classic_group import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest
 from streamtasks.protocol.consumer_protocol import decode_subscription
@@ -274,6 +275,37 @@ def test_joining_to_syncing_loses_partitions_when_a_generation_was_missed() -> N
     done = sync_ok(member, sid, tps("t0"), now=50_020)
     assert not of(done, CommitOffsets)  # nothing owned: nothing revoked, no stale commit
     assert listeners(done) == [("ASSIGNED", tps("t0"))]
+
+
+def test_lost_after_a_missed_generation_but_claimed_and_not_assigned_rejoins_at_once() -> None:
+    """Simulator seed 675166650 (cooperative): the JoinGroup that the leader answers claimed t0
+    and t1 (sent before the gap was known); the member then lost them. The leader keeps t1 for
+    another member and waits for this one to revoke it and rejoin: with nothing left to revoke
+    it must still rejoin, or t1 stays unowned in a stable group."""
+    member = ClassicMember(config(group_instance_id="i1", session_timeout_ms=60_000))
+    stable(member, tps("t0 t1"), generation=2)
+    member.enforce_rebalance()
+    _, rid, _ = rejoin(member, 50_000)
+    actions, sid, _ = join_ok(member, rid, generation=4, now=50_010)
+    assert listeners(actions) == [("LOST", tps("t0 t1"))]
+    done = sync_ok(member, sid, tps("t0"), now=50_020)  # t1 withheld for its new owner
+    assert listeners(done) == [("ASSIGNED", tps("t0"))]
+    assert member.owned_partitions == frozenset(tps("t0"))
+    _, join_request = request(done, JoinGroupRequest)  # the follow-up the leader waits for
+    assert join_request.reason == "partitions claimed in JoinGroup were lost: follow-up rebalance"
+    assert member.state is MemberState.JOINING
+
+
+def test_lost_after_a_missed_generation_and_every_claim_assigned_back_stays() -> None:
+    member = ClassicMember(config(group_instance_id="i1", session_timeout_ms=60_000))
+    stable(member, tps("t0 t1"), generation=2)
+    member.enforce_rebalance()
+    _, rid, _ = rejoin(member, 50_000)
+    _, sid, _ = join_ok(member, rid, generation=4, now=50_010)
+    done = sync_ok(member, sid, tps("t0 t1 t2"), now=50_020)
+    assert not of(done, SendRequest)
+    assert member.state is MemberState.STABLE
+    assert not member.rejoin_needed
 
 
 def test_joining_to_syncing_keeps_partitions_in_the_next_generation() -> None:
