@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench bench-state clean
+.PHONY: demo test lint typecheck unit bench bench-state soak clean
 
 $(STAMP): pyproject.toml examples/custom_assignor/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ bench: $(STAMP)
 
 bench-state: $(STAMP)
 	$(BIN)/python benchmarks/state.py
+
+# Every simulator protocol on fresh random seeds for MINUTES (docs/simulation.md, "Soak runs");
+# e.g. make soak MINUTES=60 SOAK_ARGS='--jobs 2 --faults loss,dup'. Exit status 1 on a violation.
+MINUTES   ?= 10
+SOAK_ARGS ?=
+soak: $(STAMP)
+	$(BIN)/python -m streamtasks.sim --soak $(MINUTES) $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -7,17 +7,21 @@ Examples::
     python -m streamtasks.sim --protocol eager --seeds 1 --seed-base 4242   # replay one seed
     python -m streamtasks.sim --protocol consumer-client --seeds 1000 --json  # KIP-848, client-side
     python -m streamtasks.sim --protocol mixed --seeds 200   # classic and KIP-848 members, one group
+    python -m streamtasks.sim --soak 10                 # every protocol on fresh seeds for 10 minutes
 
 Progress goes to stderr; the table (or ``--json``) to stdout. The exit status is 1 when any
 scenario violated an invariant (each failure is printed with its seed, the minimal scenario
-that still fails and the end of its event trace).
+that still fails and the end of its event trace; a soak prints its replay command), 2 on bad
+arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
+import time
 from collections.abc import Sequence
 
 from assignors.partition.types import RebalanceProtocol
@@ -25,6 +29,18 @@ from streamtasks.errors import ConfigError
 from streamtasks.sim.report import format_table
 from streamtasks.sim.runner import SAME_ASSIGNOR, BatchSummary, run_batch
 from streamtasks.sim.scenario import FAULT_KINDS, Timeouts, parse_faults
+from streamtasks.sim.soak import (
+    DEFAULT_CHUNK,
+    ChunkExecutor,
+    ChunkResult,
+    InlineExecutor,
+    PoolExecutor,
+    SoakPlan,
+    SoakSummary,
+    parse_protocols,
+    progress_line,
+    run_soak,
+)
 
 __all__ = ["main"]
 
@@ -33,14 +49,45 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m streamtasks.sim", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--protocol",
-        choices=("eager", "cooperative", "both", "consumer", "consumer-client", "mixed"),
-        default="both",
-        help="classic (eager, cooperative, both) or KIP-848: consumer (server-side uniform), "
-        "consumer-client (client-side, streams assignor with standbys), mixed (classic and "
-        "KIP-848 members in one group on streamtasks' coordinator)",
+        default=None,
+        help="classic (eager, cooperative, both: the two on the same seeds; the default) or "
+        "KIP-848: consumer (server-side uniform), consumer-client (client-side, streams assignor "
+        "with standbys), mixed (classic and KIP-848 members in one group on streamtasks' "
+        "coordinator). With --soak: 'all' (the default: eager, cooperative, consumer, "
+        "consumer-client, mixed) or a comma-separated list; 'both' adds nothing there (a soak "
+        "runs eager and cooperative anyway, each on fresh seeds) and means eager,cooperative",
     )
-    p.add_argument("--seeds", type=int, default=100, help="number of scenarios (one per seed)")
-    p.add_argument("--seed-base", type=int, default=0, help="first seed")
+    p.add_argument("--seeds", type=int, default=None, help="number of scenarios (one per seed; default 100)")
+    p.add_argument(
+        "--seed-base",
+        type=int,
+        default=None,
+        help="first seed (default 0); with --soak, the seed the chunks' bases are drawn from "
+        "(default: a fresh random one, printed, so the same bases can be drawn again)",
+    )
+    p.add_argument(
+        "--soak",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="run every --protocol on fresh random seeds until MINUTES have passed, in chunks "
+        "round-robin over the protocols; prints each failing seed's replay command",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help=f"--soak: seeds per chunk (default {DEFAULT_CHUNK}; smaller near the end of the time)",
+    )
+    p.add_argument(
+        "--jobs", type=int, default=None, help="--soak: chunks run at once, in worker processes (default 1)"
+    )
+    p.add_argument(
+        "--shrink",
+        action="store_true",
+        help="--soak: shrink each failure to a minimal scenario (slow; by default only its replay "
+        "command is printed)",
+    )
     p.add_argument(
         "--faults",
         default="all",
@@ -65,16 +112,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_BATCH_PROTOCOLS = ("eager", "cooperative", "both", "consumer", "consumer-client", "mixed")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         faults = parse_faults(args.faults)
+        soak = _soak_plan(args, faults) if args.soak is not None else None
+        if soak is None:
+            _check_batch(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.seeds < 1:
-        print("error: --seeds must be >= 1", file=sys.stderr)
-        return 2
+    if soak is not None:
+        return _soak(soak, args.jobs or 1, as_json=args.json)
     if args.protocol in ("consumer", "consumer-client", "mixed"):
         return _kip848(args, faults)
     protocols = (
@@ -153,6 +205,67 @@ def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
         for failure in summary.failures:
             lines = failure.report().split("\n")
             print("\n" + "\n".join(lines[: 4 + failure.minimal_steps + args.trace_lines]))
+    return 1 if summary.violations else 0
+
+
+def _check_batch(args: argparse.Namespace) -> None:
+    """Defaults and checks of a batch (no ``--soak``)."""
+    for flag, value in (("--chunk", args.chunk), ("--jobs", args.jobs), ("--shrink", args.shrink or None)):
+        if value is not None:
+            raise ConfigError(f"{flag} applies to --soak only")
+    args.protocol = args.protocol or "both"
+    if args.protocol not in _BATCH_PROTOCOLS:
+        raise ConfigError(
+            f"unknown protocol {args.protocol!r}; choose from {', '.join(_BATCH_PROTOCOLS)} "
+            "('all' and lists of protocols need --soak)"
+        )
+    args.seeds = 100 if args.seeds is None else args.seeds
+    if args.seeds < 1:
+        raise ConfigError("--seeds must be >= 1")
+    args.seed_base = args.seed_base or 0
+
+
+def _soak_plan(args: argparse.Namespace, faults: frozenset[str]) -> SoakPlan:
+    """``--soak``'s arguments checked; the seed base drawn from the system's entropy if not given."""
+    for flag, given in (
+        ("--seeds", args.seeds is not None),
+        ("--same-assignor", args.same_assignor),
+        ("--static-session-ms", args.static_session_ms is not None),
+    ):
+        if given:
+            raise ConfigError(f"{flag} does not apply to --soak (it runs fresh seeds of every protocol)")
+    if args.shrink and args.no_shrink:
+        raise ConfigError("--shrink and --no-shrink contradict each other")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, not {args.jobs}")
+    given = args.seed_base is not None
+    return SoakPlan(
+        protocols=parse_protocols(args.protocol or "all"),
+        faults=faults,
+        seconds=args.soak * 60,
+        seed_base=args.seed_base if given else random.SystemRandom().randrange(2**31),
+        seed_base_given=given,
+        chunk=DEFAULT_CHUNK if args.chunk is None else args.chunk,
+        shrink=args.shrink,
+    )
+
+
+def _soak(plan: SoakPlan, jobs: int, *, as_json: bool) -> int:
+    """``--soak``: chunks in this process (or ``jobs`` worker processes) until the time is up or
+    Ctrl-C; the summary either way."""
+
+    def on_chunk(result: ChunkResult, summary: SoakSummary, elapsed: float, left: float) -> None:
+        print(progress_line(result, summary, elapsed, left), file=sys.stderr, flush=True)
+
+    executor: ChunkExecutor
+    pool = PoolExecutor(jobs) if jobs > 1 else None
+    executor = pool if pool is not None else InlineExecutor()
+    try:
+        summary = run_soak(plan, now=time.monotonic, executor=executor, on_chunk=on_chunk)
+    finally:
+        if pool is not None:
+            pool.close()
+    print(json.dumps(summary.as_dict(), indent=2) if as_json else summary.report())
     return 1 if summary.violations else 0
 
 
