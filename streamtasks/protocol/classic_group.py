@@ -17,6 +17,9 @@ __all__ = [
     "UNKNOWN_GENERATION",
     "UNKNOWN_MEMBER_ID",
     "CommittedOffset",
+    "DescribeGroupRequest",
+    "DescribeGroupResponse",
+    "DescribedMember",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "JoinGroupMember",
@@ -128,6 +131,31 @@ class LeaveGroupRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaveGroupResponse:
     error: KafkaErrorCode
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeGroupRequest:
+    """DescribeGroups for one group: the member only ever asks about its own."""
+
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None = None
+    #: The member's current assignment (consumer protocol bytes); empty unless the group is
+    #: Stable (Kafka describes members without metadata and assignment in other states).
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeGroupResponse:
+    error: KafkaErrorCode
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_name: str = ""
+    members: tuple[DescribedMember, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

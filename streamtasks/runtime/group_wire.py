@@ -1,7 +1,7 @@
 """Map the decoded classic-group messages (``streamtasks.protocol.classic_group``) to kio's wire
 entities and back: JoinGroup v9, SyncGroup v5, Heartbeat v4, LeaveGroup v5, OffsetCommit v8,
-FindCoordinator v3. These are the versions Apache Kafka 2.4+ and the embedded broker both speak
-(static membership, KIP-814's ``SkipAssignment``, KIP-800 reasons)."""
+DescribeGroups v5, FindCoordinator v3. These are the versions Apache Kafka 2.4+ and the
+embedded broker both speak (static membership, KIP-814's ``SkipAssignment``, KIP-800 reasons)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import datetime
 from collections import defaultdict
 from typing import Any
 
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as KDescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import DescribeGroupsResponse as KDescribeGroupsResponse
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as KFindCoordinatorRequest
 from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse as KFindCoordinatorResponse
 from kio.schema.heartbeat.v4.request import HeartbeatRequest as KHeartbeatRequest
@@ -57,6 +59,7 @@ GroupRequest = (
     | cg.LeaveGroupRequest
     | cg.OffsetCommitRequest
     | cg.OffsetFetchRequest
+    | cg.DescribeGroupRequest
 )
 
 _RESPONSE_TYPES: dict[type[Any], type[Any]] = {
@@ -66,6 +69,7 @@ _RESPONSE_TYPES: dict[type[Any], type[Any]] = {
     cg.LeaveGroupRequest: KLeaveGroupResponse,
     cg.OffsetCommitRequest: KOffsetCommitResponse,
     cg.OffsetFetchRequest: KOffsetFetchResponse,
+    cg.DescribeGroupRequest: KDescribeGroupsResponse,
 }
 
 
@@ -120,6 +124,11 @@ def to_wire(request: GroupRequest) -> Any:
             generation_id=i32(request.generation_id),
             member_id=request.member_id,
             group_instance_id=request.group_instance_id,
+        )
+    if isinstance(request, cg.DescribeGroupRequest):
+        return KDescribeGroupsRequest(
+            groups=(request.group_id,),  # type: ignore[arg-type]
+            include_authorized_operations=False,
         )
     if isinstance(request, cg.LeaveGroupRequest):
         return KLeaveGroupRequest(
@@ -217,6 +226,8 @@ def from_wire(response: Any) -> Any:
         )
     if isinstance(response, KHeartbeatResponse):
         return cg.HeartbeatResponse(error=_err(response.error_code))
+    if isinstance(response, KDescribeGroupsResponse):
+        return _described(response)
     if isinstance(response, KLeaveGroupResponse):
         error = _err(response.error_code)
         if error is KafkaErrorCode.NONE:
@@ -250,3 +261,24 @@ def from_wire(response: Any) -> Any:
 
 
 __all__ += ["KFindCoordinatorResponse"]
+
+
+def _described(response: Any) -> cg.DescribeGroupResponse:
+    """The one group a member asked about (a response naming no group is an unknown group)."""
+    if not response.groups:
+        return cg.DescribeGroupResponse(error=KafkaErrorCode.GROUP_ID_NOT_FOUND)
+    g = response.groups[0]
+    return cg.DescribeGroupResponse(
+        error=_err(g.error_code),
+        group_state=g.group_state,
+        protocol_type=g.protocol_type,
+        protocol_name=g.protocol_data,
+        members=tuple(
+            cg.DescribedMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                assignment=bytes(m.member_assignment),
+            )
+            for m in g.members
+        ),
+    )

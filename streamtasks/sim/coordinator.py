@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from streamtasks.protocol.classic_group import (
     UNKNOWN_MEMBER_ID,
+    DescribedMember,
+    DescribeGroupRequest,
+    DescribeGroupResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -128,6 +131,8 @@ class ClassicGroupCoordinator:
             self._heartbeat(to, request)
         elif isinstance(request, LeaveGroupRequest):
             self._leave(to, request)
+        elif isinstance(request, DescribeGroupRequest):
+            self._s.reply(to, self._describe())
         else:
             self._commit(to, request)
         return self._s.finish()
@@ -212,6 +217,25 @@ class ClassicGroupCoordinator:
             if g.state is GroupState.PREPARING_REBALANCE:
                 error = E.REBALANCE_IN_PROGRESS
         self._s.reply(to, HeartbeatResponse(error=error or E.NONE))
+
+    def _describe(self) -> DescribeGroupResponse:
+        """Kafka's classic group summary: members with their assignment only when Stable."""
+        g = self._s.group
+        stable = g.state is GroupState.STABLE
+        return DescribeGroupResponse(
+            error=E.NONE,
+            group_state=g.state.value,
+            protocol_type=g.protocol_type or "",
+            protocol_name=(g.protocol_name or "") if stable else "",
+            members=tuple(
+                DescribedMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    assignment=m.assignment if stable else b"",
+                )
+                for _, m in sorted(g.members.items())
+            ),
+        )
 
     def _leave(self, to: ReplyTo, req: LeaveGroupRequest) -> None:
         g = self._s.group

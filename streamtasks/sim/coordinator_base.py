@@ -13,7 +13,10 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from streamtasks.membership.classic.events import Response as MemberResponse
 from streamtasks.protocol.classic_group import (
+    DescribeGroupRequest,
+    DescribeGroupResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -42,10 +45,16 @@ __all__ = [
 ]
 
 E = KafkaErrorCode
-Request = JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest | OffsetCommitRequest
-Response = (
-    JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse | OffsetCommitResponse
+Request = (
+    JoinGroupRequest
+    | SyncGroupRequest
+    | HeartbeatRequest
+    | LeaveGroupRequest
+    | OffsetCommitRequest
+    | DescribeGroupRequest
 )
+#: Every answer the model gives is one the classic member takes (the same union).
+Response = MemberResponse
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,4 +289,6 @@ def error_response(request: Request, error: KafkaErrorCode) -> Response:
         return HeartbeatResponse(error=error)
     if isinstance(request, LeaveGroupRequest):
         return LeaveGroupResponse(error=error)
+    if isinstance(request, DescribeGroupRequest):
+        return DescribeGroupResponse(error=error)
     return OffsetCommitResponse(errors=tuple((o.partition, error) for o in request.offsets))

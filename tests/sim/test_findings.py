@@ -61,6 +61,21 @@ def test_a_member_that_lost_what_its_joingroup_claimed_still_starts_the_followup
     assert tp("t0-3") in set().union(*(owned(w, m) for m in ("m0", "m1", "m3")))
 
 
+def test_a_restarted_static_leader_starts_the_followup_its_old_process_owed() -> None:
+    """Found on a fresh seed base (issue 24): seed 705380203, cooperative. m0, the leader,
+    withheld t1-2 and t2-* from m2 and was bounced while it still had to revoke them (its
+    commit before revoking lost on a degraded network). Its new process rejoined the Stable
+    group with the same instance id: KIP-814 SkipAssignment, the stored assignment, no memory
+    of the withholding, and the leader's own forced follow-up (previous finding) died with the
+    old process. Now a COOPERATIVE leader told to skip the assignment starts the follow-up when
+    partitions of the group's topics are neither claimed by any member nor its own."""
+    scenario = generate(705_380_203, RebalanceProtocol.COOPERATIVE, FRESH_SEED_FAULTS)
+    w = world(scenario)
+    result = w.run()
+    assert result.violations == ()
+    assert tp("t1-2") in set().union(*(owned(w, m) for m in ("m0", "m2")))
+
+
 def test_with_default_timeouts_the_dead_static_member_expires_and_the_group_converges() -> None:
     steps = [
         Step(at_ms=283, op="start", member="m1", static=True),

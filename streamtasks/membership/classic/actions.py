@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from streamtasks.protocol.classic_group import (
     CommittedOffset,
+    DescribeGroupRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 #: Every request the member sends through :class:`SendRequest`.
-Request = JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest
+Request = JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest | DescribeGroupRequest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

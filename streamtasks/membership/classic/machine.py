@@ -66,6 +66,8 @@ from streamtasks.membership.common import (
 from streamtasks.protocol.classic_group import (
     UNKNOWN_GENERATION,
     UNKNOWN_MEMBER_ID,
+    DescribeGroupRequest,
+    DescribeGroupResponse,
     HeartbeatResponse,
     JoinGroupResponse,
     LeaveGroupResponse,
@@ -84,6 +86,7 @@ _EXPECTS: dict[Api, type] = {
     Api.HEARTBEAT: HeartbeatResponse,
     Api.LEAVE_GROUP: LeaveGroupResponse,
     Api.OFFSET_COMMIT: OffsetCommitResponse,
+    Api.DESCRIBE_GROUP: DescribeGroupResponse,
 }
 _FIND: frozenset[Api | None] = frozenset({None})
 _LEAVE: frozenset[Api | None] = frozenset({Api.LEAVE_GROUP})
@@ -517,6 +520,8 @@ class ClassicMember:
             self._on_heartbeat(resp, pending.generation, now_ms)
         elif isinstance(resp, OffsetCommitResponse):
             self._on_commit(resp, now_ms)
+        elif isinstance(resp, DescribeGroupResponse):
+            self._on_describe(resp, pending.generation, now_ms)
         # LeaveGroupResponse: nothing to do, the member is gone either way
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
@@ -532,8 +537,8 @@ class ClassicMember:
             )
             self._link = replace(self._link, find_retry_ms=now_ms + wait, find_failures=failures)
             return
-        if pending.api is Api.LEAVE_GROUP:
-            return
+        if pending.api in (Api.LEAVE_GROUP, Api.DESCRIBE_GROUP):
+            return  # gone either way; the follow-up the describe could cancel stays armed
         self._coordinator_lost(now_ms, f"{pending.api.value} failed: {event.error.name}")
 
     def _on_reset_or_other(self, api: Api, act: Reaction, code: KafkaErrorCode, now_ms: int) -> None:
@@ -699,7 +704,10 @@ class ClassicMember:
             self._request_rejoin("partitions claimed in JoinGroup were lost: follow-up rebalance")
         leader = self._membership.is_leader
         due = self._round.followup_due_ms
-        if leader and self._leader.followup_needed and not self._round.followup_forced:
+        # KIP-814: a leader told to skip the assignment cannot know what its previous process
+        # withheld; partitions nobody claims and it was not given may be such.
+        unclaimed = self._leader.unclaimed - assigned if leader else frozenset()
+        if leader and (self._leader.followup_needed or unclaimed) and not self._round.followup_forced:
             # KIP-429: the member that revokes the withheld partitions starts the follow-up;
             # if none has started one heartbeat interval from now (that member was replaced
             # without a rebalance, or had nothing left to revoke), the leader does. Never twice
@@ -711,8 +719,26 @@ class ClassicMember:
         )
         if leader and self._metadata_changed():
             self._request_rejoin("leader saw a partition count change")
+        if unclaimed and due is not None and self._link.coordinator_known:
+            # Every member's current assignment tells a withheld partition from one a previous
+            # generation handed out fresh: only the first needs the follow-up.
+            self._send(Api.DESCRIBE_GROUP, DescribeGroupRequest(group_id=self._config.group_id), now_ms)
         if followup:
             self._maybe_join(now_ms)
+
+    def _on_describe(self, resp: DescribeGroupResponse, generation: int, now_ms: int) -> None:
+        """The skip-assignment leader's check: cancel the follow-up when every partition it
+        could not account for is assigned to some member; start it now when one is not."""
+        if generation != self._membership.generation or self._round.followup_due_ms is None:
+            return  # a rebalance came since: it is the follow-up
+        unassigned = P.unassigned_partitions(self._leader.unclaimed, resp)
+        if isinstance(unassigned, str):
+            code = None if resp.error is KafkaErrorCode.NONE else resp.error
+            self._report(f"DescribeGroups: {unassigned}; follow-up rebalance kept", code)
+        elif unassigned:
+            self._round = replace(self._round, followup_due_ms=now_ms)
+        elif not self._leader.followup_needed:
+            self._round = replace(self._round, followup_due_ms=None)
 
     # ------------------------------------------------------------------ commit before revoking
 

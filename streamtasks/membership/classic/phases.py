@@ -33,6 +33,7 @@ from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.subscription import join_protocols
 from streamtasks.membership.common import sorted_tps
 from streamtasks.protocol.classic_group import (
+    DescribeGroupResponse,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResponse,
@@ -63,6 +64,7 @@ __all__ = [
     "request_timeout",
     "sorted_tps",
     "sync_request",
+    "unassigned_partitions",
     "unclaimed_partitions",
     "wants_join",
 ]
@@ -244,6 +246,24 @@ def unclaimed_partitions(
         for tp in (TopicPartition(topic, p) for p in range(counts.get(topic, 0)))
         if tp not in claimed
     )
+
+
+def unassigned_partitions(
+    candidates: frozenset[TopicPartition], resp: DescribeGroupResponse
+) -> frozenset[TopicPartition] | str:
+    """Which of ``candidates`` no member of a DescribeGroups answer is assigned, or why the
+    answer cannot tell (an error, a group not Stable, an assignment that does not decode)."""
+    if resp.error is not KafkaErrorCode.NONE:
+        return f"answered {resp.error.name}"
+    if resp.group_state != "Stable":
+        return f"group is {resp.group_state or 'in no state'}, not Stable"
+    left = set(candidates)
+    for member in resp.members:
+        try:
+            left.difference_update(decode_assignment(member.assignment).assigned_partitions)
+        except DecodeError as exc:
+            return f"member {member.member_id!r}: malformed assignment: {exc}"
+    return frozenset(left)
 
 
 def metadata_changed(view: LeaderView, metadata: Mapping[str, int] | None) -> tuple[bool, LeaderView]:

@@ -23,6 +23,8 @@ class Api(enum.Enum):
     HEARTBEAT = "Heartbeat"
     OFFSET_COMMIT = "OffsetCommit"
     LEAVE_GROUP = "LeaveGroup"
+    #: Only a COOPERATIVE leader told to skip the assignment asks (KIP-814, the follow-up check).
+    DESCRIBE_GROUP = "DescribeGroups"
 
 
 class Reaction(enum.Enum):
@@ -89,6 +91,8 @@ _TABLE: Mapping[Api, Mapping[E, Reaction]] = MappingProxyType(
         # retry (within the rebalance timeout) so the offsets land before the revocation.
         Api.OFFSET_COMMIT: MappingProxyType({**_COMMON, E.REBALANCE_IN_PROGRESS: Reaction.RETRY}),
         Api.LEAVE_GROUP: MappingProxyType({}),
+        # Any error keeps the follow-up the check would have cancelled: nothing else to react to.
+        Api.DESCRIBE_GROUP: MappingProxyType({E.NONE: Reaction.PROCEED}),
     }
 )
 

@@ -18,6 +18,8 @@ from streamtasks.coordinator.classic import LeaveGroupMember, LeaveGroupsRequest
 from streamtasks.coordinator.parked import AnswerJoin, ParkJoin
 from streamtasks.membership.classic import Request as ClassicRequest
 from streamtasks.protocol.classic_group import (
+    DescribeGroupRequest,
+    DescribeGroupResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -34,7 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ClassicDesk", "ClassicResponse"]
 
-ClassicResponse = JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse
+ClassicResponse = (
+    JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse | DescribeGroupResponse
+)
 
 #: The JoinGroup version the simulated members speak (v4+: MEMBER_ID_REQUIRED first).
 JOIN_VERSION = 9
@@ -79,6 +83,10 @@ class ClassicDesk:
                 return HeartbeatResponse(error=down)
             beat: HeartbeatResponse = w.write(c.classic_heartbeat(request, w.now))
             return beat
+        if isinstance(request, DescribeGroupRequest):
+            # Never asked here (this coordinator computes the assignment: no SkipAssignment);
+            # not modelled, so the member keeps its follow-up.
+            return DescribeGroupResponse(error=KafkaErrorCode.GROUP_ID_NOT_FOUND)
         return self._leave(request)
 
     def _leave(self, request: LeaveGroupRequest) -> LeaveGroupResponse:

@@ -10,17 +10,38 @@ from streamtasks.membership.classic import (
     ErrorReported,
     MemberState,
     MetadataUpdated,
+    RequestFailed,
+    ResponseReceived,
     SendRequest,
 )
 from streamtasks.membership.classic.leader import decode_members, lead, legacy_trust_claims
-from streamtasks.protocol.classic_group import JoinGroupMember, JoinGroupRequest
+from streamtasks.protocol.classic_group import (
+    DescribedMember,
+    DescribeGroupRequest,
+    DescribeGroupResponse,
+    JoinGroupMember,
+    JoinGroupRequest,
+)
 from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,
     decode_assignment,
     encode_subscription,
 )
 from streamtasks.protocol.sticky import StickyUserData, decode_sticky_userdata, encode_sticky_userdata
-from tests.membership.classic.helpers import config, join, join_ok, of, rejoin, stable, sync_ok, tps
+from tests.membership.classic.helpers import (
+    E,
+    assignment_bytes,
+    config,
+    join,
+    join_ok,
+    of,
+    one,
+    rejoin,
+    request,
+    stable,
+    sync_ok,
+    tps,
+)
 
 
 def sub(topics: tuple[str, ...] = ("t",), owned: str = "", generation: int = -1, **kw: object) -> bytes:
@@ -273,6 +294,107 @@ def test_static_leader_skip_assignment_kip814() -> None:
     assert not member.rejoin_needed
     member.handle(MetadataUpdated(partitions_per_topic={"t": 2, "u": 4}), 5)  # u grew
     assert member.rejoin_needed
+
+
+def restarted_static_leader(others: tuple[JoinGroupMember, ...], **kw: object) -> tuple[ClassicMember, int]:
+    """A static leader's new process rejoining a Stable group: KIP-814 SkipAssignment."""
+    member = ClassicMember(config(group_instance_id="i1", **kw))  # type: ignore[arg-type]
+    member.handle(MetadataUpdated(partitions_per_topic={"t": 4}), 0)
+    rid, req = join(member)
+    members = (jm("m1", req.protocols[0].metadata, "i1"), *others)
+    _, sid, _ = join_ok(member, rid, member_id="m1", leader="m1", members=members, skip_assignment=True)
+    return member, sid
+
+
+def described(
+    rid: int, members: dict[str, str], state: str = "Stable", error: E = E.NONE
+) -> ResponseReceived:
+    return ResponseReceived(
+        request_id=rid,
+        response=DescribeGroupResponse(
+            error=error,
+            group_state=state,
+            protocol_type="consumer",
+            protocol_name="cooperative-sticky",
+            members=tuple(
+                DescribedMember(member_id=m, assignment=assignment_bytes(tps(spec)))
+                for m, spec in members.items()
+            ),
+        ),
+    )
+
+
+def joins(actions: list[object]) -> list[JoinGroupRequest]:
+    return [a.request for a in of(actions, SendRequest) if isinstance(a.request, JoinGroupRequest)]
+
+
+def test_restarted_static_leader_starts_the_followup_its_old_process_owed() -> None:
+    """Simulator seed 705380203 (cooperative): the old leader process withheld t2 and t3 from
+    m2 and crashed while revoking them; its restart (same instance id, the group Stable) gets
+    the old assignment with SkipAssignment and no memory of the withholding. Nobody claims t2
+    and t3 and they are not its own: it asks the coordinator for every member's assignment,
+    and as nobody has them either it rejoins at once."""
+    member, sid = restarted_static_leader((jm("m2", sub(), "i2"),))
+    actions = sync_ok(member, sid, tps("t0 t1"), now=10)
+    assert member.state is MemberState.STABLE
+    rid, describe = request(actions, DescribeGroupRequest)
+    assert describe.group_id == "g"
+    assert member.handle(described(rid, {"m1": "t0 t1", "m2": ""}), 20) == []
+    _, _, req = rejoin(member, 20)
+    assert req.reason == "leader withheld partitions and no follow-up rebalance started"
+
+
+def test_restarted_static_leader_needs_no_followup_when_every_partition_is_assigned() -> None:
+    """The usual case: t2 and t3 went to m2 fresh in the last generation (m2 joined claiming
+    nothing). DescribeGroups shows them assigned: no rebalance (KIP-814's point)."""
+    member, sid = restarted_static_leader((jm("m2", sub(), "i2"),))
+    rid, _ = request(sync_ok(member, sid, tps("t0 t1"), now=10), DescribeGroupRequest)
+    member.handle(described(rid, {"m1": "t0 t1", "m2": "t2 t3"}), 20)
+    assert joins(member.poll(10 + 3 * member.config.heartbeat_interval_ms)) == []
+    assert member.state is MemberState.STABLE
+
+
+def test_restarted_static_leader_keeps_the_followup_when_the_describe_cannot_tell() -> None:
+    for answer in (
+        lambda rid: described(rid, {}, error=E.COORDINATOR_LOAD_IN_PROGRESS),
+        lambda rid: described(rid, {"m1": "", "m2": ""}, state="PreparingRebalance"),
+        lambda rid: RequestFailed(request_id=rid, error=E.REQUEST_TIMED_OUT),
+    ):
+        member, sid = restarted_static_leader((jm("m2", sub(), "i2"),))
+        rid, _ = request(sync_ok(member, sid, tps("t0 t1"), now=10), DescribeGroupRequest)
+        member.handle(answer(rid), 20)
+        early = member.poll(10 + member.config.heartbeat_interval_ms - 1)
+        assert joins(early) == []
+        assert len(joins(member.poll(10 + member.config.heartbeat_interval_ms))) == 1
+
+
+def test_restarted_static_leader_reports_a_malformed_assignment_and_keeps_the_followup() -> None:
+    member, sid = restarted_static_leader((jm("m2", sub(), "i2"),))
+    rid, _ = request(sync_ok(member, sid, tps("t0 t1"), now=10), DescribeGroupRequest)
+    bad = DescribeGroupResponse(
+        error=E.NONE,
+        group_state="Stable",
+        members=(DescribedMember(member_id="m2", assignment=b"\x00\x03\xff"),),
+    )
+    actions = member.handle(ResponseReceived(request_id=rid, response=bad), 20)
+    assert "malformed assignment" in one(actions, ErrorReported).reason
+    assert len(joins(member.poll(10 + member.config.heartbeat_interval_ms))) == 1
+
+
+def test_restarted_static_leader_rejoins_nothing_when_every_partition_is_claimed() -> None:
+    member, sid = restarted_static_leader((jm("m2", sub(owned="t2 t3", generation=1), "i2"),))
+    assert not of(sync_ok(member, sid, tps("t0 t1"), now=10), SendRequest)  # nothing to ask
+    actions = member.poll(10 + 3 * member.config.heartbeat_interval_ms)
+    assert not [a for a in of(actions, SendRequest) if isinstance(a.request, JoinGroupRequest)]
+    assert member.state is MemberState.STABLE
+
+
+def test_restarted_static_eager_leader_never_starts_a_followup() -> None:
+    """An EAGER member claims nothing and withholds nothing of its own: no check."""
+    member, sid = restarted_static_leader((jm("m2", sub(), "i2"),), assignors=(RangeAssignor(),))
+    sync_ok(member, sid, tps("t0 t1"), now=10)
+    actions = member.poll(10 + 3 * member.config.heartbeat_interval_ms)
+    assert not [a for a in of(actions, SendRequest) if isinstance(a.request, JoinGroupRequest)]
 
 
 def test_follower_does_not_rejoin_on_partition_count_change() -> None:

@@ -33,6 +33,9 @@ from streamtasks.membership.classic import (
 )
 from streamtasks.membership.classic.transitions import USER_EVENTS
 from streamtasks.protocol.classic_group import (
+    DescribedMember,
+    DescribeGroupRequest,
+    DescribeGroupResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupMember,
@@ -143,6 +146,18 @@ def response_for(world: World, action: Action, data: st.DataObject) -> object:
         return SyncGroupResponse(error=E.NONE, protocol_name=req.protocol_name, assignment=payload)
     if isinstance(req, HeartbeatRequest):
         return HeartbeatResponse(error=error)
+    if isinstance(req, DescribeGroupRequest):
+        assignments = st.one_of(
+            st.sets(st.sampled_from(PARTITIONS)).map(lambda s: assignment_bytes(sorted(s))),
+            st.binary(max_size=12),
+        )
+        return DescribeGroupResponse(
+            error=error,
+            group_state=data.draw(st.sampled_from(["Stable", "PreparingRebalance", "", "Dead"])),
+            members=tuple(
+                DescribedMember(member_id=m, assignment=data.draw(assignments)) for m in ("m0", "m1")
+            ),
+        )
     assert isinstance(req, LeaveGroupRequest)
     return LeaveGroupResponse(error=error)
 
