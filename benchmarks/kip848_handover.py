@@ -5,12 +5,13 @@
 Two real members (:class:`ConsumerMember`, the streams assignor client-side) against the real
 coordinator (:class:`GroupCoordinator`), driven by the test harness of
 ``tests/membership/consumer`` on a simulated clock: every request is answered at once, the old
-owner's commit too, so what remains is what the protocol waits for. ``a`` owns every task and
-computes the assignments (the coordinator keeps asking the member that computed last); ``b``
-holds warm-ups. At a trigger time swept over one heartbeat interval (``--step-ms``), ``b``
-reports its warm-ups caught up and calls ``enforce_rebalance`` (as ``streamtasks.App`` does);
-the figure is the simulated time until ``b`` owns the moved partitions, and the two steps it
-is made of: until ``a`` has released them, and from then until ``b`` has them.
+owner's commit too, so what remains is what the protocol waits for. ``a`` owns every task;
+``b`` holds warm-ups and computes the new assignment itself (the coordinator asks the member
+whose heartbeat bumped the group epoch, docs/protocol.md). At a trigger time swept over one
+heartbeat interval (``--step-ms``), ``b`` reports its warm-ups caught up and calls
+``enforce_rebalance`` (as ``streamtasks.App`` does); the figure is the simulated time until
+``b`` owns the moved partitions, and the two steps it is made of: until ``a`` has released
+them, and from then until ``b`` has them.
 
 Prints one table row per column of figures: min / median / max over the sweep (simulated ms).
 """

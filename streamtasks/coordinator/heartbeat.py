@@ -156,8 +156,8 @@ def heartbeat(
     if old_member is None or needs_new_assignment(old_member, member):
         u.bump()
     if u.bumped or (u.group_epoch > u.assignment_epoch and u.client_request is None):
-        # (the second case: nobody present was left to ask for a client-side assignment)
-        u.assign()
+        # (the second case: nobody was asked for a client-side assignment: this member is)
+        u.assign(asker=member_id)
 
     owned = (
         None if request.topic_partitions is None else TopicPartitionSet.from_wire(request.topic_partitions)

@@ -347,9 +347,18 @@ class GroupUpdate:
         self.refresh_partition_metadata()
         self.emit(GroupEpochRecord(group_id=self.group_id, epoch=self.group_epoch + 1))
 
-    def assign(self) -> None:
+    def assign(self, *, asker: str | None = None) -> None:
         """After a bump: compute the target with the server-side assignor, or make sure a member
         is asked to compute it with the client-side one.
+
+        Client-side, the member asked is ``asker``, the member whose heartbeat this write
+        answers (it learns so in this very answer). A write no present member's heartbeat made
+        (a leave, an expired timer, a fail-over) asks nobody: the first member to heartbeat
+        next is asked (:func:`~streamtasks.coordinator.heartbeat.heartbeat` calls this again
+        while an epoch is owed and nobody is asked). That is the soonest any member can hear
+        of it: a member chosen here would learn only at its own next heartbeat, on average half
+        an interval later than the first of the group's (docs/simulation.md, "Where unowned time
+        goes in a rolling bounce").
 
         Batching (``assignment_interval_ms`` > 0, Kafka's KIP-1263): while the interval timer
         armed by the last server-side computation runs, nothing is computed (O(1), so a
@@ -363,7 +372,10 @@ class GroupUpdate:
         if client_assignor is not None:
             request = self.client_request
             if request is None or request.member_id not in self.present_members():
-                self.ask_member(previous=None if request is None else request.member_id)
+                if asker is not None and asker in self.present_members():
+                    self.ask(asker)
+                else:
+                    self.drop_client_request()
             return
         self.drop_client_request()
         name = preferred_server_assignor(members.values(), self.ctx.config.server_assignors)
@@ -398,11 +410,16 @@ class GroupUpdate:
         chosen = choose_member(self.present_members(), previous=previous, skip_previous=skip_previous)
         self.drop_client_request()
         if chosen is not None:
-            self.emit(
-                ClientAssignmentRequestRecord(
-                    group_id=self.group_id, member_id=chosen, group_epoch=self.group_epoch
-                )
+            self.ask(chosen)
+
+    def ask(self, member_id: str) -> None:
+        """Ask ``member_id`` to compute the client-side assignment for the current epoch."""
+        self.drop_client_request()
+        self.emit(
+            ClientAssignmentRequestRecord(
+                group_id=self.group_id, member_id=member_id, group_epoch=self.group_epoch
             )
+        )
 
     def drop_client_request(self) -> None:
         if self.client_request is not None:

@@ -108,6 +108,8 @@ class Timeouts:
     heartbeat_ms: int = 1_000
     request_ms: int = 10_000
     retry_backoff_ms: int = 100
+    #: ``MemberConfig.followup_heartbeat_ms`` (COOPERATIVE classic members; 0: off).
+    followup_heartbeat_ms: int = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -290,6 +290,7 @@ class World:
             heartbeat_interval_ms=t.heartbeat_ms,
             request_timeout_ms=t.request_ms,
             retry_backoff_ms=t.retry_backoff_ms,
+            followup_heartbeat_ms=t.followup_heartbeat_ms,
             generation_marker=self.scenario.generation_marker,
             # The coordinator model is Kafka's: a member in the group takes part in every
             # generation, so a gap means it missed one (see MemberConfig).

@@ -201,8 +201,58 @@ def test_chosen_member_leaving_hands_the_request_over() -> None:
     h = client_group("A", "B")
     h.prepare("A")
     h.heartbeat("A", member_epoch=-1)
-    assert h.group.client_request.member_id == "B"
+    # nobody is asked until a member heartbeats: the first to do so computes
+    assert h.group.client_request is None
     assert h.group.prepared is None
+    assert h.heartbeat("B").should_compute_assignment
+    assert h.group.client_request.member_id == "B"
+
+
+def stable_group(*members: str) -> Harness:
+    """A client-side group in which A computed and installed foo 0-1 for A, 2-3 for B."""
+    h = client_group(*members)
+    installed = h.install(
+        "A",
+        h.prepare("A").group_epoch,
+        {"A": tps(foo=[0, 1]), "B": tps(foo=[2, 3])},
+        versions={"A": 1, "B": 1},
+    )
+    assert installed.error is KafkaErrorCode.NONE
+    h.settle()
+    return h
+
+
+def test_a_leave_asks_the_first_member_to_heartbeat_next() -> None:
+    """Not the first member in id order: the one that can hear of it first (a member chosen at
+    the leave would learn only at its own next heartbeat)."""
+    h = stable_group("A", "B", "C", "D")
+    assert h.group.state is GroupState.STABLE
+    h.heartbeat("B", member_epoch=-1)
+    assert h.group.group_epoch > h.group.assignment_epoch
+    assert h.group.client_request is None
+    assert h.coordinator.timer_deadline(TimerKey(TimerKind.ASSIGNMENT, GROUP)) is None
+    assert h.heartbeat("D").should_compute_assignment
+    assert not h.heartbeat("A").should_compute_assignment
+    assert h.prepare("A").error is KafkaErrorCode.UNKNOWN_MEMBER_ID
+    prepared = h.prepare("D")
+    assert [m.member_id for m in prepared.members] == ["A", "C", "D"]
+    installed = h.install(
+        "D",
+        prepared.group_epoch,
+        {"A": tps(foo=[0, 1]), "C": tps(foo=[2]), "D": tps(foo=[3])},
+        versions={"A": 1, "C": 1, "D": 1},
+    )
+    assert installed.error is KafkaErrorCode.NONE
+    h.settle()
+    assert (h.members["C"].owned, h.members["D"].owned) == (tps(foo=[2]), tps(foo=[3]))
+    assert_exclusive(h.coordinator)
+
+
+def test_a_joining_member_whose_heartbeat_bumps_is_asked() -> None:
+    h = stable_group("A", "B")
+    h.join("C", client_assignors=(streams(metadata=b"C"),))
+    assert h.members["C"].should_compute
+    assert h.group.client_request.member_id == "C"
 
 
 def test_metadata_versions_and_error_per_member() -> None:

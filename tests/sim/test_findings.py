@@ -110,10 +110,14 @@ def test_leave_while_joining_no_longer_leaves_the_group_waiting_for_a_session_ti
     while its JoinGroup is in flight; its commit under the old generation is refused
     (ILLEGAL_GENERATION) and its partitions are lost. It used to close without LeaveGroup, so
     the group waited for its 10 s session timeout; it still has its member id (only the
-    generation was refused), so it now sends LeaveGroup and the group rebalances at once."""
+    generation was refused), so it now sends LeaveGroup and the group rebalances at once.
+    Replayed with the heartbeat timing it was found with (before members heartbeated soon
+    after a rebalance, ``followup_heartbeat_ms``), which puts the leave into the JoinGroup."""
+    found = generate(3187, RebalanceProtocol.COOPERATIVE, frozenset())
     scenario = replace(
-        generate(3187, RebalanceProtocol.COOPERATIVE, frozenset()),
+        found,
         assignors=SAME_ASSIGNOR[RebalanceProtocol.COOPERATIVE],
+        timeouts=replace(found.timeouts, followup_heartbeat_ms=0),
     )
     w = world(scenario)
     result = w.run()

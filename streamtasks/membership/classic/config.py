@@ -66,6 +66,13 @@ class MemberConfig:
     #: demo do so there).
     lose_on_missed_generation: bool = True
     protocol_type: str = "consumer"
+    #: COOPERATIVE only: heartbeat this long after each completed rebalance (then at the
+    #: interval again; 0: off). A member that revoked partitions rejoins at once for KIP-429's
+    #: follow-up, which then waits for every other member's next heartbeat; without this, one
+    #: whole interval after the rebalance, the revoked partitions unowned all along
+    #: (docs/simulation.md, "Where unowned time goes in a rolling bounce"). Timing only: an
+    #: ordinary Heartbeat, one more per member per rebalance.
+    followup_heartbeat_ms: int = 100
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "topics", tuple(sorted(set(self.topics))))
@@ -85,6 +92,8 @@ class MemberConfig:
                 raise ConfigError(f"{name} must be > 0, got {value}")
         if self.retry_backoff_ms < 0:
             raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
+        if self.followup_heartbeat_ms < 0:
+            raise ConfigError(f"followup_heartbeat_ms must be >= 0, got {self.followup_heartbeat_ms}")
         if self.retry_backoff_max_ms < 0:
             raise ConfigError(f"retry_backoff_max_ms must be >= 0, got {self.retry_backoff_max_ms}")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:

@@ -694,6 +694,11 @@ class ClassicMember:
         )
         self._listener(ListenerKind.ASSIGNED, added, now_ms)
         self._metrics.rebalance_completed(now_ms)
+        probe = self._config.followup_heartbeat_ms
+        if probe and self._protocol is RebalanceProtocol.COOPERATIVE:
+            # Hear of a follow-up rebalance (another member revoked and rejoined) soon, not an
+            # interval from now: the follow-up's join waits for every member.
+            self._link = replace(self._link, hb_next_ms=min(self._link.hb_next_ms, now_ms + probe))
         followup = bool(revoked) or bool(self._round.stale_claims - assigned)
         if revoked:
             self._request_rejoin("partitions revoked: follow-up rebalance")

@@ -538,6 +538,7 @@ class ConsumerWorld:
             heartbeat_interval_ms=t.heartbeat_ms,
             request_timeout_ms=t.request_ms,
             retry_backoff_ms=t.retry_backoff_ms,
+            followup_heartbeat_ms=t.followup_heartbeat_ms,
             lose_on_missed_generation=False,
         )
         self._launch(ClassicProcess(name=name, incarnation=incarnation, config=config, now_ms=self.now))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamtasks.errors import LocalProtocolError
+from streamtasks.errors import ConfigError, LocalProtocolError
 from streamtasks.membership.classic import (
     Action,
     ClassicMember,
@@ -58,7 +58,7 @@ def answer(member: ClassicMember, rid: int, error: E, now: int) -> list[object]:
 
 
 def test_stable_heartbeats_every_interval() -> None:
-    member = cooperative()
+    member = cooperative(followup_heartbeat_ms=0)
     stable(member, tps("t0"), generation=5)
     assert member.next_deadline_ms() == 1_000
     assert member.poll(999) == []
@@ -67,6 +67,41 @@ def test_stable_heartbeats_every_interval() -> None:
     assert member.poll(2_500) == []  # one heartbeat in flight at a time
     answer(member, rid, E.NONE, 2_600)
     heartbeat(member, 2_600)
+
+
+def test_cooperative_heartbeats_soon_after_a_rebalance_then_every_interval() -> None:
+    """KIP-429's follow-up (a member revoked and rejoined) waits for every member's next
+    heartbeat: the first one comes ``followup_heartbeat_ms`` after the rebalance."""
+    member = cooperative()
+    stable(member, tps("t0"), generation=5, now=0)
+    assert member.next_deadline_ms() == 100
+    assert member.poll(99) == []
+    rid, _ = heartbeat(member, 100)
+    answer(member, rid, E.NONE, 102)
+    assert member.next_deadline_ms() == 1_100
+    assert member.poll(1_099) == []
+    heartbeat(member, 1_100)
+
+
+def test_the_early_heartbeat_hears_of_the_follow_up() -> None:
+    member = cooperative()
+    stable(member, tps("t0 t1"), generation=5, now=0)
+    rid, _ = heartbeat(member, 100)
+    answer(member, rid, E.REBALANCE_IN_PROGRESS, 102)
+    _, _, req = rejoin(member, 102)
+    assert req.member_id == "m1"
+    assert member.owned_partitions == frozenset(tps("t0 t1"))
+
+
+def test_eager_heartbeats_at_the_interval_after_a_rebalance() -> None:
+    member = eager()
+    stable(member, tps("t0"), generation=5, now=0)
+    assert member.next_deadline_ms() == 1_000
+
+
+def test_followup_heartbeat_ms_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match="followup_heartbeat_ms"):
+        config(followup_heartbeat_ms=-1)
 
 
 def test_stable_to_joining_on_heartbeat_rebalance_in_progress_keeps_partitions() -> None:

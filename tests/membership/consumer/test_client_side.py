@@ -52,8 +52,15 @@ def test_should_compute_runs_prepare_then_install() -> None:
     c.assert_exclusive()
     assert c.owned("a") | c.owned("b") == ALL
     assert len(c.owned("a")) == len(c.owned("b")) == 2
-    computing = a if sent(a, ConsumerGroupPrepareAssignmentRequest) else b
-    install = sent(computing, ConsumerGroupInstallAssignmentRequest)[-1]
+    # each member's heartbeat that bumped the epoch got it asked: b computes its own join's
+    installs = [
+        (i.group_epoch, n.member.member_id, i)
+        for n in (a, b)
+        for i in sent(n, ConsumerGroupInstallAssignmentRequest)
+    ]
+    _, computing_id, install = max(installs, key=lambda t: t[0])
+    computing = a if computing_id == "a" else b
+    assert sent(computing, ConsumerGroupPrepareAssignmentRequest)
     assert install.group_epoch == c.group().assignment_epoch
     assert sorted(m.member_id for m in install.members) == ["a", "b"]
     assert computing.member.assignments_installed >= 1

@@ -141,7 +141,16 @@ def test_a_member_that_asked_for_a_new_assignment_heartbeats_sooner_until_it_com
     c = asking_pair()
     a, b = c.nodes["a"], c.nodes["b"]
     asked_at = b.member.member_epoch
-    a.hold = True  # the member that computes does not hear of it: no new assignment yet
+    # a is asked to compute (its own Reason changed) and does not hear of it: the coordinator
+    # has its heartbeat, a waits for the answer (written again, unchanged, at its release)
+    a.hold = True
+    assert a.member.enforce_rebalance("own", c.now)
+    c.tick(10)
+    ((_, request),) = a.held
+    c.write(request)
+    assert c.group().client_request.member_id == "a"
+    # so b's Reason is not b's to compute (the coordinator asks the member whose heartbeat
+    # bumps the epoch only when nobody is asked yet): b waits for a's assignment
     assert b.member.enforce_rebalance("lag", c.now)
     window = UNRELEASED_WINDOW_INTERVALS * INTERVAL
     start = c.now
