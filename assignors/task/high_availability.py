@@ -13,7 +13,16 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    up there, or one nobody is caught up on whose state there is no further behind (its restore
    is due anyway); then the two swap destinations and nothing is pending. A task running on
    that process gives up its place only when the pin would take the process beyond its
-   per-thread share (then the swap is a move to a caught-up process);
+   per-thread share (then the swap is a move to a caught-up process). Without such a partner,
+   a chain of them through other processes (:meth:`~assignors.task.swaps.SwapPartners.chain`:
+   a task of the pinning process takes a place on a second one, whose task takes a place on a
+   third, ..., the last takes the room on the destination) when it moves no more running tasks
+   than it brings back to where they ran (one more when the pin would exceed the share). Then
+   the pins are repaired: a pin that later pins took beyond the share gets its swap after
+   all; the room a pinned task leaves on its destination takes, through a chain of tasks that
+   move anyway, a task from a process that can spare one; and a process still beyond its share
+   hands tasks to processes caught up on them -- each only when it evens the per-thread loads
+   (a smaller spread, or the same spread drawn together);
 3. balances stateless actives by load (sticky within quota) on top of the stateful ones;
 4. plans warm-up replicas on the destinations of pending movements, at most
    ``max_warmup_replicas`` in all: warm-ups under way first (least lag), then tasks with the
@@ -31,12 +40,14 @@ destination, so with no lags at all the result is the balanced, sticky destinati
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from fractions import Fraction
 from typing import ClassVar
 
 from assignors.task.indexed import IndexedState, Rows, build_assignment, index_state
 from assignors.task.quota import balanced_fill
 from assignors.task.standby import place_standbys, signatures_for
-from assignors.task.swaps import NO_LAG, Ranked, SwapPartners
+from assignors.task.swaps import NO_LAG, RUNNING_RANK, Hop, Ranked, SwapPartners
 from assignors.types import RUNNING_LAG, ApplicationState, TaskAssignment
 
 __all__ = ["HighAvailabilityTaskAssignor"]
@@ -101,6 +112,7 @@ class HighAvailabilityTaskAssignor:
             if k == end or r_rank[k] > 0:
                 to_pin.append((k - first, i))
         to_pin.sort()
+        pinned: list[int] = []
         for caught, i in to_pin:
             first = r_start[i]
             d = destination[i]
@@ -112,12 +124,14 @@ class HighAvailabilityTaskAssignor:
             )
             if pools is None:
                 pools = SwapPartners(ranked, stateful, destination, ix.num_processes)
+            pools.discard(i)  # placed below, not d's to give away
+            over: list[bool] = []
             swapped = False
             for _, _, p in candidates:
-                # a task running on p gives up its place only if the pin would take p
-                # beyond its per-thread share (ceil(stateful * c / threads))
-                over = counts[p] * total_capacity >= n_stateful * capacity[p]
-                j = pools.take(p, d, move_running=over)
+                # a task running on p gives up its place only if the pin would take p beyond
+                # its per-thread share (ceil(stateful * c / threads))
+                over.append(counts[p] * total_capacity >= n_stateful * capacity[p])
+                j = pools.take(p, d, move_running=over[-1])
                 if j >= 0:
                     # i takes j's place on p (caught up: no movement), j takes i's room on d
                     destination[i] = owner[i] = p
@@ -126,13 +140,45 @@ class HighAvailabilityTaskAssignor:
                     break
             if swapped:
                 continue
+            if d not in pools.unreachable:
+                # No direct partner: a chain of them through other pools, the shortest, unless
+                # it moves more running tasks than it brings home (one more for a start the pin
+                # would take beyond its share, as a swap does).
+                starts = [p for _, _, p in candidates]
+                hops = pools.chain(d, starts=starts, move_running=False)
+                if hops is None:
+                    hops = pools.chain(d, starts=starts, move_running=True)
+                    if hops is not None and _extra_moves(ix, hops) > over[starts.index(hops[0][1])]:
+                        hops = None
+                if hops is not None:
+                    destination[i] = owner[i] = hops[0][1]
+                    counts[hops[0][1]] += 1
+                    counts[d] -= 1
+                    _shift(hops, pools, destination, owner, counts)
+                    continue
             best = candidates[0][2]
-            pools.discard(i)  # pinned on best, not d's to give away
             owner[i] = best
             counts[best] += 1
             counts[d] -= 1
             moving[i] = d
             caught_count[i] = caught
+            pinned.append(i)
+
+        if pinned:
+            assert pools is not None
+            _repair(
+                pinned,
+                pools,
+                ranked,
+                counts=counts,
+                capacity=capacity,
+                destination=destination,
+                owner=owner,
+                moving=moving,
+                n_stateful=n_stateful,
+            )
+            for i in [i for i in caught_count if i not in moving]:
+                del caught_count[i]
 
         balanced_fill(stateless, capacity, counts, owner, sticky=ix.prev_active)
 
@@ -186,6 +232,134 @@ class HighAvailabilityTaskAssignor:
 
         followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
         return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
+
+
+class _Loads:
+    """Per-thread loads of the stateful actives while pins are repaired, and whether moving one
+    task from ``q`` to ``r`` evens them: a smaller spread (max minus min per thread over every
+    process), or the same spread and a smaller sum of ``n * n / c`` (loads drawn together)."""
+
+    __slots__ = ("capacity", "counts", "total_capacity")
+
+    def __init__(self, counts: list[int], capacity: Sequence[int]) -> None:
+        self.counts = counts
+        self.capacity = capacity
+        self.total_capacity = sum(capacity)
+
+    def beyond_share(self, q: int, n_stateful: int) -> bool:
+        """``q`` runs more than ``ceil(n_stateful * c / threads)`` tasks."""
+        return (self.counts[q] - 1) * self.total_capacity >= n_stateful * self.capacity[q]
+
+    def extremes(self) -> tuple[list[tuple[Fraction, int]], list[tuple[Fraction, int]]]:
+        """The three highest and the three lowest (load, process)."""
+        loads = sorted(
+            (Fraction(n, c), p) for p, (n, c) in enumerate(zip(self.counts, self.capacity, strict=True))
+        )
+        return loads[::-1][:3], loads[:3]
+
+    def evens(
+        self, q: int, r: int, extremes: tuple[list[tuple[Fraction, int]], list[tuple[Fraction, int]]]
+    ) -> tuple[Fraction, Fraction] | None:
+        """(spread after, change of sum n * n / c) if moving a task from q to r evens the loads."""
+        counts, capacity = self.counts, self.capacity
+        if counts[q] == 0:
+            return None
+        top, bottom = extremes
+        after_q = Fraction(counts[q] - 1, capacity[q])
+        after_r = Fraction(counts[r] + 1, capacity[r])
+        high = max([after_q, after_r, *(load for load, p in top if p not in (q, r))][:3])
+        low = min([after_q, after_r, *(load for load, p in bottom if p not in (q, r))][:3])
+        change = Fraction(2 * counts[r] + 1, capacity[r]) - Fraction(2 * counts[q] - 1, capacity[q])
+        spread = top[0][0] - bottom[0][0]
+        if high - low < spread or (high - low == spread and change < 0):
+            return high - low, change
+        return None
+
+
+def _repair(
+    pinned: Sequence[int],
+    pools: SwapPartners,
+    ranked: Ranked,
+    *,
+    counts: list[int],
+    capacity: Sequence[int],
+    destination: list[int],
+    owner: list[int],
+    moving: dict[int, int],
+    n_stateful: int,
+) -> None:
+    """Even out what the pins left (see assign, step 2), in three passes."""
+    loads = _Loads(counts, capacity)
+    # 1. A pin that later pins took beyond the share gets the swap it was refused: a task of
+    #    the process, also a running one, takes its place on the destination.
+    for i in pinned:
+        p, d = owner[i], moving[i]
+        if d in pools.unreachable or not loads.beyond_share(p, n_stateful):
+            continue
+        j = pools.take(p, d, move_running=True)
+        if j >= 0:
+            del moving[i]
+            destination[i] = p
+            _shift([(j, p, d)], pools, destination, owner, counts)
+    # 2. The room a pinned task left on its destination goes, through a chain of tasks that move
+    #    anyway (not running where they are), to a process that can send one when that evens
+    #    the loads; the busiest first.
+    for i in pinned:
+        d = moving.get(i, -1)
+        if d < 0 or d in pools.unreachable:
+            continue
+        feeders = pools.feeders(d, move_running=False)
+        if not feeders:
+            continue
+        extremes = loads.extremes()
+        best: tuple[Fraction, Fraction, Fraction, int, int] | None = None
+        for q, hops in feeders.items():
+            even = loads.evens(q, d, extremes)
+            if even is not None:
+                key = (*even, Fraction(-counts[q], capacity[q]), len(hops), q)
+                best = key if best is None or key < best else best
+        if best is not None:
+            _shift(feeders[best[4]], pools, destination, owner, counts)
+    # 3. A process still beyond its share hands tasks, running ones too, to a process caught up
+    #    on them (or as close to a task nobody is caught up on) while that evens the loads:
+    #    tasks that move anyway first, then to the least loaded.
+    for q in sorted(range(len(counts)), key=lambda p: (Fraction(-counts[p], capacity[p]), p)):
+        while loads.beyond_share(q, n_stateful):
+            extremes = loads.extremes()
+            choice: tuple[bool, Fraction, Fraction, int, int] | None = None
+            for r in pools.targets(q):
+                even = loads.evens(q, r, extremes)
+                if even is None:
+                    continue
+                j = pools.peek(q, r, move_running=True)
+                if j >= 0:
+                    option = (ranked.rank_of(j, q) == RUNNING_RANK, *even, r, j)
+                    choice = option if choice is None or option < choice else choice
+            if choice is None:
+                break
+            _shift([(choice[4], q, choice[3])], pools, destination, owner, counts)
+
+
+def _extra_moves(ix: IndexedState, hops: Sequence[Hop]) -> int:
+    """Actives the chain moves off a process that ran them, less those it brings back to one."""
+    start, items = ix.prev_active.start, ix.prev_active.items
+    extra = 0
+    for j, q, r in hops:
+        ran = items[start[j] : start[j + 1]]
+        if ran:
+            extra += (q in ran) - (r in ran)
+    return extra
+
+
+def _shift(
+    hops: Sequence[Hop], pools: SwapPartners, destination: list[int], owner: list[int], counts: list[int]
+) -> None:
+    """Each hop's task leaves its pool for the next process of the chain."""
+    for j, q, r in hops:
+        pools.discard(j)
+        destination[j] = owner[j] = r
+        counts[q] -= 1
+        counts[r] += 1
 
 
 def _ranked(ix: IndexedState, acceptable_recovery_lag: int) -> Ranked:

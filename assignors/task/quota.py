@@ -1,36 +1,50 @@
 """Sticky, balanced placement of tasks onto processes by per-thread quota.
 
 Balance is measured per thread: a process with ``c`` threads should run ``c`` times the tasks of a
-one-thread process. For ``T`` tasks on processes of total capacity ``C`` a process with ``c``
-threads gets a quota of ``lo = floor(T*c/C)`` tasks, or ``hi = lo + 1`` when ``T*c/C`` is not a
-whole number; exactly ``E = T - sum(lo)`` processes take the extra task. Any assignment within these
-quotas has tasks-per-thread that differ by at most one between any two processes.
+one-thread process, and the measure is the spread of the per-thread loads ``tasks / c`` (largest
+minus smallest), as Kafka Streams measures it. Each process gets a band of task counts,
+``lo .. hi``, and any assignment within the bands has the smallest spread the thread counts
+allow:
 
-When some processes already run more than their share (``base`` counts that must stay, e.g.
-stateful actives pinned to the only caught-up process), they are set aside and the quotas are
+* every process has the same number of threads: ``lo = floor(T*c/C)`` and ``hi = lo + 1`` when
+  ``T*c/C`` is not a whole number (``T`` tasks, ``C`` threads in all); exactly ``E = T - sum(lo)``
+  processes take the extra task, and per-thread loads differ by at most ``1/c``;
+* thread counts differ: that band can be coarser than need be (29 tasks on 2 + 1 threads:
+  20 / 9 is within it, 10 against 9 per thread, where 19 / 10 gives 9.5 against 10), so the
+  band is the per-thread one, ``[L, H]``: a process runs between ``ceil(L*c)`` and
+  ``floor(H*c)`` tasks, where ``H - L`` is the smallest spread any assignment of the ``T``
+  tasks has (:func:`_mixed_quotas`; ``L`` and ``H`` are fractions ``a / c``). ``E = T -
+  sum(lo)`` tasks go above the floors, several to one process where its band allows.
+
+When some processes already run more than their band (``base`` counts that must stay, e.g.
+stateful actives pinned to the only caught-up process), they are set aside and the bands are
 recomputed over the rest: water-filling, so the remaining processes are balanced among
-themselves.
+themselves (with mixed thread counts, towards the smallest spread over every process).
 
 Placement, in passes over the tasks (each in the order given):
 
 1. a task stays with its first ``sticky`` process that is still below ``lo``;
-2. then with one that is at ``lo`` and may take an extra task (while extras remain);
+2. then with one that is within its band and may take an extra task (while extras remain);
 3. then with the first ``secondary`` candidate (previous standby, caught-up process, ...) that
    has room;
 4. the rest are dealt round-robin, in process order, to the processes still below ``lo``, then
-   to those that may take an extra task: lowest ``lo/c`` first (raise the floor), then lowest
-   ``hi/c``, then process order. With mixed capacities the quotas alone allow an idle process
-   beside ones that run a full thread's worth more (4 tasks on 2+2+1+1 threads: 2/2/0/0 is
-   within them, 1/1/1/1 is the balanced answer).
+   to those that may take an extra task: with equal thread counts in process order, with mixed
+   ones to the lowest per-thread load first (then the one an extra raises least, then process
+   order), so that the extras raise the floor.
 
 Keeping ``min(previous, lo)`` tasks everywhere and handing the extras to processes that had more
-is what makes the number of moved tasks the smallest any balanced assignment allows.
+is what makes the number of moved tasks the smallest the bands allow; where several per-thread
+bands have the same spread, the one that keeps the most tasks where they ran is chosen.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from heapq import heapify, heappop, heappush
+from itertools import accumulate
 
 from assignors.task.indexed import Rows
 from streamtasks.errors import AssignorError
@@ -40,19 +54,26 @@ __all__ = ["Quotas", "balanced_fill", "compute_quotas"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Quotas:
-    """Per-process ``lo`` / ``hi`` quotas and the number of extra (``hi``) slots left to hand out."""
+    """Per-process ``lo`` / ``hi`` quotas and the number of tasks left to hand out above the
+    ``lo`` quotas (``extras``), each to a process still below its ``hi``."""
 
     lo: list[int]
     hi: list[int]
     extras: int
 
 
-def compute_quotas(total: int, capacity: Sequence[int], base: Sequence[int]) -> Quotas:
+def compute_quotas(
+    total: int, capacity: Sequence[int], base: Sequence[int], *, previous: Sequence[int] | None = None
+) -> Quotas:
     """Quotas for ``total`` tasks of which ``base[p]`` already sit on process ``p``.
 
     Processes whose ``base`` exceeds their share are set aside (their quota is their ``base``) and
-    the share of the others is recomputed, until every remaining process fits.
+    the share of the others is recomputed, until every remaining process fits. With mixed thread
+    counts, ``previous[p]`` (tasks that would rather stay on ``p``) picks among per-thread bands
+    of the same spread the one that keeps the most.
     """
+    if len(set(capacity)) > 1:
+        return _mixed_quotas(total, capacity, base, previous)
     n = len(capacity)
     inside = [True] * n
     lo = [0] * n
@@ -91,6 +112,135 @@ def compute_quotas(total: int, capacity: Sequence[int], base: Sequence[int]) -> 
     return Quotas(lo=lo, hi=hi, extras=0)
 
 
+def _ceil(x: Fraction, c: int) -> int:
+    return -((-x.numerator * c) // x.denominator)
+
+
+def _floor(x: Fraction, c: int) -> int:
+    return (x.numerator * c) // x.denominator
+
+
+def _mixed_quotas(
+    total: int, capacity: Sequence[int], base: Sequence[int], previous: Sequence[int] | None
+) -> Quotas:
+    """Per-thread bands (module docstring): water-filling as for equal thread counts, each round
+    over the processes still inside with their share (``total`` less the set-aside bases)."""
+    n = len(capacity)
+    inside = list(range(n))
+    aside: list[int] = []
+    while True:
+        share = total - sum(base[p] for p in aside)
+        top = max((Fraction(base[p], capacity[p]) for p in aside), default=None)
+        low, high = _band(
+            share,
+            [capacity[p] for p in inside],
+            [base[p] for p in inside],
+            top=top,
+            previous=previous,
+            processes=inside,
+        )
+        over = [p for p in inside if base[p] > _floor(high, capacity[p])]
+        if not over:
+            break
+        aside += over
+        inside = [p for p in inside if base[p] <= _floor(high, capacity[p])]
+    lo = list(base)
+    hi = list(base)
+    for p in inside:
+        lo[p] = max(base[p], _ceil(low, capacity[p]))
+        hi[p] = _floor(high, capacity[p])
+    return Quotas(lo=lo, hi=hi, extras=share - sum(lo[p] for p in inside))
+
+
+def _band(
+    share: int,
+    capacity: Sequence[int],
+    base: Sequence[int],
+    *,
+    top: Fraction | None,
+    previous: Sequence[int] | None,
+    processes: Sequence[int],
+) -> tuple[Fraction, Fraction]:
+    """The per-thread band ``(L, H)`` for ``share`` tasks on processes of ``capacity`` threads
+    already running ``base`` (``top``: the highest per-thread load of the processes set aside).
+
+    A process runs ``max(base, ceil(L*c))`` to ``floor(H*c)`` tasks. ``L`` can be at most the
+    largest ``L_max`` whose floors fit in ``share``; ``H`` must be at least the smallest ``H*``
+    whose ceilings hold ``share`` and at least ``ceil(L*c)/c`` everywhere. Both are fractions
+    ``a / c``; every ``L`` worth trying lies in ``[L_max - 1, L_max]`` (below it the spread is
+    larger than at ``L_max``). Chosen: the smallest spread over every process (with ``top``),
+    then over these, then the band keeping the most of ``previous``, then the highest ``L``."""
+    caps = sorted(set(capacity))
+    total_cap = sum(capacity)
+    by_cap: dict[int, list[int]] = {c: [] for c in caps}
+    for c, b in zip(capacity, base, strict=True):
+        by_cap[c].append(b)
+    sums: dict[int, list[int]] = {}
+    for c in caps:
+        by_cap[c].sort()
+        sums[c] = list(accumulate(by_cap[c], initial=0))
+
+    def floors(low: Fraction) -> int:
+        """Sum of max(base, ceil(low * c)): the tasks the band's floors need."""
+        need = 0
+        for c in caps:
+            k = _ceil(low, c)
+            bases = by_cap[c]
+            below = bisect_left(bases, k)
+            need += k * below + sums[c][-1] - sums[c][below]
+        return need
+
+    def ceilings(high: Fraction) -> int:
+        return sum(_floor(high, c) * len(by_cap[c]) for c in caps)
+
+    l_max = Fraction(0)
+    h_min: Fraction | None = None
+    for c in caps:
+        a, b = 0, share * c // total_cap  # floors(a / c) <= share holds at a = 0
+        while a < b:
+            mid = (a + b + 1) // 2
+            if floors(Fraction(mid, c)) <= share:
+                a = mid
+            else:
+                b = mid - 1
+        l_max = max(l_max, Fraction(a, c))
+        a, b = 0, share * c  # ceilings(share) >= share
+        while a < b:
+            mid = (a + b) // 2
+            if ceilings(Fraction(mid, c)) >= share:
+                b = mid
+            else:
+                a = mid + 1
+        h_min = Fraction(a, c) if h_min is None else min(h_min, Fraction(a, c))
+    assert h_min is not None
+    candidates = sorted(
+        {Fraction(a, c) for c in caps for a in range(max(0, _ceil(l_max - 1, c)), _floor(l_max, c) + 1)}
+    )
+    scored: list[tuple[Fraction, Fraction, Fraction, Fraction]] = []
+    for low in candidates:
+        high = max(h_min, *(Fraction(_ceil(low, c), c) for c in caps))
+        spread = high - low
+        overall = spread if top is None else max(top, high) - low
+        scored.append((overall, spread, -low, high))
+    scored.sort()
+    best = [s for s in scored if s[:2] == scored[0][:2]]
+    if len(best) > 1 and previous is not None:
+
+        def kept(low: Fraction, high: Fraction) -> int:
+            floor_kept = extra_kept = lo_sum = 0
+            for c, b, p in zip(capacity, base, processes, strict=True):
+                lo = max(b, _ceil(low, c))
+                hi = max(b, _floor(high, c))
+                mine = previous[p]
+                floor_kept += min(mine, lo)
+                extra_kept += max(0, min(mine, hi) - lo)
+                lo_sum += lo
+            return floor_kept + min(extra_kept, share - lo_sum)
+
+        best.sort(key=lambda s: (-kept(-s[2], s[3]), s[2]))
+    return -best[0][2], best[0][3]
+
+
 def balanced_fill(
     tasks: Sequence[int],
     capacity: Sequence[int],
@@ -109,11 +259,18 @@ def balanced_fill(
     if not tasks:
         return
     total = sum(counts) + len(tasks)
-    quotas = compute_quotas(total, capacity, counts)
+    start, items = sticky.start, sticky.items
+    mixed = len(set(capacity)) > 1
+    previous: list[int] | None = None
+    if mixed:  # the tasks each process would keep, to choose among bands of the same spread
+        previous = [0] * len(counts)
+        for i in tasks:
+            if start[i] < start[i + 1]:
+                previous[items[start[i]]] += 1
+    quotas = compute_quotas(total, capacity, counts, previous=previous)
     lo, hi = quotas.lo, quotas.hi
     extras = quotas.extras
 
-    start, items = sticky.start, sticky.items
     pending: list[int] = []
     rest: list[int] = []
     for i in tasks:
@@ -137,7 +294,7 @@ def balanced_fill(
             if extras:
                 for k in range(start[i], start[i + 1]):
                     p = items[k]
-                    if counts[p] == lo[p] < hi[p]:
+                    if lo[p] <= counts[p] < hi[p]:
                         owner[i] = p
                         counts[p] += 1
                         extras -= 1
@@ -158,7 +315,7 @@ def balanced_fill(
                 if c < lo[p]:
                     chosen = p
                     break
-                if chosen < 0 and extras and c == lo[p] < hi[p]:
+                if chosen < 0 and extras and lo[p] <= c < hi[p]:
                     chosen = p
             if chosen < 0:
                 unplaced.append(i)
@@ -183,20 +340,32 @@ def balanced_fill(
                 if counts[p] < lo[p]:
                     again.append(p)
             ring = again
-    if placed < len(rest):
-        # The extras raise the lowest per-thread loads first (then the ones an extra raises least):
-        # with mixed capacities "process order" could give them to the processes already carrying
-        # the most per thread and leave another one idle.
-        takers = [p for p in range(len(counts)) if counts[p] == lo[p] < hi[p]]
-        if len({capacity[p] for p in takers}) > 1:
-            takers.sort(key=lambda p: (lo[p] / capacity[p], hi[p] / capacity[p], p))
-        for p in takers:
+    if placed < len(rest) and not mixed:
+        for p in range(len(counts)):
             if placed == len(rest) or not extras:
                 break
-            if counts[p] == lo[p] < hi[p]:
+            if lo[p] <= counts[p] < hi[p]:
                 owner[rest[placed]] = p
                 placed += 1
                 counts[p] += 1
                 extras -= 1
+    elif placed < len(rest):
+        # The extras raise the lowest per-thread loads first (then the ones an extra raises least):
+        # in process order they could go to the processes already carrying the most per thread
+        # and leave another one idle.
+        heap = [
+            (Fraction(counts[p], capacity[p]), Fraction(counts[p] + 1, capacity[p]), p)
+            for p in range(len(counts))
+            if lo[p] <= counts[p] < hi[p]
+        ]
+        heapify(heap)
+        while heap and extras and placed < len(rest):
+            p = heappop(heap)[2]
+            owner[rest[placed]] = p
+            placed += 1
+            counts[p] += 1
+            extras -= 1
+            if counts[p] < hi[p]:
+                heappush(heap, (Fraction(counts[p], capacity[p]), Fraction(counts[p] + 1, capacity[p]), p))
     if placed < len(rest):
         raise AssignorError(f"internal error: {len(rest) - placed} tasks left over after filling every quota")

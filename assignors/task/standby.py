@@ -172,7 +172,7 @@ def place_standbys(
             for p in preferred(i):
                 if (
                     p in (o, shunned)
-                    or not counts[p] == lo[p] < hi[p]
+                    or not lo[p] <= counts[p] < hi[p]
                     or p in slots[i * k : i * k + filled[i]]
                 ):
                     continue

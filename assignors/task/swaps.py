@@ -19,14 +19,23 @@ processes and 20,000 tasks: seconds). The answer splits in two parts that are ch
 A task leaves its pool when it is taken or pinned (:meth:`SwapPartners.discard`) and never
 joins another: pools are the destinations at the first pin. Tasks that left are skipped (and
 dropped from the front of a list) when met.
+
+When no pool of a caught-up process has a partner for ``d``, :meth:`SwapPartners.chain` looks
+for a chain of them: a task of ``p``'s pool that can take a place on ``q1``, one of ``q1``'s
+that can take a place on ``q2``, ..., one that can take the place on ``d`` (each hop by the rule
+of :meth:`SwapPartners.take`). It searches backwards from ``d``, breadth first (the shortest
+chain: the fewest tasks shifted), through the pools that may hold a partner for a process: those
+with a task whose rows name it, and those with a task nobody is caught up on. Both are kept as
+sets of pools per process; a pool stays in them after its tasks left (the partner query then
+answers none), so they cost nothing to maintain.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["NO_LAG", "RUNNING_RANK", "Ranked", "SwapPartners"]
+__all__ = ["NO_LAG", "RUNNING_RANK", "Hop", "Ranked", "SwapPartners"]
 
 #: The rank of a process reporting no lag for a task.
 NO_LAG = 1 << 62
@@ -34,6 +43,8 @@ NO_LAG = 1 << 62
 RUNNING_RANK = -1
 
 _Key = tuple[bool, int, int]
+#: One hop of a chain: ``(task, from process, to process)``.
+Hop = tuple[int, int, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +85,16 @@ class SwapPartners:
         self._by_key: dict[int, tuple[list[int], list[tuple[_Key, int]]]] = {}
         #: pool -> [next index, tasks nobody is caught up on whose rows do not rank the pool].
         self._free: dict[int, tuple[list[int], list[int]]] = {}
+        #: process -> pools with a task whose rows name it (its possible partners, with _loose).
+        self._named_by: dict[int, set[int]] = {}
+        #: pool -> the processes its tasks' rows name (where they may go, with _loose).
+        self._names: dict[int, set[int]] = {}
+        #: (d, move_running) -> every process that could reach d when a search last ran out.
+        self._reachable: dict[tuple[int, bool], frozenset[int]] = {}
+        #: Processes no chain can reach (a search ran out without finding any): it stays so.
+        self.unreachable: set[int] = set()
+        #: pools with a task nobody is caught up on: a possible partner for any process.
+        self._loose: set[int] = set()
         start, items = ranked.start, ranked.items
         n = num_processes
         for j in tasks:
@@ -81,8 +102,14 @@ class SwapPartners:
             self._pool[j] = p
             for k in range(start[j], start[j + 1]):
                 self._naming.setdefault(p * n + items[k], []).append(j)
-            if ranked.nobody_caught_up(j) and ranked.rank_of(j, p) >= NO_LAG:
-                self._free.setdefault(p, ([0], []))[1].append(j)
+            if ranked.nobody_caught_up(j):
+                self._loose.add(p)
+                if ranked.rank_of(j, p) >= NO_LAG:
+                    self._free.setdefault(p, ([0], []))[1].append(j)
+        for slot in self._naming:
+            p, named = divmod(slot, n)
+            self._named_by.setdefault(named, set()).add(p)
+            self._names.setdefault(p, set()).add(named)
 
     def discard(self, task: int) -> None:
         """``task`` leaves its pool (it was taken, or pinned elsewhere)."""
@@ -92,13 +119,101 @@ class SwapPartners:
         """The best partner in ``p``'s pool for a place on ``d``, removed from the pool; -1: none."""
         best = self._best_naming(p, d, move_running)
         free = self._best_free(p, d)
+        j = free if free >= 0 and (best is None or (False, NO_LAG, free) < best[0]) else -1
+        if j < 0 and best is not None:
+            j = best[1]
+        if j >= 0:
+            self._pool.pop(j, None)
+        return j
+
+    def peek(self, p: int, d: int, *, move_running: bool) -> int:
+        """The partner :meth:`take` would give, left in the pool; -1: none."""
+        best = self._best_naming(p, d, move_running)
+        free = self._best_free(p, d)
         if free >= 0 and (best is None or (False, NO_LAG, free) < best[0]):
-            self.discard(free)
             return free
-        if best is None:
-            return -1
-        self.discard(best[1])
-        return best[1]
+        return -1 if best is None else best[1]
+
+    def chain(self, d: int, *, starts: Sequence[int], move_running: bool) -> list[Hop] | None:
+        """The shortest chain from one of ``starts`` (best first on a tie) to ``d``: hops
+        ``(task, from, to)`` in order, the first from a start, the last to ``d``, each task the
+        partner :meth:`peek` gives; ``None`` when there is none. Nothing is taken."""
+        reachable = self._reachable.get((d, True)) or self._reachable.get((d, move_running))
+        if reachable is not None and (len(reachable) == 1 or not any(p in reachable for p in starts)):
+            return None
+        wanted = {p: rank for rank, p in enumerate(starts) if p != d}
+        if not wanted:
+            return None
+        parent = self._reach(d, move_running=move_running, until=wanted)
+        found = [p for p in wanted if p in parent]
+        if not found:
+            return None
+        depth = {p: self._depth(parent, p) for p in found}
+        p = min(found, key=lambda q: (depth[q], wanted[q]))
+        return self._path(parent, p)
+
+    def feeders(self, d: int, *, move_running: bool) -> dict[int, list[Hop]]:
+        """Every process with a chain to ``d`` (shortest, as :meth:`chain` finds it): its hops."""
+        reachable = self._reachable.get((d, True)) or self._reachable.get((d, move_running))
+        if reachable is not None and len(reachable) == 1:
+            return {}
+        parent = self._reach(d, move_running=move_running, until=None)
+        return {p: self._path(parent, p) for p in parent if p != d}
+
+    def targets(self, p: int) -> list[int]:
+        """The processes a task of ``p``'s pool may take a place on, ascending (a superset)."""
+        if p in self._loose:
+            return [q for q in range(self._n) if q != p]
+        return sorted(self._names.get(p, set()) - {p})
+
+    def _reach(
+        self, d: int, *, move_running: bool, until: Mapping[int, int] | None
+    ) -> dict[int, tuple[int, int]]:
+        """Backwards breadth-first search from ``d``: process -> (next process, partner task);
+        ``d`` maps to itself. Stops after the first layer that reaches one of ``until``. A search
+        that ran to its end is remembered: pools only lose tasks, so no process outside it can
+        reach ``d`` later either."""
+        parent: dict[int, tuple[int, int]] = {d: (d, -1)}
+        layer = [d]
+        loose = self._loose
+        named_by = self._named_by
+        while layer:
+            following: list[int] = []
+            for r in layer:
+                senders = named_by.get(r)
+                if senders is None and not loose:
+                    continue
+                for q in sorted(senders | loose if senders else loose):
+                    if q in parent:
+                        continue
+                    j = self.peek(q, r, move_running=move_running)
+                    if j >= 0:
+                        parent[q] = (r, j)
+                        following.append(q)
+            if until is not None and any(q in until for q in following):
+                return parent
+            layer = following
+        self._reachable[d, move_running] = frozenset(parent)
+        if move_running and len(parent) == 1:
+            self.unreachable.add(d)
+        return parent
+
+    @staticmethod
+    def _depth(parent: Mapping[int, tuple[int, int]], p: int) -> int:
+        depth = 0
+        while parent[p][1] >= 0:
+            p = parent[p][0]
+            depth += 1
+        return depth
+
+    @staticmethod
+    def _path(parent: Mapping[int, tuple[int, int]], p: int) -> list[Hop]:
+        hops: list[Hop] = []
+        while parent[p][1] >= 0:
+            r, j = parent[p]
+            hops.append((j, p, r))
+            p = r
+        return hops
 
     def _in_pool(self, task: int, p: int) -> bool:
         return self._pool.get(task, -1) == p

@@ -187,19 +187,16 @@ class Gap:
 #: even if Kafka, whose destination ignores the previous owner, gets a better first-round balance
 #: by moving tasks between caught-up processes: fewer moves, transient imbalance.
 STICKY_UNTIL_CAUGHT_UP = Decision("STICKY_UNTIL_CAUGHT_UP")
-#: With processes of different thread counts streamtasks' balance is the quota band of
-#: assignors/task/quota.py (every process within floor..ceil of its per-thread share), not
-#: Kafka's per-thread load ratio: both are balanced, Kafka's ratio is finer.
-QUOTA_BAND = Decision("QUOTA_BAND")
+#: streamtasks balances the stateful actives on their own first (per thread, as finely as the
+#: thread counts allow), then the stateless ones on top; with processes of different thread
+#: counts, what the stateless ones cannot even out can leave the total spread above Kafka's,
+#: whose stateful actives are less balanced.
+STATEFUL_FIRST = Decision("STATEFUL_FIRST")
 #: streamtasks moves an active for balance when the move costs no restore beyond
 #: acceptable_recovery_lag (the new process is caught up on it) or when a restore is due anyway
 #: (no process is caught up on it), to reach its balanced destination, where Kafka keeps it on
 #: the most caught-up process: more moves, every extra one cheap, and no worse balance.
 CHEAP_MOVES_FOR_BALANCE = Decision("CHEAP_MOVES_FOR_BALANCE")
-#: Reported: a stateful task whose destination is not caught up stays pinned on a caught-up
-#: process, its destination is left short, and only a direct swap (a task destined to the pinned
-#: process that can take the room) is tried, not a chain of them through a third process.
-PINNED_ROOM_NOT_REUSED = Gap("PINNED_ROOM_NOT_REUSED")
 #: Reported: with different subscriptions, cooperative_sticky's moves are few but not minimal
 #: (assignors/partition/sticky.py says so); Kafka's general builder sometimes keeps more (at the
 #: same spread: often with counts less even than streamtasks', sometimes with the same counts).
@@ -216,14 +213,17 @@ def _caught_up_on(state: ApplicationState, task: TaskId) -> set[object]:
     }
 
 
-def _in_quota_band(state: ApplicationState, assignment: TaskAssignment) -> bool:
-    total = len(state.tasks)
-    threads = sum(c.capacity for c in state.clients.values())
-    for p in assignment.processes:
-        share = total * state.clients[p.process_id].capacity
-        if not share // threads <= len(p.active) <= -(-share // threads):
-            return False
-    return True
+def _stateful_spread(state: ApplicationState, assignment: TaskAssignment) -> Fraction:
+    """Max minus min stateful actives per thread."""
+    by_pid = {p.process_id: p for p in assignment.processes}
+    loads = [
+        Fraction(
+            sum(1 for t in by_pid[pid].active if state.tasks[t].is_stateful) if pid in by_pid else 0,
+            c.capacity,
+        )
+        for pid, c in state.clients.items()
+    ]
+    return max(loads) - min(loads)
 
 
 def _cheap_moves(state: ApplicationState, assignment: TaskAssignment) -> int:
@@ -243,10 +243,14 @@ def _cheap_moves(state: ApplicationState, assignment: TaskAssignment) -> int:
 
 
 def task_verdict(
-    state: ApplicationState, ours: TaskAssignment, q: TaskQuality, kafka: TaskQuality
-) -> Decision | Gap | None:
-    """``None`` when streamtasks is no worse on balance and movement, else the decision (or the
-    reported gap) that explains the difference; an unexplained difference raises."""
+    state: ApplicationState,
+    ours: TaskAssignment,
+    q: TaskQuality,
+    kafka: TaskQuality,
+    theirs: TaskAssignment,
+) -> Decision | None:
+    """``None`` when streamtasks is no worse on balance and movement, else the decision that
+    explains the difference; an unexplained difference raises. ``theirs``: Kafka's answer."""
     worse_balance = q.active_spread > kafka.active_spread
     worse_moves = q.moved > kafka.moved
     if not worse_balance and not worse_moves:
@@ -254,12 +258,15 @@ def task_verdict(
     if worse_balance and q.moved < kafka.moved and ours.movements:
         return STICKY_UNTIL_CAUGHT_UP
     mixed = len({c.capacity for c in state.clients.values()}) > 1
-    if worse_balance and not worse_moves and mixed and _in_quota_band(state, ours):
-        return QUOTA_BAND
+    if (
+        worse_balance
+        and not worse_moves
+        and mixed
+        and _stateful_spread(state, ours) < _stateful_spread(state, theirs)
+    ):
+        return STATEFUL_FIRST
     if worse_moves and not worse_balance and q.moved - _cheap_moves(state, ours) <= kafka.moved:
         return CHEAP_MOVES_FOR_BALANCE
-    if worse_balance and not worse_moves and ours.movements:
-        return PINNED_ROOM_NOT_REUSED
     raise AssertionError(
         f"streamtasks' high_availability is worse than Kafka's HighAvailabilityTaskAssignor:\n"
         f"  streamtasks {q}\n  kafka       {kafka}\n{describe_state(state)}\n"
@@ -291,7 +298,7 @@ def group_verdict(group: GroupSubscription, q: GroupQuality, kafka: GroupQuality
 # -- the differential tests ------------------------------------------------------------------
 
 
-def _compare_tasks(states: Sequence[ApplicationState]) -> list[Decision | Gap | None]:
+def _compare_tasks(states: Sequence[ApplicationState]) -> list[Decision | None]:
     answers = run_oracle([TaskCase(s) for s in states])
     verdicts = []
     for state, kafka in zip(states, answers, strict=True):
@@ -301,7 +308,7 @@ def _compare_tasks(states: Sequence[ApplicationState]) -> list[Decision | Gap | 
         theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
         assert q.colocated == 0 == theirs.colocated
         assert q.missing_standbys <= theirs.missing_standbys
-        verdicts.append(task_verdict(state, ours, q, theirs))
+        verdicts.append(task_verdict(state, ours, q, theirs, kafka.assignment))
     return verdicts
 
 
@@ -342,16 +349,26 @@ def test_cooperative_sticky_is_never_worse_than_kafkas(groups: list[GroupSubscri
     _compare_groups(groups)
 
 
-# -- the reported gaps, pinned: each xfails while the gap is there, passes once it is fixed ---
+# -- scenarios found by the differential test (or built for a gap it found), pinned ----------
 
 
-def _against_kafka(state: ApplicationState) -> tuple[TaskAssignment, TaskQuality, TaskQuality]:
-    """streamtasks' answer to one pinned scenario, its measure and Kafka's."""
+@dataclass(frozen=True, slots=True)
+class TaskComparison:
+    """streamtasks' answer to one pinned scenario and Kafka's, measured, with the verdict."""
+
+    ours: TaskAssignment
+    q: TaskQuality
+    theirs: TaskQuality
+    verdict: Decision | None
+
+
+def _against_kafka(state: ApplicationState) -> TaskComparison:
     (kafka,) = run_oracle([TaskCase(state)])
     assert isinstance(kafka, KafkaTaskResult)
     ours = HA.assign(state)
+    q = task_quality(state, ours)
     theirs = task_quality(state, kafka.assignment, warmups=kafka.warmups, followup=kafka.followup)
-    return ours, task_quality(state, ours), theirs
+    return TaskComparison(ours, q, theirs, task_verdict(state, ours, q, theirs, kafka.assignment))
 
 
 def _pinned_room_state() -> ApplicationState:
@@ -376,18 +393,61 @@ def test_pinned_room_is_reused_by_a_swap() -> None:
     """Was PINNED_ROOM_NOT_REUSED: the destination sent 1_0 to process 2 (not caught up) and
     pinned it on process 1, 4/2. Now 0_0 (nobody caught up, lag 500 on process 2, none on 1)
     takes its room on process 2: 3/3 with nothing pending; Kafka 3/3 and a follow-up."""
-    state = _pinned_room_state()
-    ours, q, theirs = _against_kafka(state)
-    assert (theirs.active_spread, theirs.moved) == (0, 0)
-    assert task_verdict(state, ours, q, theirs) is None
-    assert (q.active_spread, q.moved, ours.movements) == (0, 0, {})
+    c = _against_kafka(_pinned_room_state())
+    assert (c.theirs.active_spread, c.theirs.moved) == (0, 0)
+    assert c.verdict is None
+    assert (c.q.active_spread, c.q.moved, c.ours.movements) == (0, 0, {})
 
 
-def test_pinned_room_not_reused_through_a_third_process() -> None:
-    """PINNED_ROOM_NOT_REUSED as it remains, found by the differential test: 1_2 is caught up
-    only on process 1 and its destination is process 3; process 1's own task 1_1 is caught up
-    on process 2, whose 0_0 is caught up on process 3 -- a chain of three, which streamtasks
-    does not look for (a direct swap only): 1/1, 2/1 and 2/3 per thread (spread 4/3), Kafka 1."""
+def test_pinned_room_is_reused_through_a_third_process() -> None:
+    """Was PINNED_ROOM_NOT_REUSED (only a direct swap was tried): three one-thread processes, six
+    stateful tasks. Process 2 ran 0_1, 0_2 and 0_3, two above its share; the destination keeps
+    0_1 and 0_2 there, sends 0_3 to process 1 (caught up on it) and 0_4, caught up only on
+    process 1, to process 3. Nothing destined to process 1 is caught up on process 3, so 0_4 was
+    pinned on process 1: 3/2/1, a warm-up and a follow-up, like Kafka. Now a chain: 0_4 stays on
+    process 1, 0_3 goes home to process 2, and 0_1 (caught up on process 3) takes the room on
+    process 3: 2/2/2, one task moved as before, nothing pending."""
+    t = TaskId
+    g, a, b, c, i, h = (t(0, p) for p in range(6))
+    state = ApplicationState.build(
+        [TaskSpec(id=x, is_stateful=True) for x in (g, a, b, c, i, h)],
+        [
+            ClientState(
+                process_id=pid(1),
+                previous_active=frozenset({g}),
+                previous_standby=frozenset({c, i}),
+                task_lags={g: RUNNING_LAG, c: 0, i: 0},
+            ),
+            ClientState(
+                process_id=pid(2),
+                previous_active=frozenset({a, b, c}),
+                task_lags={a: RUNNING_LAG, b: RUNNING_LAG, c: RUNNING_LAG},
+            ),
+            ClientState(
+                process_id=pid(3),
+                previous_active=frozenset({h}),
+                previous_standby=frozenset({a}),
+                task_lags={h: RUNNING_LAG, a: 0},
+            ),
+        ],
+        AssignmentConfigs(num_standby_replicas=1, acceptable_recovery_lag=0, max_warmup_replicas=1),
+    )
+    cmp = _against_kafka(state)
+    assert (cmp.theirs.active_spread, cmp.theirs.moved, cmp.theirs.followup) == (2, 1, True)
+    assert cmp.verdict is None
+    assert (cmp.q.active_spread, cmp.q.moved, cmp.ours.movements) == (0, 1, {})
+    assert [cmp.ours.for_process(pid(n)).active for n in (1, 2, 3)] == [{g, i}, {b, c}, {a, h}]
+
+
+def test_pinned_room_on_one_and_three_threads() -> None:
+    """Was PINNED_ROOM_NOT_REUSED, found by the differential test: processes of 1, 1 and 3
+    threads, six stateful tasks. The quota band gave process 3 three tasks and sent 1_2 there,
+    caught up only on process 1; process 1's task 1_1 could have gone to process 2, whose 0_0
+    could have taken the room on process 3 (a chain of three); streamtasks pinned 1_2 beside
+    1_1: per thread 2, 2 and 2/3, spread 4/3 against Kafka's 1. The per-thread band gives
+    process 3 four tasks (4/3 per thread); 0_1, caught up on process 3, swaps with 1_2 and
+    1_1 (caught up on process 2, which runs it) is pinned there: spread 1 and 2 moved, as
+    Kafka."""
     t = TaskId
     tasks = [TaskSpec(id=t(s, p), is_stateful=True) for s in (0, 1) for p in range(3)]
     every = frozenset(x.id for x in tasks)
@@ -418,10 +478,10 @@ def test_pinned_room_not_reused_through_a_third_process() -> None:
         ],
         AssignmentConfigs(num_standby_replicas=2, acceptable_recovery_lag=0, max_warmup_replicas=1),
     )
-    ours, q, theirs = _against_kafka(state)
-    assert theirs.active_spread == 1
-    if task_verdict(state, ours, q, theirs) is PINNED_ROOM_NOT_REUSED:
-        pytest.xfail("reported: streamtasks is worse here (PINNED_ROOM_NOT_REUSED)")
+    c = _against_kafka(state)
+    assert (c.theirs.active_spread, c.theirs.moved) == (1, 2)
+    assert c.verdict is None
+    assert (c.q.active_spread, c.q.moved) == (1, 2)
 
 
 def test_stacked_on_caught_up() -> None:
@@ -429,9 +489,11 @@ def test_stacked_on_caught_up() -> None:
     threads, no standbys, acceptable lag 1,000. Kafka: active spread 2, 1 task moved (0_2 to
     process 9, caught up there). streamtasks pinned 0_4 and 0_11 (destinations 8 and 9) on
     process 2, the only process caught up on them, beside 0_2 which stayed there: 3 on one
-    thread, spread 3 with 2 moved. Now 0_2 (caught up on process 9) swaps with 0_11: spread 2,
-    and the moves beyond Kafka's are to caught-up processes (CHEAP_MOVES_FOR_BALANCE: 0_7 to
-    process 3 for the quota band, 0_10 pinned on the less loaded process 3, 0_2 to process 9)."""
+    thread, spread 3 with 2 moved. Now 0_2 (caught up on process 9) swaps with 0_11, and the
+    room 0_4 and 0_10 leave on process 8 takes 0_3 (nobody is caught up on it) from process 5:
+    spread 5/3; the moves beyond Kafka's are to caught-up processes (CHEAP_MOVES_FOR_BALANCE:
+    0_7 to process 3, process 1 may run one task; 0_10 pinned on the less loaded process 3;
+    0_2 to process 9)."""
     t = TaskId
     tasks = [TaskSpec(id=t(0, p), is_stateful=True) for p in range(12)]
 
@@ -456,11 +518,40 @@ def test_stacked_on_caught_up() -> None:
         ],
         AssignmentConfigs(num_standby_replicas=0, acceptable_recovery_lag=1000, max_warmup_replicas=1),
     )
-    ours, q, theirs = _against_kafka(state)
-    assert (theirs.active_spread, theirs.moved) == (2, 1)
-    assert q.active_spread <= theirs.active_spread
-    assert task_verdict(state, ours, q, theirs) is CHEAP_MOVES_FOR_BALANCE
-    assert _cheap_moves(state, ours) == q.moved
+    c = _against_kafka(state)
+    assert (c.theirs.active_spread, c.theirs.moved) == (2, 1)
+    assert (c.q.active_spread, c.q.moved) == (Fraction(5, 3), 3)
+    assert c.verdict is CHEAP_MOVES_FOR_BALANCE
+    assert _cheap_moves(state, c.ours) == c.q.moved
+
+
+def test_stateful_first() -> None:
+    """STATEFUL_FIRST, found by the differential test (seed 1): two stateful tasks and one
+    stateless on processes of 1, 1 and 3 threads, process 3 running 1_0. streamtasks balances
+    the stateful tasks first: both on process 3 (2/3 per thread, 0 elsewhere: spread 2/3, where
+    one on a one-thread process gives 1); the stateless one then goes to process 1: total 1, 0
+    and 2/3 per thread, spread 1. Kafka: 0_0 on process 1, 1_0 on process 3, 2_0 on process 2:
+    stateful spread 1, total 1, 1 and 1/3, spread 2/3. Neither moves anything."""
+    t = TaskId
+    state = ApplicationState.build(
+        [TaskSpec(id=t(s, 0), is_stateful=s < 2) for s in range(3)],
+        [
+            ClientState(process_id=pid(1), task_lags={t(0, 0): 50}),
+            ClientState(process_id=pid(2)),
+            ClientState(
+                process_id=pid(3),
+                capacity=3,
+                previous_active=frozenset({t(1, 0)}),
+                task_lags={t(1, 0): RUNNING_LAG},
+            ),
+        ],
+        AssignmentConfigs(num_standby_replicas=0, acceptable_recovery_lag=0, max_warmup_replicas=2),
+    )
+    c = _against_kafka(state)
+    assert (c.theirs.active_spread, c.theirs.moved) == (Fraction(2, 3), 0)
+    assert (c.q.active_spread, c.q.moved) == (1, 0)
+    assert _stateful_spread(state, c.ours) == Fraction(2, 3)
+    assert c.verdict is STATEFUL_FIRST
 
 
 def _fewest_choices_state() -> ApplicationState:
@@ -510,10 +601,9 @@ def test_pins_with_the_fewest_caught_up_processes_go_first() -> None:
     to go there: 6/4 stateful, per-thread spread 4/3 against Kafka's 5/6. Pins now go in
     Kafka's order (fewest caught-up processes first): 5/5, spread 5/6; the two extra moves are
     to caught-up processes."""
-    state = _fewest_choices_state()
-    ours, q, theirs = _against_kafka(state)
-    assert q.active_spread <= theirs.active_spread == Fraction(5, 6)
-    assert task_verdict(state, ours, q, theirs) in {None, CHEAP_MOVES_FOR_BALANCE}
+    c = _against_kafka(_fewest_choices_state())
+    assert c.q.active_spread <= c.theirs.active_spread == Fraction(5, 6)
+    assert c.verdict in {None, CHEAP_MOVES_FOR_BALANCE}
 
 
 def _group_against_kafka(group: GroupSubscription) -> tuple[GroupQuality, GroupQuality]:

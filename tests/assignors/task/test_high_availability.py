@@ -340,16 +340,17 @@ def test_a_task_nobody_is_caught_up_on_takes_the_room_of_a_pinned_one() -> None:
 def test_a_running_task_swaps_only_when_the_pin_exceeds_the_share() -> None:
     """Process 0 runs 0_1, 0_3 and 0_4, process 1 runs 0_0 and 0_2, the new process 2 is caught
     up on 0_1 only. The balanced destination of 0_4 is process 2, where nobody but process 0 is
-    caught up on it. With one thread on process 0, pinning 0_4 there would put three tasks on
-    it, beyond its share of 5/3, so 0_1 (caught up on process 2) moves there instead and nothing
-    is pending. With two threads the pin stays within the share (3 of 5 * 2/4): 0_1 keeps
-    running where it ran and 0_4 is a pending movement to process 2."""
+    caught up on it. Pinning 0_4 on process 0 would put three tasks on it, beyond its share of
+    5/3, so 0_1 (caught up on process 2) moves there instead and nothing is pending. With a
+    fourth process (share 5/4) the destination sends 0_3 to process 2 and 0_4 to process 4:
+    pinning 0_3 takes process 0 to two tasks, within the share, so it keeps 0_1; pinning 0_4
+    (not caught up anywhere else) then takes it to three, and 0_3 gets the swap it was refused:
+    0_1 moves to process 2, 0_4 alone is pending."""
 
-    def state(capacity: int) -> ApplicationState:
+    def state(fourth: bool) -> ApplicationState:
         clients = [
             ClientState(
                 process_id=pid(0),
-                capacity=capacity,
                 previous_active=frozenset({t(0, 1), t(0, 3), t(0, 4)}),
                 task_lags=running(t(0, 1), t(0, 3), t(0, 4)),
             ),
@@ -360,11 +361,85 @@ def test_a_running_task_swaps_only_when_the_pin_exceeds_the_share() -> None:
             ),
             ClientState(process_id=pid(2), task_lags={t(0, 1): 0}),
         ]
+        if fourth:
+            clients.append(ClientState(process_id=pid(3)))
         return build_state(task_specs({0: 5}), clients, AssignmentConfigs(acceptable_recovery_lag=0))
 
-    result = HA.assign(state(1))
+    result = HA.assign(state(False))
     assert [actives(result, n) for n in range(3)] == [{t(0, 3), t(0, 4)}, {t(0, 0), t(0, 2)}, {t(0, 1)}]
     assert not result.movements
-    result = HA.assign(state(2))
-    assert [actives(result, n) for n in range(3)] == [{t(0, 1), t(0, 3), t(0, 4)}, {t(0, 0), t(0, 2)}, set()]
-    assert dict(result.movements) == {t(0, 4): pid(2)}
+    result = HA.assign(state(True))
+    assert [actives(result, n) for n in range(4)] == [
+        {t(0, 3), t(0, 4)},
+        {t(0, 0), t(0, 2)},
+        {t(0, 1)},
+        set(),
+    ]
+    assert dict(result.movements) == {t(0, 4): pid(3)}
+
+
+def test_a_pin_within_the_share_keeps_the_running_task() -> None:
+    """Process 1 (two threads) runs 0_0 and is caught up on 0_1; process 2 (one thread) is
+    caught up on 0_0 only. The band gives each process one task and sends 0_1 to process 2.
+    Pinning 0_1 on process 1 keeps it at one task per thread, within its share (4/3), so 0_0
+    is not moved to make room: 0_1 is a pending movement."""
+    clients = [
+        ClientState(
+            process_id=pid(1),
+            capacity=2,
+            previous_active=frozenset({t(0, 0)}),
+            previous_standby=frozenset({t(0, 1)}),
+            task_lags=running(t(0, 0)) | {t(0, 1): 0},
+        ),
+        ClientState(process_id=pid(2), previous_standby=frozenset({t(0, 0)}), task_lags={t(0, 0): 0}),
+    ]
+    state = build_state(task_specs({0: 2}), clients, AssignmentConfigs(acceptable_recovery_lag=0))
+    result = HA.assign(state)
+    assert (actives(result, 1), actives(result, 2)) == ({t(0, 0), t(0, 1)}, set())
+    assert dict(result.movements) == {t(0, 1): pid(2)}
+
+
+def test_a_chain_through_a_third_process_takes_the_room_of_a_pinned_task() -> None:
+    """Process 2 ran 0_1, 0_2 and 0_3 (one above its share of two), process 1 ran 0_0 and holds
+    0_3 and 0_4 caught up, process 3 ran 0_5 and holds 0_1 caught up. The destination sends 0_3
+    to process 1 and 0_4 (caught up only on process 1) to process 3. No task destined to
+    process 1 is caught up on process 3, so a direct swap finds nothing; the chain does: 0_4
+    stays on process 1, 0_3 goes home to process 2, and 0_1 takes the room on process 3. One
+    task moves (0_1, to a caught-up process), as pinning would have moved 0_3; nothing is
+    pending."""
+    g, a, b, c, i, h = (t(0, p) for p in range(6))
+    clients = [
+        ClientState(
+            process_id=pid(1), previous_active=frozenset({g}), previous_standby=frozenset({c, i}),
+            task_lags=running(g) | {c: 0, i: 0},
+        ),
+        ClientState(process_id=pid(2), previous_active=frozenset({a, b, c}), task_lags=running(a, b, c)),
+        ClientState(
+            process_id=pid(3), previous_active=frozenset({h}), previous_standby=frozenset({a}),
+            task_lags=running(h) | {a: 0},
+        ),
+    ]  # fmt: skip
+    state = build_state(task_specs({0: 6}), clients, AssignmentConfigs(acceptable_recovery_lag=0))
+    result = HA.assign(state)
+    assert [actives(result, n) for n in (1, 2, 3)] == [{g, i}, {b, c}, {a, h}]
+    assert not result.movements
+    assert moved_actives(state, result) == 1
+
+
+def test_the_room_of_pinned_tasks_goes_to_a_task_nobody_is_caught_up_on() -> None:
+    """Process 1 ran four of six tasks on one thread; processes 2 and 3 are new, nobody is
+    caught up on 0_1 and 0_4. The destination sends 0_3 and 0_5 to process 3 and both stay
+    pinned on process 1 (caught up only there). Process 2's 0_1 or 0_4, which restore anyway,
+    then takes the room on process 3: 4/1/1 instead of 4/2/0."""
+    ran = {t(0, p) for p in (0, 2, 3, 5)}
+    clients = [
+        ClientState(process_id=pid(1), previous_active=frozenset(ran), task_lags=running(*ran)),
+        ClientState(process_id=pid(2)),
+        ClientState(process_id=pid(3)),
+    ]
+    state = build_state(task_specs({0: 6}), clients, AssignmentConfigs(acceptable_recovery_lag=0))
+    result = HA.assign(state)
+    assert actives(result, 1) == ran
+    assert [len(actives(result, n)) for n in (2, 3)] == [1, 1]
+    assert dict(result.movements) == {t(0, 3): pid(3), t(0, 5): pid(3)}
+    assert moved_actives(state, result) == 0

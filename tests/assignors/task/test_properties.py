@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from assignors.task.fallback_prior import FallbackPriorTaskAssignor
 from assignors.task.high_availability import HighAvailabilityTaskAssignor
 from assignors.task.quality import active_spread, colocated_standbys, moved_actives
+from assignors.task.quota import compute_quotas
 from assignors.task.sticky import StickyTaskAssignor
 from assignors.types import (
     RUNNING_LAG,
@@ -119,18 +120,27 @@ def first_claims(state: ApplicationState, tasks: set[TaskId]) -> dict[ProcessId,
 def test_without_lags_every_process_keeps_its_previous_tasks_up_to_its_quota(
     assignor: TaskAssignor, scenario: Scenario
 ) -> None:
-    """A process keeps at least min(tasks it was the first previous owner of, floor(share)) of
-    its previous tasks, share = tasks * its threads / all threads (over stateful tasks for
-    high_availability, which balances them separately)."""
+    """A process keeps at least min(tasks it was the first previous owner of, its quota's
+    floor) of its previous tasks (over stateful tasks for high_availability, which balances them
+    separately). The floor is floor(share), share = tasks * its threads / all threads, when
+    every process has as many threads; with mixed thread counts, that of the per-thread band
+    (assignors/task/quota.py), chosen with the same first claims."""
     state = scenario.state()
     result = assignor.assign(state)
     ha = isinstance(assignor, HighAvailabilityTaskAssignor)
     tasks = {t for t, s in state.tasks.items() if s.is_stateful or not ha}
-    threads = sum(c.capacity for c in state.clients.values())
-    for process, claimed in first_claims(state, tasks).items():
-        quota = len(tasks) * state.clients[process].capacity // threads
+    processes = sorted(state.clients, key=lambda u: u.int)
+    claims = first_claims(state, tasks)
+    capacity = [state.clients[p].capacity for p in processes]
+    quotas = compute_quotas(
+        len(tasks), capacity, [0] * len(processes), previous=[len(claims[p]) for p in processes]
+    )
+    if len(set(capacity)) == 1:
+        threads = sum(capacity)
+        assert quotas.lo == [len(tasks) * c // threads for c in capacity]
+    for process, quota in zip(processes, quotas.lo, strict=True):
         kept = state.clients[process].previous_active & result.for_process(process).active
-        assert len(kept) >= min(len(claimed), quota), process
+        assert len(kept) >= min(len(claims[process]), quota), process
 
 
 @pytest.mark.parametrize("assignor", ASSIGNORS[:2], ids=ids[:2])

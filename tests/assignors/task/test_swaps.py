@@ -86,3 +86,53 @@ def test_a_task_reporting_no_lag_anywhere_is_everyones_partner() -> None:
     assert partners.take(1, 2, move_running=False) == 0
     assert partners.take(1, 2, move_running=False) == -1  # task 1 runs on 1
     assert partners.take(1, 2, move_running=True) == -1  # and is not caught up on 2
+
+
+@settings(max_examples=400)
+@given(case=cases(), data=st.data())
+def test_chain_is_a_shortest_chain_of_partners(
+    case: tuple[Ranked, list[int], list[int], list[_Query]], data: st.DataObject
+) -> None:
+    """chain() against a breadth-first search over every pair of processes, each edge asked of
+    the scan: the shortest chain from the best-placed start, each hop the scan's partner, and
+    nothing taken from the pools."""
+    ranked, tasks, destination, _ = case
+    n = 1 + max([*destination, *ranked.items])
+    partners = SwapPartners(ranked, tasks, destination, num_processes=n)
+    pools: dict[int, list[int]] = {}
+    for j in tasks:
+        pools.setdefault(destination[j], []).append(j)
+    d = data.draw(st.integers(0, n - 1))
+    starts = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=3))
+    move_running = data.draw(st.booleans())
+
+    def partner(q: int, r: int) -> int:
+        return scan(ranked, pools.get(q, []), q, r, move_running=move_running)
+
+    distance = {d: 0}
+    layer = [d]
+    while layer:
+        following = []
+        for r in layer:
+            for q in range(n):
+                if q not in distance and partner(q, r) >= 0:
+                    distance[q] = distance[r] + 1
+                    following.append(q)
+        layer = following
+    reachable = [p for p in starts if p != d and p in distance]
+    hops = partners.chain(d, starts=starts, move_running=move_running)
+    if not reachable:
+        assert hops is None
+        return
+    assert hops is not None
+    shortest = min(distance[p] for p in reachable)
+    assert len(hops) == shortest
+    assert hops[0][1] == next(p for p in reachable if distance[p] == shortest)
+    assert hops[-1][2] == d
+    for (j, q, r), following_hop in zip(hops, [*hops[1:], None], strict=True):
+        assert j == partner(q, r)
+        if following_hop is not None:
+            assert following_hop[1] == r
+    for q in range(n):  # nothing was taken
+        if q != d:
+            assert partners.peek(q, d, move_running=move_running) == partner(q, d)
