@@ -29,7 +29,11 @@ return, per member, a sorted list of partition numbers.
   where two members allow it: a member holding a partition it did not own trades it for one
   of its own with the member holding that (if that member subscribes to the first one's
   topic), and a partition goes back to its previous owner when that owner has exactly one
-  fewer than its holder (the two counts trade places). Each lowers the number of moves.
+  fewer than its holder (the two counts trade places). Each lowers the number of moves. Those
+  trades are between two members; :func:`assignors.partition._keep.keep_more` then finds the
+  fewest moves exactly (chains of trades through any number of members, a minimum-cost flow
+  over member and topic counts), at the same counts or with two members one partition apart
+  trading counts.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from collections import deque
 from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import lt, ne
+
+from assignors.partition._keep import keep_more
 
 __all__ = ["quota_assign", "spread_assign"]
 
@@ -132,7 +138,8 @@ def spread_assign(
                 ):
                     moved = True
     _shift_chains(offsets, subscribers, member_topics, owner=owner, original=original, counts=counts)
-    _undo_moves(offsets, member_topics, owner, original, counts)
+    changed = _undo_moves(offsets, member_topics, owner, original, counts)
+    keep_more(offsets, member_topics, subscribers, changed, owner=owner, original=original, counts=counts)
     result: list[list[int]] = [[] for _ in range(members)]
     for number, member in enumerate(owner):
         result[member].append(number)
@@ -145,19 +152,20 @@ def _undo_moves(
     owner: list[int],
     original: list[int],
     counts: list[int],
-) -> None:
+) -> list[int]:
     """Undo moves at the same counts (:func:`_swap_back`, :func:`_return_to_owners`) until
     neither finds one. Only partitions away from their previous owner (or that had none) are
-    looked at: neither step adds to them."""
+    looked at: neither step adds to them. Returns those left."""
     changed = list(compress(range(len(owner)), map(ne, owner, original)))
     moved = [n for n in changed if original[n] >= 0]
     while moved:
         traded = _swap_back(offsets, member_topics, owner, original, moved=moved, changed=changed)
         returned = _return_to_owners(owner, original, counts, moved)
         if not traded and not returned:
-            return
+            break
         changed = [n for n in changed if owner[n] != original[n]]
         moved = [n for n in moved if owner[n] != original[n]]
+    return changed
 
 
 def _swap_back(

@@ -6,7 +6,9 @@ member subscribes to the same topics, and are as even as the subscriptions allow
 differ (Kafka only guarantees that no single partition move helps; chains of moves are also
 done here). With identical subscriptions a member keeps as many of its previous partitions as
 any balanced assignment allows (the fewest possible partitions move); with differing ones the
-moves are chosen to be few but are not proven minimal. See :mod:`assignors.partition._balance`.
+fewest partitions move that any assignment with those member counts allows (two members one
+partition apart may trade counts to keep more: :mod:`assignors.partition._keep`). See
+:mod:`assignors.partition._balance`.
 
 The previous assignment is each member's ``Subscription.owned_partitions`` with its
 ``Subscription.generation``. For ``sticky`` (eager members revoke everything before joining)

@@ -8,7 +8,14 @@ from typing import ClassVar
 
 from hypothesis import strategies as st
 
-from assignors.partition.types import GroupAssignment, GroupSubscription, RebalanceProtocol, Subscription
+from assignors import cooperative
+from assignors.partition.types import (
+    GroupAssignment,
+    GroupSubscription,
+    MemberId,
+    RebalanceProtocol,
+    Subscription,
+)
 from topology.ids import TopicPartition
 
 __all__ = [
@@ -16,6 +23,8 @@ __all__ = [
     "all_partitions",
     "check_complete",
     "counts",
+    "fewest_moves",
+    "moved_from_owners",
     "group",
     "groups",
     "homogeneous_groups",
@@ -108,6 +117,69 @@ def moved(before: Mapping[str, Sequence[TopicPartition]], after: GroupAssignment
     return sum(
         1 for m, tps in before.items() if m in after.members for tp in set(tps) - set(after.members[m])
     )
+
+
+def _previous_owners(group: GroupSubscription) -> dict[TopicPartition, MemberId]:
+    """Each existing partition's valid previous owner (KIP-341: the highest generation's claim;
+    claims tied at the highest void each other)."""
+    valid = cooperative.valid_claims(cooperative.owned_from(group))
+    sizes = group.partitions_per_topic
+    return {tp: m for m, tps in valid.items() for tp in tps if 0 <= tp.partition < sizes.get(tp.topic, 0)}
+
+
+def moved_from_owners(group: GroupSubscription, result: GroupAssignment) -> int:
+    """Partitions that ``result`` takes from their valid previous owner."""
+    owner = {tp: m for m, tps in result.members.items() for tp in tps}
+    return sum(1 for tp, m in _previous_owners(group).items() if owner.get(tp) != m)
+
+
+def fewest_moves(group: GroupSubscription, counts: Mapping[MemberId, int]) -> int:
+    """The fewest partitions any assignment giving each member ``counts[member]`` partitions of
+    its topics takes from their valid previous owner: a minimum-cost flow (topics -> members,
+    -1 per partition a member keeps), by successive shortest paths, written apart from the
+    assignor so that it checks it."""
+    previous = _previous_owners(group)
+    sizes = group.partitions_per_topic
+    topics = sorted(sizes)
+    members = sorted(group.members)
+    owned = Counter((tp.topic, m) for tp, m in previous.items() if tp.topic in group.members[m].topics)
+    # nodes: 0 source, 1 sink, topics, then members; edges [to, capacity, cost, reverse index]
+    node = {("t", t): 2 + k for k, t in enumerate(topics)} | {
+        ("m", m): 2 + len(topics) + k for k, m in enumerate(members)
+    }
+    edges: list[list[list[int]]] = [[] for _ in range(2 + len(topics) + len(members))]
+
+    def arc(a: int, b: int, capacity: int, cost: int) -> None:
+        edges[a].append([b, capacity, cost, len(edges[b])])
+        edges[b].append([a, 0, -cost, len(edges[a]) - 1])
+
+    for t in topics:
+        arc(0, node["t", t], sizes[t], 0)
+        for m in members:
+            if t in group.members[m].topics:
+                arc(node["t", t], node["m", m], owned[t, m], -1)
+                arc(node["t", t], node["m", m], sizes[t], 0)
+    for m in members:
+        arc(node["m", m], 1, counts.get(m, 0), 0)
+    kept = 0
+    while True:
+        dist = [0] + [1 << 30] * (len(edges) - 1)
+        back: list[tuple[int, int] | None] = [None] * len(edges)
+        for _ in range(len(edges)):
+            for a, out in enumerate(edges):
+                for k, (b, capacity, cost, _) in enumerate(out):
+                    if capacity > 0 and dist[a] + cost < dist[b]:
+                        dist[b], back[b] = dist[a] + cost, (a, k)
+        if back[1] is None:
+            break
+        b = 1
+        while (step := back[b]) is not None:
+            a, k = step
+            edges[a][k][1] -= 1
+            edges[b][edges[a][k][3]][1] += 1
+            b = a
+        kept -= dist[1]
+    return len(previous) - kept
 
 
 _TOPICS = ("a", "b", "c", "d")

@@ -16,9 +16,11 @@ from tests.assignors.partition.groups import (
     all_partitions,
     check_complete,
     counts,
+    fewest_moves,
     groups,
     homogeneous_groups,
     moved,
+    moved_from_owners,
     next_round,
     spread,
 )
@@ -63,6 +65,17 @@ def test_assigns_every_partition_once_and_balanced(assignor: PartitionAssignor, 
     result = assignor.assign(g)
     check_complete(g, result)
     check_balanced(g, result)
+
+
+@given(ASSIGNORS, groups())
+def test_no_assignment_with_the_same_counts_moves_fewer(
+    assignor: PartitionAssignor, g: GroupSubscription
+) -> None:
+    """Whatever the subscriptions, the partitions taken from their valid previous owners are the
+    fewest any assignment with the same member counts takes (a minimum-cost flow, written in the
+    test: tests/assignors/partition/groups.py)."""
+    result = assignor.assign(g)
+    assert moved_from_owners(g, result) == fewest_moves(g, counts(result))
 
 
 @given(ASSIGNORS, homogeneous_groups())
