@@ -237,7 +237,9 @@ class HighAvailabilityTaskAssignor:
 class _Loads:
     """Per-thread loads of the stateful actives while pins are repaired, and whether moving one
     task from ``q`` to ``r`` evens them: a smaller spread (max minus min per thread over every
-    process), or the same spread and a smaller sum of ``n * n / c`` (loads drawn together)."""
+    process), or the same spread and a smaller sum of ``n * n / c`` (loads drawn together).
+    Loads are ordered by ``n / c`` as floats (equal fractions give equal floats, different ones
+    with these small terms different floats) and compared exactly as fractions."""
 
     __slots__ = ("capacity", "counts", "total_capacity")
 
@@ -250,29 +252,62 @@ class _Loads:
         """``q`` runs more than ``ceil(n_stateful * c / threads)`` tasks."""
         return (self.counts[q] - 1) * self.total_capacity >= n_stateful * self.capacity[q]
 
-    def extremes(self) -> tuple[list[tuple[Fraction, int]], list[tuple[Fraction, int]]]:
-        """The three highest and the three lowest (load, process)."""
-        loads = sorted(
-            (Fraction(n, c), p) for p, (n, c) in enumerate(zip(self.counts, self.capacity, strict=True))
-        )
-        return loads[::-1][:3], loads[:3]
+    def load(self, p: int) -> float:
+        return self.counts[p] / self.capacity[p]
 
-    def evens(
-        self, q: int, r: int, extremes: tuple[list[tuple[Fraction, int]], list[tuple[Fraction, int]]]
-    ) -> tuple[Fraction, Fraction] | None:
-        """(spread after, change of sum n * n / c) if moving a task from q to r evens the loads."""
+    def extremes(self) -> tuple[list[int], list[int], Fraction]:
+        """The three most loaded processes, the three least loaded, and the spread."""
+        loads = [n / c for n, c in zip(self.counts, self.capacity, strict=True)]
+        order = sorted(range(len(loads)), key=loads.__getitem__)
+        top, bottom = order[:-4:-1], order[:3]
+        counts, capacity = self.counts, self.capacity
+        spread = Fraction(counts[top[0]], capacity[top[0]]) - Fraction(counts[bottom[0]], capacity[bottom[0]])
+        return top, bottom, spread
+
+    def may_even(self, q: int, r: int, extremes: tuple[list[int], list[int], Fraction]) -> bool:
+        """A quick test that :meth:`evens` needs: the loads drawn together, or r at the lowest
+        load or q at the highest (only a smaller spread will do otherwise)."""
         counts, capacity = self.counts, self.capacity
         if counts[q] == 0:
+            return False
+        if (2 * counts[r] + 1) * capacity[q] < (2 * counts[q] - 1) * capacity[r]:
+            return True
+        top, bottom, spread = extremes
+        low_p, high_p = bottom[0], top[0]
+        return spread != 0 and (
+            counts[r] * capacity[low_p] == counts[low_p] * capacity[r]
+            or counts[q] * capacity[high_p] == counts[high_p] * capacity[q]
+        )
+
+    def evens(
+        self, q: int, r: int, extremes: tuple[list[int], list[int], Fraction]
+    ) -> tuple[Fraction, Fraction] | None:
+        """(spread after, change of sum n * n / c) if moving a task from q to r evens the loads."""
+        if not self.may_even(q, r, extremes):
             return None
-        top, bottom = extremes
-        after_q = Fraction(counts[q] - 1, capacity[q])
-        after_r = Fraction(counts[r] + 1, capacity[r])
-        high = max([after_q, after_r, *(load for load, p in top if p not in (q, r))][:3])
-        low = min([after_q, after_r, *(load for load, p in bottom if p not in (q, r))][:3])
+        counts, capacity = self.counts, self.capacity
+        top, bottom, spread = extremes
+        # loads as (numerator, denominator), compared by cross-multiplying
+        high = after_q = (counts[q] - 1, capacity[q])
+        low = after_r = (counts[r] + 1, capacity[r])
+        if after_r[0] * after_q[1] > after_q[0] * after_r[1]:
+            high, low = after_r, after_q
+        for p in top:
+            if p not in (q, r):
+                if counts[p] * high[1] > high[0] * capacity[p]:
+                    high = (counts[p], capacity[p])
+                break
+        for p in bottom:
+            if p not in (q, r):
+                if counts[p] * low[1] < low[0] * capacity[p]:
+                    low = (counts[p], capacity[p])
+                break
+        after = Fraction(high[0] * low[1] - low[0] * high[1], high[1] * low[1])
+        if after > spread:
+            return None
         change = Fraction(2 * counts[r] + 1, capacity[r]) - Fraction(2 * counts[q] - 1, capacity[q])
-        spread = top[0][0] - bottom[0][0]
-        if high - low < spread or (high - low == spread and change < 0):
-            return high - low, change
+        if after < spread or change < 0:
+            return after, change
         return None
 
 
@@ -323,16 +358,18 @@ def _repair(
     # 3. A process still beyond its share hands tasks, running ones too, to a process caught up
     #    on them (or as close to a task nobody is caught up on) while that evens the loads:
     #    tasks that move anyway first, then to the least loaded.
-    for q in sorted(range(len(counts)), key=lambda p: (Fraction(-counts[p], capacity[p]), p)):
+    for q in sorted(range(len(counts)), key=lambda p: (-loads.load(p), p)):
         while loads.beyond_share(q, n_stateful):
             extremes = loads.extremes()
             choice: tuple[bool, Fraction, Fraction, int, int] | None = None
             for r in pools.targets(q):
-                even = loads.evens(q, r, extremes)
-                if even is None:
+                if not loads.may_even(q, r, extremes):
                     continue
                 j = pools.peek(q, r, move_running=True)
-                if j >= 0:
+                if j < 0:
+                    continue
+                even = loads.evens(q, r, extremes)
+                if even is not None:
                     option = (ranked.rank_of(j, q) == RUNNING_RANK, *even, r, j)
                     choice = option if choice is None or option < choice else choice
             if choice is None:

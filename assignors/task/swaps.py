@@ -25,9 +25,9 @@ for a chain of them: a task of ``p``'s pool that can take a place on ``q1``, one
 that can take a place on ``q2``, ..., one that can take the place on ``d`` (each hop by the rule
 of :meth:`SwapPartners.take`). It searches backwards from ``d``, breadth first (the shortest
 chain: the fewest tasks shifted), through the pools that may hold a partner for a process: those
-with a task whose rows name it, and those with a task nobody is caught up on. Both are kept as
-sets of pools per process; a pool stays in them after its tasks left (the partner query then
-answers none), so they cost nothing to maintain.
+with a task whose rows name it, and those with a task nobody is caught up on that names neither
+(a partner for any process). Both are kept as sets of pools; a pool stays in them after its
+tasks left (the partner query then answers none), so they cost nothing to maintain.
 """
 
 from __future__ import annotations
@@ -85,16 +85,14 @@ class SwapPartners:
         self._by_key: dict[int, tuple[list[int], list[tuple[_Key, int]]]] = {}
         #: pool -> [next index, tasks nobody is caught up on whose rows do not rank the pool].
         self._free: dict[int, tuple[list[int], list[int]]] = {}
-        #: process -> pools with a task whose rows name it (its possible partners, with _loose).
+        #: process -> pools with a task whose rows name it (its possible partners, with _free).
         self._named_by: dict[int, set[int]] = {}
-        #: pool -> the processes its tasks' rows name (where they may go, with _loose).
+        #: pool -> the processes its tasks' rows name (where they may go, with _free).
         self._names: dict[int, set[int]] = {}
         #: (d, move_running) -> every process that could reach d when a search last ran out.
         self._reachable: dict[tuple[int, bool], frozenset[int]] = {}
         #: Processes no chain can reach (a search ran out without finding any): it stays so.
         self.unreachable: set[int] = set()
-        #: pools with a task nobody is caught up on: a possible partner for any process.
-        self._loose: set[int] = set()
         start, items = ranked.start, ranked.items
         n = num_processes
         for j in tasks:
@@ -102,10 +100,8 @@ class SwapPartners:
             self._pool[j] = p
             for k in range(start[j], start[j + 1]):
                 self._naming.setdefault(p * n + items[k], []).append(j)
-            if ranked.nobody_caught_up(j):
-                self._loose.add(p)
-                if ranked.rank_of(j, p) >= NO_LAG:
-                    self._free.setdefault(p, ([0], []))[1].append(j)
+            if ranked.nobody_caught_up(j) and ranked.rank_of(j, p) >= NO_LAG:
+                self._free.setdefault(p, ([0], []))[1].append(j)
         for slot in self._naming:
             p, named = divmod(slot, n)
             self._named_by.setdefault(named, set()).add(p)
@@ -162,7 +158,7 @@ class SwapPartners:
 
     def targets(self, p: int) -> list[int]:
         """The processes a task of ``p``'s pool may take a place on, ascending (a superset)."""
-        if p in self._loose:
+        if p in self._free:
             return [q for q in range(self._n) if q != p]
         return sorted(self._names.get(p, set()) - {p})
 
@@ -175,18 +171,18 @@ class SwapPartners:
         reach ``d`` later either."""
         parent: dict[int, tuple[int, int]] = {d: (d, -1)}
         layer = [d]
-        loose = self._loose
+        loose = self._free.keys()
+        every_loose = sorted(loose)
         named_by = self._named_by
+        peek = self.peek
         while layer:
             following: list[int] = []
             for r in layer:
                 senders = named_by.get(r)
-                if senders is None and not loose:
-                    continue
-                for q in sorted(senders | loose if senders else loose):
+                for q in sorted(senders | loose) if senders else every_loose:
                     if q in parent:
                         continue
-                    j = self.peek(q, r, move_running=move_running)
+                    j = peek(q, r, move_running=move_running)
                     if j >= 0:
                         parent[q] = (r, j)
                         following.append(q)
