@@ -20,9 +20,10 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    than it brings back to where they ran (one more when the pin would exceed the share). Then
    the pins are repaired: a pin that later pins took beyond the share gets its swap after
    all; the room a pinned task leaves on its destination takes, through a chain of tasks that
-   move anyway, a task from a process that can spare one; and a process still beyond its share
-   hands tasks to processes caught up on them -- each only when it evens the per-thread loads
-   (a smaller spread, or the same spread drawn together);
+   move anyway (or, for a smaller spread, a chain that moves running tasks to processes caught
+   up on them, not from the pinning process), a task from a process that can spare one; and a
+   process still beyond its share hands tasks to processes caught up on them -- each only when
+   it evens the per-thread loads (a smaller spread, or the same spread drawn together);
 3. balances stateless actives by load (sticky within quota) on top of the stateful ones;
 4. plans warm-up replicas on the destinations of pending movements, at most
    ``max_warmup_replicas`` in all: warm-ups under way first (least lag), then tasks with the
@@ -264,6 +265,13 @@ class _Loads:
         spread = Fraction(counts[top[0]], capacity[top[0]]) - Fraction(counts[bottom[0]], capacity[bottom[0]])
         return top, bottom, spread
 
+    def may_narrow(self, d: int) -> bool:
+        """Whether one task more on ``d`` can be part of a move that makes the spread smaller:
+        ``d`` has the lowest load, or a single process has the highest."""
+        loads = [n / c for n, c in zip(self.counts, self.capacity, strict=True)]
+        high = max(loads)
+        return loads[d] == min(loads) or loads.count(high) == 1
+
     def may_even(self, q: int, r: int, extremes: tuple[list[int], list[int], Fraction]) -> bool:
         """A quick test that :meth:`evens` needs: the loads drawn together, or r at the lowest
         load or q at the highest (only a smaller spread will do otherwise)."""
@@ -302,12 +310,13 @@ class _Loads:
                 if counts[p] * low[1] < low[0] * capacity[p]:
                     low = (counts[p], capacity[p])
                 break
-        after = Fraction(high[0] * low[1] - low[0] * high[1], high[1] * low[1])
-        if after > spread:
+        after_num, after_den = high[0] * low[1] - low[0] * high[1], high[1] * low[1]
+        wider = after_num * spread.denominator - spread.numerator * after_den
+        if wider > 0:
             return None
-        change = Fraction(2 * counts[r] + 1, capacity[r]) - Fraction(2 * counts[q] - 1, capacity[q])
-        if after < spread or change < 0:
-            return after, change
+        change_num = (2 * counts[r] + 1) * capacity[q] - (2 * counts[q] - 1) * capacity[r]
+        if wider < 0 or change_num < 0:
+            return Fraction(after_num, after_den), Fraction(change_num, capacity[q] * capacity[r])
         return None
 
 
@@ -331,6 +340,8 @@ def _repair(
         p, d = owner[i], moving[i]
         if d in pools.unreachable or not loads.beyond_share(p, n_stateful):
             continue
+        if pools.peek(p, d, move_running=True) < 0 or loads.evens(p, d, loads.extremes()) is None:
+            continue
         j = pools.take(p, d, move_running=True)
         if j >= 0:
             del moving[i]
@@ -338,23 +349,32 @@ def _repair(
             _shift([(j, p, d)], pools, destination, owner, counts)
     # 2. The room a pinned task left on its destination goes, through a chain of tasks that move
     #    anyway (not running where they are), to a process that can send one when that evens
-    #    the loads; the busiest first.
+    #    the loads; the busiest first. Failing that, through a chain that also moves running
+    #    tasks (each to a process caught up on it: a cheap move for balance) when that makes the
+    #    spread smaller -- not through the pinned task's own process, whose running tasks stay
+    #    while the pin is within its share (as for a swap).
     for i in pinned:
         d = moving.get(i, -1)
         if d < 0 or d in pools.unreachable:
             continue
-        feeders = pools.feeders(d, move_running=False)
-        if not feeders:
-            continue
-        extremes = loads.extremes()
-        best: tuple[Fraction, Fraction, Fraction, int, int] | None = None
-        for q, hops in feeders.items():
-            even = loads.evens(q, d, extremes)
-            if even is not None:
-                key = (*even, Fraction(-counts[q], capacity[q]), len(hops), q)
-                best = key if best is None or key < best else best
-        if best is not None:
-            _shift(feeders[best[4]], pools, destination, owner, counts)
+        for move_running in (False, True):
+            if move_running and not loads.may_narrow(d):
+                break
+            feeders = pools.feeders(d, move_running=move_running)
+            if not feeders:
+                continue
+            extremes = loads.extremes()
+            best: tuple[Fraction, Fraction, Fraction, int, int] | None = None
+            for q, hops in feeders.items():
+                if move_running and any(origin == owner[i] for _, origin, _ in hops):
+                    continue
+                even = loads.evens(q, d, extremes)
+                if even is not None and (not move_running or even[0] < extremes[2]):
+                    key = (*even, Fraction(-counts[q], capacity[q]), len(hops), q)
+                    best = key if best is None or key < best else best
+            if best is not None:
+                _shift(feeders[best[4]], pools, destination, owner, counts)
+                break
     # 3. A process still beyond its share hands tasks, running ones too, to a process caught up
     #    on them (or as close to a task nobody is caught up on) while that evens the loads:
     #    tasks that move anyway first, then to the least loaded.

@@ -91,6 +91,8 @@ class SwapPartners:
         self._names: dict[int, set[int]] = {}
         #: (d, move_running) -> every process that could reach d when a search last ran out.
         self._reachable: dict[tuple[int, bool], frozenset[int]] = {}
+        #: (d, move_running) -> the tree of the last search that ran out.
+        self._trees: dict[tuple[int, bool], dict[int, tuple[int, int]]] = {}
         #: Processes no chain can reach (a search ran out without finding any): it stays so.
         self.unreachable: set[int] = set()
         start, items = ranked.start, ranked.items
@@ -153,7 +155,9 @@ class SwapPartners:
         reachable = self._reachable.get((d, True)) or self._reachable.get((d, move_running))
         if reachable is not None and len(reachable) == 1:
             return {}
-        parent = self._reach(d, move_running=move_running, until=None)
+        parent = self._trees.get((d, move_running))
+        if parent is None or not all(self._in_pool(j, q) for q, (_, j) in parent.items() if j >= 0):
+            parent = self._reach(d, move_running=move_running, until=None)
         return {p: self._path(parent, p) for p in parent if p != d}
 
     def targets(self, p: int) -> list[int]:
@@ -190,6 +194,9 @@ class SwapPartners:
                 return parent
             layer = following
         self._reachable[d, move_running] = frozenset(parent)
+        # with its partners still in their pools a search gives this tree again (pools only lose
+        # tasks, so no edge appears and each partner stays the best)
+        self._trees[d, move_running] = parent
         if move_running and len(parent) == 1:
             self.unreachable.add(d)
         return parent
