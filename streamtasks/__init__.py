@@ -7,6 +7,7 @@ drag in the runtime.
 
 from __future__ import annotations
 
+from streamtasks._version import __version__
 from streamtasks.errors import (
     AssignorError,
     AssignorInputError,
@@ -25,8 +26,6 @@ from streamtasks.errors import (
     UnknownStoreError,
     UnsupportedVersionError,
 )
-
-__version__ = "0.4.0"
 
 
 def __getattr__(name: str) -> object:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 import assignors
+from streamtasks._version import __version__
 from streamtasks.errors import StreamTasksError
 from streamtasks.report import build_report, render_text
 from streamtasks.scenario import load_scenario
@@ -85,10 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     assign = sub.add_parser("assign", help="run a task assignor on a scenario file and show the result")
-    assign.add_argument("scenario", help="scenario file (.yaml, .yml or .json)")
+    assign.add_argument(
+        "scenario", help="scenario file (.yaml, .yml or .json), or a packaged example by name (sample)"
+    )
     assign.add_argument(
         "--assignor", help=f"task assignor name (default: the scenario's, else {DEFAULT_TASK_ASSIGNOR})"
     )

