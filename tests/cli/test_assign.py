@@ -201,3 +201,32 @@ def test_the_command_exits_2_without_a_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert_one_line_error(proc.stderr, "latin1.yaml", "not UTF-8 text")
+
+
+def test_assign_reads_a_packaged_example_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no file named "sample" here: the packaged example is read
+    code, out, _ = run(capsys, "assign", "sample", "--json")
+    assert code == 0
+    assert json.loads(out) == json.loads(run(capsys, "assign", SAMPLE, "--json")[1])
+
+
+def test_assign_names_the_packaged_examples_when_the_file_is_missing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "assign", "nosuch")
+    assert code == 2
+    assert "cannot read scenario nosuch" in err
+    assert "packaged examples, by name: sample" in err
+
+
+def test_a_file_in_the_working_directory_wins_over_a_packaged_example(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sample").write_text("application_id: [unclosed")
+    code, _, err = run(capsys, "assign", "sample")
+    assert code == 2
+    assert "scenario sample is not valid YAML" in err
