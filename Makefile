@@ -9,6 +9,8 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml examples/custom_assignor/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	# The distribution is streamtasks-kafka; a .venv made before the rename also holds it as "streamtasks".
+	$(BIN)/python -m pip uninstall --quiet --yes streamtasks 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
