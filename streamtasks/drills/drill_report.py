@@ -186,7 +186,7 @@ def write_report(result: DrillResult, directory: str | Path) -> Path:
         import matplotlib  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "--report draws its plots with matplotlib: pip install 'streamtasks[drills]'"
+            "--report draws its plots with matplotlib: pip install 'streamtasks-kafka[drills]'"
         ) from None
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)

