@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import importlib.util
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -187,41 +188,78 @@ def readme_app() -> str:
     return match.group(1)
 
 
-@pytest.fixture
-def readme_app_process(venv: Path, kafka: Cluster, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadmeRun:
+    counts: dict[bytes, int]
+    expected: dict[bytes, int]
+    exit_code: int | None
+    log: str
+
+
+def run_readme_app(
+    venv: Path, tmp_path: Path, *, admin_bootstrap: str, settings: dict[str, str]
+) -> ReadmeRun:
+    """Run README's App from the installed wheel with ``settings`` as its ``KAFKA_*`` environment;
+    create its topics, produce clicks and read the counts back through ``admin_bootstrap``."""
     script = tmp_path / "click_counter.py"
     script.write_text(readme_app(), encoding="utf-8")
     # TMPDIR: the App's default state directory (<tmp>/streamtasks) is this test's own.
-    env = _clean_env(venv, KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap_servers, TMPDIR=str(tmp_path))
-    asyncio.run(create_topics_async(kafka.bootstrap_servers, {"clicks": 3, "click-counts": 3}))
-    log = (tmp_path / "app.log").open("w+")
-    proc = subprocess.Popen(
-        [str(venv / "bin" / "python"), str(script)], cwd=tmp_path, env=env, stdout=log, stderr=log, text=True
-    )
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.seek(0)
-        print(log.read()[-3000:])
-        log.close()
-
-
-def test_readme_app_counts_every_click(readme_app_process: subprocess.Popen[str], kafka: Cluster) -> None:
+    env = _clean_env(venv, TMPDIR=str(tmp_path), **{f"KAFKA_{k.upper()}": v for k, v in settings.items()})
+    asyncio.run(create_topics_async(admin_bootstrap, {"clicks": 3, "click-counts": 3}))
     clicks = [f"user-{i % 7}".encode() for i in range(140)]
-    expected = collections.Counter(clicks)
-    counts = asyncio.run(_produce_and_read_counts(kafka.bootstrap_servers, clicks, expected, timeout_s=90.0))
-    assert readme_app_process.poll() is None, "the README's App exited"
-    assert counts == dict(expected)
+    expected = dict(collections.Counter(clicks))
+    log_path = tmp_path / "app.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [str(venv / "bin" / "python"), str(script)], cwd=tmp_path, env=env, stdout=log, stderr=log
+        )
+        try:
+            counts = asyncio.run(_produce_and_read_counts(admin_bootstrap, clicks, expected, timeout_s=90.0))
+            exit_code = proc.poll()
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return ReadmeRun(counts=counts, expected=expected, exit_code=exit_code, log=log_path.read_text())
+
+
+def test_readme_app_counts_every_click(venv: Path, kafka: Cluster, tmp_path: Path) -> None:
+    bootstrap = kafka.bootstrap_servers
+    run = run_readme_app(venv, tmp_path, admin_bootstrap=bootstrap, settings={"bootstrap_servers": bootstrap})
+    assert run.exit_code is None, f"README's App exited {run.exit_code}:\n{run.log[-3000:]}"
+    assert run.counts == run.expected, run.log[-3000:]
+
+
+def test_readme_app_counts_every_click_on_sasl_ssl(
+    venv: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The same App, unchanged, on the secured broker's SASL_SSL listener (SCRAM-SHA-512, the CA
+    of the run-time certificate kit) with its settings from the environment; the password is in
+    nothing it printed. Needs the secured embedded broker (``secure_kafka``, branch sec-broker)."""
+    if importlib.util.find_spec("streamtasks.embedded.secure_cluster") is None:
+        pytest.skip("the secured embedded broker (streamtasks.embedded.secure_cluster) is not on this branch")
+    cluster = request.getfixturevalue("secure_kafka")
+    settings = cluster.settings("admin", "SCRAM-SHA-512")
+    password = settings["sasl_plain_password"].get_secret_value()
+    env = {
+        "bootstrap_servers": cluster.sasl_ssl_bootstrap,
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "admin",
+        "sasl_plain_password": password,
+        "ssl_cafile": str(cluster.certs.ca_cert),
+    }
+    run = run_readme_app(venv, tmp_path, admin_bootstrap=cluster.plaintext_bootstrap, settings=env)
+    assert password not in run.log
+    assert run.exit_code is None, f"README's App exited {run.exit_code}:\n{run.log[-3000:]}"
+    assert run.counts == run.expected, run.log[-3000:]
 
 
 async def _produce_and_read_counts(
-    bootstrap: str, clicks: list[bytes], expected: collections.Counter[bytes], *, timeout_s: float
+    bootstrap: str, clicks: list[bytes], expected: dict[bytes, int], *, timeout_s: float
 ) -> dict[bytes, int]:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
@@ -236,7 +274,7 @@ async def _produce_and_read_counts(
     latest: dict[bytes, int] = {}
     deadline = time.monotonic() + timeout_s
     try:
-        while latest != dict(expected) and time.monotonic() < deadline:
+        while latest != expected and time.monotonic() < deadline:
             batches = await consumer.getmany(timeout_ms=500)
             for records in batches.values():
                 for record in records:
