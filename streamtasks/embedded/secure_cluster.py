@@ -80,6 +80,8 @@ class SecuredCluster:
     ssl_bootstrap: str
     certs: CertKit
     users: Mapping[str, SecretStr]
+    #: The broker's log: failed authentications and denied requests at INFO, the rest at WARN.
+    log_path: Path | None = None
 
     def password(self, user: str) -> SecretStr:
         if user not in self.users:
