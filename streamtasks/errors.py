@@ -71,6 +71,16 @@ class BrokerError(StreamTasksError):
     """The Kafka broker could not be started, reached, or did not do what was asked."""
 
 
+# -- security (streamtasks.protocol.sasl, streamtasks.runtime.security) ------------------------
+
+__all__ += ["SaslError"]
+
+
+class SaslError(StreamTasksError, ValueError):
+    """A SASL exchange cannot go on: a malformed or unexpected message, a bad proof or server
+    signature, or unusable local input. The message never carries a password, token or key."""
+
+
 # -- local state (streamtasks.state) ---------------------------------------------------------
 
 __all__ += [
