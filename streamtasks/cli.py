@@ -71,6 +71,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_coordinator(args: argparse.Namespace) -> int:
     import contextlib
 
+    if getattr(args, "coordinator_command", None) == "add-user":
+        from streamtasks.server import run_add_user
+
+        return run_add_user(args)
+
     from streamtasks.embedded import start_broker
     from streamtasks.server import config_from_args, run_server
 
@@ -144,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_arguments(sweep)
     sweep.set_defaults(func=_cmd_sweep)
 
-    from streamtasks.server import add_coordinator_arguments
+    from streamtasks.server import add_coordinator_arguments, add_user_arguments
 
     coordinator = sub.add_parser(
         "coordinator",
@@ -152,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_coordinator_arguments(coordinator)
     coordinator.set_defaults(func=_cmd_coordinator)
+    coordinator_sub = coordinator.add_subparsers(dest="coordinator_command")
+    add_user = coordinator_sub.add_parser(
+        "add-user", help="store a user's salted SCRAM credentials for the coordinator's SASL listener"
+    )
+    add_user_arguments(add_user)
     return parser
 
 

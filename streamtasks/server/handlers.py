@@ -38,7 +38,8 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.server import classic_api, offset_api
+from streamtasks.server import classic_api, denials, offset_api
+from streamtasks.server.guard import Access
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.wire import (
@@ -115,9 +116,14 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
     return encode_kio_response(response, correlation_id)
 
 
-def rewrite_api_versions(frame: bytes, version: int) -> bytes:
+def rewrite_api_versions(
+    frame: bytes,
+    version: int,
+    *,
+    keep: Callable[[dict[int, tuple[int, int]]], dict[int, tuple[int, int]]] | None = None,
+) -> bytes:
     """The backing broker's ApiVersions response frame with the server's own APIs at the
-    versions it serves and the refused ones left out."""
+    versions it serves and the refused ones left out (then ``keep`` picks what to advertise)."""
     payload = frame[4:]
     (correlation_id,) = struct.unpack_from(">i", payload, 0)
     body = payload[4:]
@@ -143,6 +149,8 @@ def rewrite_api_versions(frame: bytes, version: int) -> bytes:
             out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
         else:
             out[api_key] = (lo, hi)
+    if keep is not None:
+        out = keep(out)
     entries = tuple(
         entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(out.items())
     )
@@ -188,9 +196,13 @@ class Handlers:
         self.parked.answer_when_durable(result.joins, durable)
         return durable
 
-    async def handle(self, header: RequestHeader, body: bytes, client_host: str) -> bytes | None:
+    async def handle(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None = None
+    ) -> bytes | None:
         """The response frame; None when the request must be forwarded instead (FindCoordinator
-        for transactions or share groups)."""
+        for transactions or share groups). ``access``: the connection's principal and the ACLs
+        (None: an open listener); a group the principal may not use is answered
+        GROUP_AUTHORIZATION_FAILED and nothing is written."""
         api, version = header.api_key, header.api_version
         lo, hi = SERVED_VERSIONS[api]
         if not lo <= version <= hi:
@@ -198,33 +210,40 @@ class Handlers:
         self.stats.by_api[api] = self.stats.by_api.get(api, 0) + 1
         cid = header.correlation_id
         if api == CONSUMER_GROUP_HEARTBEAT_API_KEY:
-            return await self._heartbeat(header, body, client_host)
+            return await self._heartbeat(header, body, client_host, access)
         if api == CONSUMER_GROUP_DESCRIBE_API_KEY:
             request = codec.decode_describe_request(body, version)
             response = self.coordinator.describe(request)
+            if access is not None:
+                hidden = {g for g in request.group_ids if not access.allows("group", g, "Describe")}
+                response = denials.filter_describe(response, hidden)
             await self._durable(())  # answer only what is durable
             return response_frame(
                 cid, codec.encode_describe_response(response, version), flexible_header=True
             )
         if api == rpc.PREPARE_ASSIGNMENT_API_KEY:
-            prepared = self.coordinator.prepare_assignment(
-                rpc.decode_prepare_request(body, version), self.clock()
-            )
+            prepare = rpc.decode_prepare_request(body, version)
+            if access is not None and not access.allows("group", prepare.group_id, "Read"):
+                return denials.denied_prepare(version, cid)
+            prepared = self.coordinator.prepare_assignment(prepare, self.clock())
             answer = self.coordinator.apply(prepared)
             await self.persist(prepared)
             return response_frame(cid, rpc.encode_prepare_response(answer, version), flexible_header=True)
         if api == rpc.INSTALL_ASSIGNMENT_API_KEY:
-            installed = self.coordinator.install_assignment(
-                rpc.decode_install_request(body, version), self.clock()
-            )
+            install = rpc.decode_install_request(body, version)
+            if access is not None and not access.allows("group", install.group_id, "Read"):
+                return denials.denied_install(version, cid)
+            installed = self.coordinator.install_assignment(install, self.clock())
             done = self.coordinator.apply(installed)
             await self.persist(installed)
             return response_frame(cid, rpc.encode_install_response(done, version), flexible_header=True)
         if api in classic_api.VERSIONS:
             self.stats.classic += 1
-            return await self._classic(header, body, client_host)
+            return await self._classic(header, body, client_host, access)
         if api == offset_api.OFFSET_COMMIT:
             request = decode_kio_request(api, version, body)
+            if access is not None and not access.allows("group", str(request.group_id), "Read"):
+                return denials.denied_commit(request, version, cid)
             records, response = offset_api.commit(
                 request, version, coordinator=self.coordinator, store=self.offsets, now_ms=self.clock()
             )
@@ -235,15 +254,30 @@ class Handlers:
             return encode_kio_response(response, cid)
         if api == offset_api.OFFSET_FETCH:
             request = decode_kio_request(api, version, body)
+            denied: set[str] = set()
+            if access is not None and version < 8:
+                if not access.allows("group", str(request.group_id), "Read"):
+                    return denials.denied_offset_fetch(version, cid)
+            elif access is not None:
+                denied = {
+                    str(g.group_id)
+                    for g in request.groups
+                    if not access.allows("group", str(g.group_id), "Read")
+                }
             response = offset_api.fetch(request, version, coordinator=self.coordinator, store=self.offsets)
+            response = denials.filter_offset_fetch(response, denied)
             self.stats.fetches += 1
             await self._durable(())
             return encode_kio_response(response, cid)
-        return self._find_coordinator(header, body)
+        return self._find_coordinator(header, body, access)
 
-    async def _heartbeat(self, header: RequestHeader, body: bytes, client_host: str) -> bytes:
+    async def _heartbeat(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None
+    ) -> bytes:
         version = header.api_version
         request = codec.decode_heartbeat_request(body, version)
+        if access is not None and not access.allows("group", request.group_id, "Read"):
+            return denials.denied_heartbeat(version, header.correlation_id)
         self.stats.heartbeats += 1
         if (
             request.group_id not in self.coordinator.groups
@@ -279,10 +313,14 @@ class Handlers:
             header.correlation_id, codec.encode_heartbeat_response(response, version), flexible_header=True
         )
 
-    async def _classic(self, header: RequestHeader, body: bytes, client_host: str) -> bytes:
+    async def _classic(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None
+    ) -> bytes:
         """JoinGroup, SyncGroup, Heartbeat, LeaveGroup of a classic member."""
         api, version, cid = header.api_key, header.api_version, header.correlation_id
         request = decode_kio_request(api, version, body)
+        if access is not None and not access.allows("group", str(request.group_id), "Read"):
+            return denials.denied_classic(api, version, cid, str(getattr(request, "member_id", "")))
         now = self.clock()
         if api == classic_api.JOIN_GROUP:
             join = classic_api.join_request(request)
@@ -348,7 +386,7 @@ class Handlers:
         if any(t not in self.coordinator.image.by_name for t in topics):
             self.on_unknown_topics()
 
-    def _find_coordinator(self, header: RequestHeader, body: bytes) -> bytes | None:
+    def _find_coordinator(self, header: RequestHeader, body: bytes, access: Access | None) -> bytes | None:
         version = header.api_version
         request = decode_kio_request(FIND_COORDINATOR, version, body)
         if int(getattr(request, "key_type", _GROUP_KEY_TYPE)) != _GROUP_KEY_TYPE:
@@ -356,15 +394,20 @@ class Handlers:
         host, port = self.advertised
         response_cls = kio_response_class(FIND_COORDINATOR, version)
         none = ErrorCode(0)
+
+        def allowed(key: str) -> bool:  # Kafka: Describe on the group
+            return access is None or access.allows("group", key, "Describe")
+
         if version < 4:
+            ok = allowed(str(request.key))
             response = offset_api.make(
                 response_cls,
                 throttle_time=_ZERO,
-                error_code=none,
+                error_code=none if ok else ErrorCode(int(denials.DENIED)),
                 error_message=None,
-                node_id=self.node_id,
-                host=host,
-                port=port,
+                node_id=self.node_id if ok else -1,
+                host=host if ok else "",
+                port=port if ok else -1,
             )
         else:
             coordinator_cls = offset_api.element(response_cls, "coordinators")
@@ -377,6 +420,15 @@ class Handlers:
                         host=host,
                         port=port,
                         error_code=none,
+                        error_message=None,
+                    )
+                    if allowed(str(key))
+                    else coordinator_cls(
+                        key=key,
+                        node_id=-1,
+                        host="",
+                        port=-1,
+                        error_code=ErrorCode(int(denials.DENIED)),
                         error_message=None,
                     )
                     for key in request.coordinator_keys

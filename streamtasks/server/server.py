@@ -20,6 +20,7 @@ from typing import TextIO
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
 from streamtasks.server.config import ServerConfig
+from streamtasks.server.guard import ListenerGuard
 from streamtasks.server.handlers import Handlers
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.metadata import fetch_image
@@ -64,6 +65,7 @@ class CoordinatorServer:
         self.advertised: tuple[str, int] = config.advertised
         self._metadata_poke = asyncio.Event()
         self._stopped = asyncio.Event()
+        self.guard: ListenerGuard | None = None
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -73,8 +75,27 @@ class CoordinatorServer:
         """Set when the log could not be written: the server must stop (a restart replays)."""
         return self.log.failed
 
+    def _listener_line(self) -> str:
+        guard = self.guard
+        if guard is None:
+            return "plaintext, open"
+        s = guard.settings
+        parts = ["TLS" + (" with client certificates" if s.tls_client_cafile else "") if s.tls else "no TLS"]
+        if s.sasl_mechanisms:
+            users = len(guard.credentials.users) if guard.credentials else 0
+            parts.append(f"SASL {','.join(s.sasl_mechanisms)} ({users} users)")
+        if guard.acls is not None:
+            parts.append(f"ACL file {s.acl_file} ({len(guard.acls.rules)} rules)")
+        else:
+            parts.append("no ACL file: every authenticated principal may use every group")
+        return "; ".join(parts)
+
     async def start(self) -> None:
         started = time.monotonic()
+        if self.config.listener.guarded or self.config.listener.tls:
+            self.guard = ListenerGuard(self.config.listener)  # a bad file stops here, before any IO
+            if "PLAIN" in self.config.listener.sasl_mechanisms and not self.config.listener.tls:
+                _log.warning("SASL PLAIN without TLS: passwords cross the network in clear")
         records = await self.log.open()
         image = await fetch_image(self.config.bootstrap_servers)
         coordinator = GroupCoordinator(self.config.coordinator, image=image)
@@ -90,8 +111,14 @@ class CoordinatorServer:
         self.coordinator = coordinator
         self.replay_ms = (time.monotonic() - started) * 1000
         self.replayed_records = len(records)
+        ssl_context = self.guard.ssl_context if self.guard is not None else None
         self._server = await asyncio.start_server(
-            self._accept, self.config.listen_host, self.config.listen_port, limit=1 << 20
+            self._accept,
+            self.config.listen_host,
+            self.config.listen_port,
+            limit=1 << 20,
+            ssl=ssl_context,
+            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         host, _ = self.config.advertised
@@ -117,7 +144,7 @@ class CoordinatorServer:
             f"(advertised {advertised[0]}:{advertised[1]}, node {self.config.node_id}), "
             f"backing cluster {self.config.bootstrap_servers}, log {self.config.topic}: "
             f"replayed {len(records)} records ({len(coordinator.groups)} groups, "
-            f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms"
+            f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms; listener: {self._listener_line()}"
         )
 
     async def _start_proxy(self, node_id: int, host: str, port: int, wanted_port: int) -> int:
@@ -163,6 +190,8 @@ class CoordinatorServer:
             rewrite_coordinators=self._rewrite_coordinators,
             max_frame_bytes=self.config.max_frame_bytes,
             max_in_flight=self.config.max_in_flight_per_connection,
+            guard=self.guard if self.guard is not None and self.guard.settings.guarded else None,
+            clock=self.clock,
         )
         task = asyncio.current_task()
         assert task is not None
