@@ -264,8 +264,9 @@ class CoordinatorServer:
     async def stop(self) -> None:
         """Stop accepting, end the connections, flush the log."""
         self._stopped.set()
-        if self._server is not None:
-            self._server.close()
+        for listener in (self._server, *self._listeners):
+            if listener is not None:
+                listener.close()
         for task in self._tasks:
             task.cancel()
         for task in list(self._sessions):

@@ -114,5 +114,5 @@ def test_bad_yaml_is_one_config_error(text: str, says: str) -> None:
 
 
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="ACL file .*missing.txt"):
+    with pytest.raises(ConfigError, match=r"ACL file .*missing\.txt"):
         load_acl_file(tmp_path / "missing.txt")

@@ -51,7 +51,8 @@ def test_round_trip_and_no_password_on_disk(tmp_path: Path) -> None:
     assert sorted(loaded.users) == ["alice", "bob"]
     assert sorted(loaded.users["alice"]) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
     alice = loaded.users["alice"]["SCRAM-SHA-512"]
-    assert alice.iterations == 4096 and len(alice.salt) == 32
+    assert alice.iterations == 4096
+    assert len(alice.salt) == 32
     assert alice == scram_credential("SCRAM-SHA-512", PASSWORD, alice.salt, 4096)
     assert loaded.users["alice"]["SCRAM-SHA-256"].salt != alice.salt  # a salt per credential
     assert parse_credentials(dump_credentials(loaded)) == loaded
@@ -172,4 +173,5 @@ def test_the_cli_reads_the_password_from_stdin_never_argv(tmp_path: Path) -> Non
         timeout=60,
     )
     assert bad.returncode != 0
-    assert "at least 4096" in bad.stderr and "Traceback" not in bad.stderr
+    assert "at least 4096" in bad.stderr
+    assert "Traceback" not in bad.stderr

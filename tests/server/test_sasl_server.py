@@ -56,7 +56,8 @@ def client(mechanism: str, user: str, password: str) -> SaslClient:
 def login(s: SaslServer, mechanism: str, user: str, password: str, now_ms: int = 0) -> int:
     """Run one whole exchange; the error of the last step (0: authenticated)."""
     step = s.handshake(1, mechanism)
-    assert step.error == 0 and step.mechanisms == s.mechanisms
+    assert step.error == 0
+    assert step.mechanisms == s.mechanisms
     c = client(mechanism, user, password)
     payload: bytes | None = c.initial_response()
     while payload is not None:
@@ -101,9 +102,11 @@ def test_the_failure_message_names_the_mechanism_never_the_password() -> None:
     s = server()
     s.handshake(1, "PLAIN")
     step = s.authenticate(b"\0alice\0hunter2-not-it", 0)
-    assert step.error == SASL_AUTHENTICATION_FAILED and step.close
+    assert step.error == SASL_AUTHENTICATION_FAILED
+    assert step.close
     assert step.message is not None
-    assert "PLAIN" in step.message and "hunter2" not in step.message
+    assert "PLAIN" in step.message
+    assert "hunter2" not in step.message
 
 
 def test_scram_for_a_user_without_that_mechanism_fails_at_the_proof() -> None:
@@ -111,7 +114,8 @@ def test_scram_for_a_user_without_that_mechanism_fails_at_the_proof() -> None:
     s.handshake(1, "SCRAM-SHA-512")
     c = ScramClient("SCRAM-SHA-512", "bob", "bob-secret", nonce="clientnonce")
     first = s.authenticate(c.initial_response(), 0)
-    assert first.error == 0 and first.auth_bytes.startswith(b"r=clientnonce")  # looks like any user
+    assert first.error == 0
+    assert first.auth_bytes.startswith(b"r=clientnonce")
     final = s.authenticate(c.evaluate(first.auth_bytes) or b"", 0)
     assert final.error == SASL_AUTHENTICATION_FAILED
 
@@ -128,7 +132,8 @@ def test_an_unknown_mechanism_is_answered_with_the_enabled_ones() -> None:
 def test_authenticate_before_handshake_is_an_illegal_state() -> None:
     s = server()
     step = s.authenticate(b"\0alice\0alice-secret", 0)
-    assert step.error == ILLEGAL_SASL_STATE and step.close
+    assert step.error == ILLEGAL_SASL_STATE
+    assert step.close
     assert s.state is SaslState.CLOSED
 
 
@@ -148,7 +153,8 @@ def test_other_apis_before_authentication_close_without_an_answer(api: int) -> N
         prepare(s)
         assert s.admits(api, 0) is not None
     s = server()
-    assert s.admits(SASL_HANDSHAKE, 0) is None and s.admits(SASL_AUTHENTICATE, 0) is None
+    assert s.admits(SASL_HANDSHAKE, 0) is None
+    assert s.admits(SASL_AUTHENTICATE, 0) is None
 
 
 def test_handshake_v0_switches_to_raw_tokens() -> None:
@@ -156,7 +162,8 @@ def test_handshake_v0_switches_to_raw_tokens() -> None:
     assert s.handshake(0, "PLAIN").error == 0
     assert s.raw_tokens
     assert s.authenticate(b"\0alice\0alice-secret", 0).error == 0
-    assert not s.raw_tokens and s.principal == "User:alice"
+    assert not s.raw_tokens
+    assert s.principal == "User:alice"
 
 
 def test_session_lifetime_is_returned_and_expiry_closes() -> None:
@@ -186,7 +193,8 @@ def test_reauthentication_extends_the_session_and_keeps_serving_meanwhile() -> N
     c = ScramClient("SCRAM-SHA-512", "alice", "alice-secret", nonce="clientnonce2")
     first = s.authenticate(c.initial_response(), 1_500)
     final = s.authenticate(c.evaluate(first.auth_bytes) or b"", 1_500)
-    assert final.error == 0 and final.session_lifetime_ms == 1_000
+    assert final.error == 0
+    assert final.session_lifetime_ms == 1_000
     assert s.session_deadline_ms == 2_500
     assert s.admits(HEARTBEAT, 2_000) is None
 
