@@ -8,6 +8,7 @@ from streamtasks.server.run import (
     add_coordinator_arguments,
     add_user_arguments,
     config_from_args,
+    listener_from_args,
     run_add_user,
     run_server,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "ListenerSettings",
     "run_add_user",
     "config_from_args",
+    "listener_from_args",
     "CoordinatorLog",
     "CoordinatorServer",
     "ServerConfig",
