@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from streamtasks.embedded.certs import make_cert_kit
 from streamtasks.errors import ConfigError
@@ -96,7 +97,9 @@ def test_tls_context_with_an_encrypted_key_and_its_password_file(tmp_path: Path)
 def test_a_wrong_key_password_names_the_files_never_the_password(tmp_path: Path) -> None:
     kit = make_cert_kit(tmp_path)
     listener = ListenerSettings(
-        tls_certfile=kit.client_cert, tls_keyfile=kit.encrypted_key, tls_key_password="not-the-password-42"
+        tls_certfile=kit.client_cert,
+        tls_keyfile=kit.encrypted_key,
+        tls_key_password=SecretStr("not-the-password-42"),
     )
     with pytest.raises(ConfigError) as caught:
         listener.ssl_context()
