@@ -14,7 +14,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from streamtasks.coordinator import GroupCoordinator, Record
@@ -32,6 +32,7 @@ from streamtasks.server.upstream import Upstream
 __all__ = ["CoordinatorServer", "wall_clock_ms"]
 
 _log = logging.getLogger("streamtasks.server")
+_Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 _TIMER_TICK_S = 0.1
 
 
@@ -111,15 +112,7 @@ class CoordinatorServer:
         self.coordinator = coordinator
         self.replay_ms = (time.monotonic() - started) * 1000
         self.replayed_records = len(records)
-        ssl_context = self.guard.ssl_context if self.guard is not None else None
-        self._server = await asyncio.start_server(
-            self._accept,
-            self.config.listen_host,
-            self.config.listen_port,
-            limit=1 << 20,
-            ssl=ssl_context,
-            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
-        )
+        self._server = await self._listen(self._accept, self.config.listen_port)
         self.port = self._server.sockets[0].getsockname()[1]
         host, _ = self.config.advertised
         advertised = self.advertised = (host, self.config.advertised_port or self.port)
@@ -147,11 +140,24 @@ class CoordinatorServer:
             f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms; listener: {self._listener_line()}"
         )
 
+    async def _listen(self, accept: _Accept, port: int) -> asyncio.Server:
+        """A listener on ``port`` of the listen host, with the listener's TLS if it has one
+        (the per-broker listeners too)."""
+        ssl_context = self.guard.ssl_context if self.guard is not None else None
+        return await asyncio.start_server(
+            accept,
+            self.config.listen_host,
+            port,
+            limit=1 << 20,
+            ssl=ssl_context,
+            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
+        )
+
     async def _start_proxy(self, node_id: int, host: str, port: int, wanted_port: int) -> int:
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._accept(reader, writer, upstream=f"{host}:{port}")
 
-        listener = await asyncio.start_server(accept, self.config.listen_host, wanted_port, limit=1 << 20)
+        listener = await self._listen(accept, wanted_port)
         self._listeners.append(listener)
         bound: int = listener.sockets[0].getsockname()[1]
         self.say(f"streamtasks coordinator: broker {node_id} ({host}:{port}) served at port {bound}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import struct
 import uuid
 from pathlib import Path
 
@@ -17,12 +18,15 @@ from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
+from kio.schema.sasl_handshake.v0.response import SaslHandshakeResponse as SaslHandshakeV0Response
 
 from streamtasks.embedded import Cluster
 from streamtasks.protocol import consumer_group_codec as codec
 from streamtasks.protocol.consumer_group import ConsumerGroupDescribeRequest
 from streamtasks.runtime.admin import TopicSpec, create_topics_request, metadata_request
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost
+from streamtasks.runtime.framing import decode_response, encode_request
 from streamtasks.server import ListenerSettings
 from streamtasks.server.metadata import fetch_image
 from tests.server.secure_support import (
@@ -364,6 +368,60 @@ def test_mutual_tls_principal_is_the_certificates_name(kafka: Cluster, tmp_path:
             assert (await join(conn, "orders-x", orders)).error == GROUP_AUTHORIZATION_FAILED
             await conn.close()
             assert await refused(server.port, client_context(secured.kit))  # no certificate
+        finally:
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_handshake_v0_then_bare_tokens(kafka: Cluster, secured: Secured) -> None:
+    """Clients that speak SaslHandshake v0 send the SASL tokens as bare length-prefixed frames."""
+    orders = topic(kafka)
+
+    async def run() -> None:
+        server = start_server(kafka.bootstrap_servers, sasl_listener(secured))
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=client_context(secured.kit), server_hostname="localhost"
+            )
+            writer.write(encode_request(SaslHandshakeV0(mechanism="PLAIN"), correlation_id=1))
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            _, shake = decode_response(await reader.readexactly(size), SaslHandshakeV0Response)
+            assert shake.error_code.value == 0
+            token = f"\0alice\0{PASSWORDS['alice']}".encode()
+            writer.write(struct.pack(">i", len(token)) + token)
+            assert await reader.readexactly(4) == b"\0\0\0\0"  # an empty server token: done
+            conn = AsyncConnection(reader, writer, "v0-client")
+            assert (await join(conn, "orders-v0", orders)).error == 0
+            await conn.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_tls_only_listener_serves_its_broker_listeners_over_tls_too(kafka: Cluster, tmp_path: Path) -> None:
+    """TLS without authentication (an open listener, routing proxy): the per-broker listeners
+    Metadata names speak TLS as the bootstrap listener does."""
+    kit = make_secured(tmp_path, "").kit
+    listener = ListenerSettings(tls_certfile=kit.broker_cert, tls_keyfile=kit.broker_key)
+    orders = topic(kafka)
+
+    async def run() -> None:
+        server = start_server(kafka.bootstrap_servers, listener)
+        await server.start()
+        try:
+            conn = await connect(server.port, client_context(kit))
+            meta = await conn.call(metadata_request([orders]), MetadataResponse)
+            await conn.close()
+            ports = {int(b.port) for b in meta.brokers} - {server.port}
+            assert ports
+            for port in ports:
+                proxied = await connect(port, client_context(kit))
+                (t,) = (await proxied.call(metadata_request([orders]), MetadataResponse)).topics
+                assert t.error_code.value == 0
+                await proxied.close()
         finally:
             await server.stop()
 
