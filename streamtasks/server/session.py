@@ -42,7 +42,11 @@ from streamtasks.server.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Sa
 from streamtasks.server.upstream import Upstream
 from streamtasks.server.wire import API_VERSIONS, parse_request
 
-__all__ = ["ClientSession"]
+__all__ = ["MAX_UNAUTHENTICATED_FRAME_BYTES", "ClientSession"]
+
+#: The largest frame a client may send before it has authenticated (Kafka's
+#: ``sasl.server.max.receive.size`` default): a stranger cannot make the server buffer more.
+MAX_UNAUTHENTICATED_FRAME_BYTES = 512 * 1024
 
 _log = logging.getLogger("streamtasks.server")
 
@@ -115,6 +119,8 @@ class ClientSession:
     async def run(self) -> None:
         responder = asyncio.get_running_loop().create_task(self._respond())
         decoder = FrameDecoder(self._max_frame)
+        if self._sasl is not None:  # Kafka's sasl.server.max.receive.size until authenticated
+            decoder.limit(min(self._max_frame, MAX_UNAUTHENTICATED_FRAME_BYTES))
         try:
             while not responder.done():
                 chunk = await self._read()
@@ -127,6 +133,8 @@ class ClientSession:
                     await self._order.put(task)
                     if close_after:
                         raise _Answered("SASL failed; closing after the answer")
+                if self._sasl is not None and self._sasl.authenticated:
+                    decoder.limit(self._max_frame)
         except _Answered as exc:
             _log.debug("closing connection from %s: %s", self._client_host, exc)
         except (DecodeError, OSError, _Close) as exc:

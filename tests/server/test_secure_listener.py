@@ -172,6 +172,14 @@ def test_nothing_is_served_before_authentication(kafka: Cluster, secured: Secure
             assert await closed_by_server(conn)
             await conn.close()
             assert "orders-early" not in server.coordinator.groups  # type: ignore[union-attr]
+            # a stranger may not make the server buffer a big frame (Kafka: 512 KiB before SASL)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", server.port, ssl=client_context(secured.kit), server_hostname="localhost"
+            )
+            writer.write(struct.pack(">i", 1 << 20) + b"\0" * 1024)
+            async with asyncio.timeout(5):
+                assert await reader.read() == b""
+            writer.close()
         finally:
             await server.stop()
 
