@@ -9,6 +9,7 @@ their size and any known secret by ``***``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable
@@ -20,8 +21,12 @@ import aiokafka.conn
 import aiokafka.consumer.fetcher
 import aiokafka.producer.sender
 from aiokafka.abc import AbstractTokenProvider
+from aiokafka.errors import KafkaError
 
-__all__ = ["REDACTED", "aiokafka_token_provider", "install_log_redaction", "redact_text"]
+from streamtasks.errors import BrokerError
+from streamtasks.runtime.security import ClientSettings
+
+__all__ = ["REDACTED", "aiokafka_token_provider", "install_log_redaction", "redact_text", "start_aiokafka"]
 
 REDACTED = "***"
 
@@ -101,6 +106,27 @@ def aiokafka_token_provider(provider: Any) -> Any:
     if provider is None:
         return None
     return _TokenProvider(provider)
+
+
+async def start_aiokafka(client: Any, settings: ClientSettings, what: str = "aiokafka") -> None:
+    """``await client.start()`` for an aiokafka consumer, producer or admin client built from
+    ``settings``. aiokafka says only "Unable to bootstrap from [...]" when a password is wrong
+    or a CA untrusted: then the runtime's own connection asks the broker, and its
+    :class:`~streamtasks.errors.TlsError` / :class:`~streamtasks.errors.AuthenticationError`
+    (the real cause) is raised instead; any other failure is a BrokerError naming the servers."""
+    from streamtasks.runtime.connection import ConnectionLost, open_any
+
+    try:
+        await client.start()
+    except KafkaError as exc:
+        with contextlib.suppress(Exception):
+            await client.stop()
+        try:
+            conn = await open_any(settings, "streamtasks-probe")
+        except ConnectionLost as lost:
+            raise BrokerError(f"{what} cannot reach {settings.bootstrap_servers}: {lost}") from exc
+        await conn.close()
+        raise BrokerError(f"{what} could not start against {settings.bootstrap_servers}: {exc}") from exc
 
 
 # aiokafka's loggers exist once its modules are imported (above).
