@@ -123,6 +123,8 @@ class _Session:
 
     async def handle(self, payload: bytes) -> bytes | None:
         api_key, api_version = struct.unpack_from(">hh", payload, 0)
+        if (api_key, api_version) not in _REQUESTS:
+            return None  # a request this server does not speak (aiokafka's ApiVersions v0): close
         request_cls, header_cls = _REQUESTS[(api_key, api_version)]
         view = memoryview(payload)
         header, offset = entity_reader(header_cls)(view, 0)
