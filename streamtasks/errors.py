@@ -73,12 +73,27 @@ class BrokerError(StreamTasksError):
 
 # -- security (streamtasks.protocol.sasl, streamtasks.runtime.security) ------------------------
 
-__all__ += ["SaslError"]
+__all__ += ["AuthenticationError", "ConnectionSecurityError", "SaslError", "TlsError"]
 
 
 class SaslError(StreamTasksError, ValueError):
     """A SASL exchange cannot go on: a malformed or unexpected message, a bad proof or server
     signature, or unusable local input. The message never carries a password, token or key."""
+
+
+class ConnectionSecurityError(StreamTasksError):
+    """A connection to a broker failed for a security reason: fatal, never retried (the same
+    settings would fail the same way). Not a :class:`BrokerError`, which loops retry."""
+
+
+class AuthenticationError(ConnectionSecurityError):
+    """The broker refused this client's SASL authentication (wrong password, a mechanism it
+    does not enable, a token it rejects) or did not prove it knows the password."""
+
+
+class TlsError(ConnectionSecurityError):
+    """The TLS session with the broker could not be set up: an untrusted or expired
+    certificate, a host-name mismatch, or a TLS/plaintext mix-up between client and listener."""
 
 
 # -- local state (streamtasks.state) ---------------------------------------------------------
