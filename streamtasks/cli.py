@@ -77,11 +77,11 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
         return run_add_user(args)
 
     from streamtasks.embedded import start_broker
-    from streamtasks.server import config_from_args, listener_from_args, run_server
+    from streamtasks.server import backing_values, config_from_args, listener_from_args, run_server
 
     listener_from_args(args)  # a bad security setting fails before an embedded broker starts
     with contextlib.ExitStack() as stack:
-        bootstrap = args.bootstrap_servers
+        bootstrap = args.bootstrap_servers or backing_values(args).get("bootstrap_servers")
         if not bootstrap:
             bootstrap = stack.enter_context(start_broker(args.broker)).bootstrap_servers
         return run_server(config_from_args(args, bootstrap), log_level=args.log_level)

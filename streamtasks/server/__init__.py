@@ -7,6 +7,7 @@ from streamtasks.server.log import DEFAULT_TOPIC, CoordinatorLog
 from streamtasks.server.run import (
     add_coordinator_arguments,
     add_user_arguments,
+    backing_values,
     config_from_args,
     listener_from_args,
     run_add_user,
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_TOPIC",
     "add_coordinator_arguments",
     "add_user_arguments",
+    "backing_values",
     "ListenerSettings",
     "run_add_user",
     "config_from_args",

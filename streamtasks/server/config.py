@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 from streamtasks.coordinator import CoordinatorConfig
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.log import DEFAULT_TOPIC
 from streamtasks.server.sasl_server import SUPPORTED_MECHANISMS
 
@@ -110,7 +111,8 @@ class ListenerSettings(BaseModel):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
-    bootstrap_servers: str
+    #: The backing cluster, and how the coordinator reaches it (TLS, SASL: ``--client-config``).
+    bootstrap_servers: str | ClientSettings
     listen_host: str = "127.0.0.1"
     listen_port: int = 9092
     #: host:port FindCoordinator answers with (default: the listen address).
@@ -147,6 +149,15 @@ class ServerConfig:
                 "produce under the coordinator's identity: use --routing direct, so clients reach "
                 "the brokers with their own (docs/security.md)"
             )
+
+    @property
+    def backing(self) -> ClientSettings:
+        """The backing cluster's client settings (PLAINTEXT for a bare ``host:port`` string)."""
+        return ClientSettings.of(self.bootstrap_servers)
+
+    def backing_broker(self, host: str, port: int) -> ClientSettings:
+        """The same security for one broker of the backing cluster."""
+        return self.backing.client_settings_for(f"{host}:{port}")
 
     @property
     def advertised(self) -> tuple[str, int]:

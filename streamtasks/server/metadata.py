@@ -10,14 +10,17 @@ from kio.schema.metadata.v12.response import MetadataResponse
 
 from streamtasks.coordinator import MetadataImage, TopicMetadata
 from streamtasks.runtime.connection import open_any
+from streamtasks.runtime.security import ClientSettings
 
 __all__ = ["fetch_image"]
 
 _NO_ID = uuid.UUID(int=0)
 
 
-async def fetch_image(bootstrap_servers: str, *, client_id: str = "streamtasks-coordinator") -> MetadataImage:
-    conn = await open_any(bootstrap_servers, client_id)
+async def fetch_image(
+    bootstrap: str | ClientSettings, *, client_id: str = "streamtasks-coordinator"
+) -> MetadataImage:
+    conn = await open_any(bootstrap, client_id)
     try:
         request = metadata_req.MetadataRequest(
             topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False

@@ -11,11 +11,18 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
 from streamtasks.coordinator import CoordinatorConfig
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.security import (
+    ClientSettings,
+    client_config_path,
+    load_client_config,
+    make_client_settings,
+)
 from streamtasks.server.config import DEFAULT_NODE_ID, ListenerSettings, ServerConfig, parse_host_port
 from streamtasks.server.credentials import SCRAM_MECHANISMS, add_user
 from streamtasks.server.log import DEFAULT_TOPIC
@@ -24,6 +31,7 @@ from streamtasks.server.server import CoordinatorServer
 __all__ = [
     "add_coordinator_arguments",
     "add_user_arguments",
+    "backing_values",
     "config_from_args",
     "listener_from_args",
     "run_add_user",
@@ -41,6 +49,13 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         help="host:port FindCoordinator answers with (default: the listen address)",
     )
     parser.add_argument("--bootstrap-servers", default=None, help="the backing Kafka cluster")
+    parser.add_argument(
+        "--client-config",
+        default=None,
+        help="how the coordinator reaches the backing cluster: a .properties or YAML file of client "
+        "security settings (security.protocol, ssl.*, sasl.*; docs/security.md), default "
+        "$STREAMTASKS_CLIENT_CONFIG; its bootstrap.servers is used without --bootstrap-servers",
+    )
     parser.add_argument(
         "--broker",
         choices=("auto", "kafka", "tansu"),
@@ -169,13 +184,23 @@ def listener_from_args(args: argparse.Namespace) -> ListenerSettings:
         ) from None
 
 
+def backing_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of --client-config (or $STREAMTASKS_CLIENT_CONFIG); empty without one."""
+    path = client_config_path(args.client_config)
+    return load_client_config(path) if path is not None else {}
+
+
 def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> ServerConfig:
     host, port = parse_host_port(args.listen, "--listen")
     advertised = parse_host_port(args.advertised, "--advertised") if args.advertised else (None, None)
     listener = listener_from_args(args)
     routing = args.routing or ("direct" if listener.guarded else "proxy")
+    values = backing_values(args)
+    backing: str | ClientSettings = bootstrap_servers
+    if values:
+        backing = make_client_settings({**values, "bootstrap_servers": bootstrap_servers})
     return ServerConfig(
-        bootstrap_servers=bootstrap_servers,
+        bootstrap_servers=backing,
         listen_host=host,
         listen_port=port,
         advertised_host=advertised[0],

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard
 from streamtasks.server.handlers import Handlers
@@ -51,7 +52,7 @@ class CoordinatorServer:
         self.config = config
         self.clock = clock
         self.out = out if out is not None else sys.stderr
-        self.log = CoordinatorLog(config.bootstrap_servers, config.topic)
+        self.log = CoordinatorLog(config.backing, config.topic)
         self.offsets = OffsetStore()
         self.coordinator: GroupCoordinator | None = None
         self.handlers: Handlers | None = None
@@ -98,7 +99,7 @@ class CoordinatorServer:
             if "PLAIN" in self.config.listener.sasl_mechanisms and not self.config.listener.tls:
                 _log.warning("SASL PLAIN without TLS: passwords cross the network in clear")
         records = await self.log.open()
-        image = await fetch_image(self.config.bootstrap_servers)
+        image = await fetch_image(self.config.backing)
         coordinator = GroupCoordinator(self.config.coordinator, image=image)
         group_records: list[Record] = []
         for record in records:
@@ -135,7 +136,8 @@ class CoordinatorServer:
         self.say(
             f"streamtasks coordinator: listening on {self.config.listen_host}:{self.port} "
             f"(advertised {advertised[0]}:{advertised[1]}, node {self.config.node_id}), "
-            f"backing cluster {self.config.bootstrap_servers}, log {self.config.topic}: "
+            f"backing cluster {self.config.backing.bootstrap_servers} "
+            f"({self.config.backing.security_protocol}), log {self.config.topic}: "
             f"replayed {len(records)} records ({len(coordinator.groups)} groups, "
             f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms; listener: {self._listener_line()}"
         )
@@ -154,8 +156,10 @@ class CoordinatorServer:
         )
 
     async def _start_proxy(self, node_id: int, host: str, port: int, wanted_port: int) -> int:
+        broker = self.config.backing_broker(host, port)
+
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._accept(reader, writer, upstream=f"{host}:{port}")
+            await self._accept(reader, writer, upstream=broker)
 
         listener = await self._listen(accept, wanted_port)
         self._listeners.append(listener)
@@ -180,10 +184,14 @@ class CoordinatorServer:
         )
 
     async def _accept(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, upstream: str | None = None
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        upstream: ClientSettings | None = None,
     ) -> None:
         assert self.handlers is not None
-        target = upstream or self.config.bootstrap_servers
+        target = upstream or self.config.backing
         if len(self._sessions) >= self.config.max_connections or self._stopped.is_set():
             writer.close()
             return
@@ -230,7 +238,7 @@ class CoordinatorServer:
                     await self._metadata_poke.wait()
             self._metadata_poke.clear()
             try:
-                image = await fetch_image(self.config.bootstrap_servers)
+                image = await fetch_image(self.config.backing)
             except Exception as exc:
                 _log.warning("metadata refresh failed: %s", exc)
                 await asyncio.sleep(1)
