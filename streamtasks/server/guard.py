@@ -66,10 +66,13 @@ class Access:
     principal: str
     acls: Acls | None
     client_host: str = ""
+    on_deny: Callable[[], None] | None = None
 
     def allows(self, resource: str, name: str, operation: str) -> bool:
         if self.acls is None or self.acls.allows(self.principal, resource, name, operation):
             return True
+        if self.on_deny is not None:
+            self.on_deny()
         _log.warning(
             "authorization denied: principal=%s operation=%s %s=%s client=%s",
             self.principal,
@@ -112,8 +115,8 @@ class ListenerGuard:
             session_lifetime_ms=self.settings.session_lifetime_ms,
         )
 
-    def access(self, principal: str, client_host: str) -> Access:
-        return Access(principal, self.acls, client_host)
+    def access(self, principal: str, client_host: str, on_deny: Callable[[], None] | None = None) -> Access:
+        return Access(principal, self.acls, client_host, on_deny)
 
 
 def _handshake_response(step: Step, version: int, correlation_id: int) -> bytes:

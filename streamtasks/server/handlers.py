@@ -92,6 +92,10 @@ class Stats:
     fetches: int = 0
     forwarded: int = 0
     closed_malformed: int = 0
+    #: On a secured listener: SASL exchanges completed / failed, requests denied by the ACLs.
+    sasl_ok: int = 0
+    sasl_failed: int = 0
+    denied: int = 0
     by_api: dict[int, int] = field(default_factory=dict)
 
 

@@ -268,6 +268,7 @@ class CoordinatorServer:
             f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "
             f"forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
             f"log_records={ls.appended_records} log_batches={ls.batches}"
+            + (f" sasl_ok={s.sasl_ok} sasl_failed={s.sasl_failed} denied={s.denied}" if self.guard else "")
         )
 
     async def _status(self) -> None:

@@ -101,7 +101,12 @@ class ClientSession:
         return self._tls_principal
 
     def _access(self) -> Access | None:
-        return None if self._guard is None else self._guard.access(self.principal, self._client_host)
+        if self._guard is None:
+            return None
+        return self._guard.access(self.principal, self._client_host, self._count_denial)
+
+    def _count_denial(self) -> None:
+        self._handlers.stats.denied += 1
 
     async def _read(self) -> bytes:
         """The next chunk; on a SASL session with a lifetime, _Close once it runs out (unless
@@ -156,7 +161,9 @@ class ClientSession:
         if sasl is not None and sasl.raw_tokens:  # after SaslHandshake v0: a bare token
             step = sasl.authenticate(payload, self._clock())
             if step.error:
+                self._handlers.stats.sasl_failed += 1
                 raise _Close(f"SASL authentication failed (error {step.error})")
+            self._handlers.stats.sasl_ok += sasl.state is SaslState.AUTHENTICATED
             return loop.create_task(_ready(struct.pack(">i", len(step.auth_bytes)) + step.auth_bytes)), False
         header, _ = parse_request(payload, body=False)
         api = header.api_key
@@ -167,6 +174,11 @@ class ClientSession:
             if api in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
                 header, body = parse_request(payload)
                 frame, step = sasl_response(sasl, header, body, self._clock())
+                stats = self._handlers.stats
+                if step.error:
+                    stats.sasl_failed += 1
+                elif api == SASL_AUTHENTICATE and sasl.state is SaslState.AUTHENTICATED:
+                    stats.sasl_ok += 1
                 return loop.create_task(_ready(frame)), step.close
         if api in REFUSED_APIS:
             raise _Close(f"api {api} is not served here")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 import uuid
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from streamtasks.server.credentials import add_user
 from streamtasks.server.metadata import fetch_image
 from streamtasks.server.server import CoordinatorServer
 from tests.server.secure_support import client_context, connect, join, login
+from tests.server.support import FAST, ServerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +172,64 @@ def test_no_rights_at_the_cluster_means_none_through_the_coordinator(
             await open_server.stop()
 
     asyncio.run(run())
+
+
+def test_the_command_with_a_client_config_and_a_secured_listener(
+    secure_kafka: SecuredCluster, tmp_path: Path
+) -> None:
+    """``streamtasks coordinator --client-config ... --tls-cert ... --sasl-mechanisms ...`` as a
+    process: it starts against the SASL_SSL cluster, serves its SCRAM listener, counts logins,
+    failures and denials in its status line, logs each denial, and never prints a password."""
+    topic = f"secure-cli-{uuid.uuid4().hex[:6]}"
+    ExternalCluster(secure_kafka.plaintext_bootstrap).create_topics({topic: 1})
+    listener = _listener(secure_kafka, tmp_path)
+    app_password = secure_kafka.password("app").get_secret_value()
+    client_config = tmp_path / "backing.properties"
+    client_config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=app\n"
+        f"sasl.password={app_password}\nssl.ca.location={secure_kafka.certs.ca_cert}\n"
+    )
+    server = ServerProcess(
+        secure_kafka.sasl_ssl_bootstrap,
+        topic=f"secure-coordlog-{uuid.uuid4().hex[:8]}",
+        extra=(
+            *FAST,
+            "--client-config", str(client_config),
+            "--tls-cert", str(listener.tls_certfile),
+            "--tls-key", str(listener.tls_keyfile),
+            "--sasl-mechanisms", "SCRAM-SHA-512",
+            "--credentials", str(listener.credentials_file),
+            "--acl-file", str(listener.acl_file),
+        ),
+    )  # fmt: skip
+
+    async def clients(port: int) -> None:
+        context = client_context(secure_kafka.certs)
+        conn = await connect(port, context)
+        assert (await login(conn, "SCRAM-SHA-512", "app", app_password)).error_code.value == 0
+        assert (await join(conn, f"secure-g-{uuid.uuid4().hex[:6]}", topic)).error == 0
+        await conn.close()
+        conn = await connect(port, context)
+        nope = secure_kafka.password("norights").get_secret_value()
+        assert (await login(conn, "SCRAM-SHA-512", "norights", nope)).error_code.value == 0
+        assert (await join(conn, "secure-not-mine", topic)).error == 30
+        await conn.close()
+        conn = await connect(port, context)
+        assert (await login(conn, "SCRAM-SHA-512", "app", "wrong")).error_code.value == 58
+        await conn.close()
+
+    server.start()
+    try:
+        asyncio.run(clients(server.port))
+        deadline = time.monotonic() + 10
+        while "denied=1" not in server.status() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "sasl_ok=2 sasl_failed=1 denied=1" in server.status()
+    finally:
+        server.stop()
+    text = "\n".join(server.lines)
+    assert "(SASL_SSL)" in text
+    assert "listener: TLS; SASL SCRAM-SHA-512 (2 users); ACL file" in text
+    assert "authorization denied: principal=User:norights operation=Read group=secure-not-mine" in text
+    for user in ("app", "norights"):
+        assert secure_kafka.password(user).get_secret_value() not in text
