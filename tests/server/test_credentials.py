@@ -119,59 +119,30 @@ def test_a_bad_file_is_one_config_error(doc: str, says: str) -> None:
         parse_credentials(doc, source="users.json")
 
 
-def test_the_cli_reads_the_password_from_stdin_never_argv(tmp_path: Path) -> None:
-    path = tmp_path / "users.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streamtasks",
-            "coordinator",
-            "add-user",
-            "--credentials",
-            str(path),
-            "--user",
-            "carol",
-            "--mechanism",
-            "SCRAM-SHA-512",
-            "--iterations",
-            "4096",
-            "--password-stdin",
-        ],
-        input=PASSWORD + "\n",
+def _add_user(path: Path, stdin: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    command = ["coordinator", "add-user", "--credentials", str(path), *flags, "--password-stdin"]
+    return subprocess.run(
+        [sys.executable, "-m", "streamtasks", *command],
+        input=stdin,
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
         timeout=60,
+    )
+
+
+def test_the_cli_reads_the_password_from_stdin_never_argv(tmp_path: Path) -> None:
+    path = tmp_path / "users.json"
+    result = _add_user(
+        path, PASSWORD + "\n", "--user", "carol", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096"
     )
     assert result.returncode == 0, result.stderr
     assert "carol: SCRAM-SHA-512 credentials (4096 iterations)" in result.stdout
     assert PASSWORD not in result.stdout + result.stderr
     assert sorted(load_credentials(path).users["carol"]) == ["SCRAM-SHA-512"]
     assert _plain_login(path, "carol", PASSWORD)
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streamtasks",
-            "coordinator",
-            "add-user",
-            "--credentials",
-            str(path),
-            "--user",
-            "dave",
-            "--iterations",
-            "10",
-            "--password-stdin",
-        ],
-        input="pw\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-        timeout=60,
-    )
+    bad = _add_user(path, "pw\n", "--user", "dave", "--iterations", "10")
     assert bad.returncode != 0
     assert "at least 4096" in bad.stderr
     assert "Traceback" not in bad.stderr
