@@ -68,8 +68,13 @@ class Access:
     client_host: str = ""
     on_deny: Callable[[], None] | None = None
 
+    def permits(self, resource: str, name: str, operation: str) -> bool:
+        """Whether the ACLs allow it (no log line: for what is left out of a listing)."""
+        return self.acls is None or self.acls.allows(self.principal, resource, name, operation)
+
     def allows(self, resource: str, name: str, operation: str) -> bool:
-        if self.acls is None or self.acls.allows(self.principal, resource, name, operation):
+        """Whether the ACLs allow it; a denial is counted and logged."""
+        if self.permits(resource, name, operation):
             return True
         if self.on_deny is not None:
             self.on_deny()

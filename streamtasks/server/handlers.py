@@ -190,6 +190,10 @@ class Handlers:
     def serves(self, api_key: int) -> bool:
         return api_key in SERVED_VERSIONS
 
+    def group_states(self) -> dict[str, str]:
+        """Every group's id and state name (ListGroups on a secured listener)."""
+        return {gid: g.state.value for gid, g in self.coordinator.groups.items()}
+
     async def _durable(self, records: tuple[Record, ...] | list[Any]) -> None:
         await self.log.append(records)
 

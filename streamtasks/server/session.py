@@ -37,6 +37,7 @@ from streamtasks.server.handlers import (
     rewrite_api_versions,
     unsupported_api_versions,
 )
+from streamtasks.server.list_groups import LIST_GROUPS, list_groups
 from streamtasks.server.routing import METADATA
 from streamtasks.server.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslState
 from streamtasks.server.upstream import Upstream
@@ -183,7 +184,7 @@ class ClientSession:
         if api in REFUSED_APIS:
             raise _Close(f"api {api} is not served here")
         if self._guard is not None and not (
-            self._handlers.serves(api) or api in trust.FORWARDED_WHEN_GUARDED
+            self._handlers.serves(api) or api in trust.FORWARDED_WHEN_GUARDED or api in trust.GUARDED_VERSIONS
         ):
             raise _Close(f"api {api} is not forwarded by a secured listener")
         # A task per request, created now: tasks start in creation order, and each handler
@@ -209,9 +210,21 @@ class ClientSession:
                     await self._forward(sanitized, header.correlation_id),
                     header.api_version,
                     all_topics=all_topics,
-                    may_describe=lambda topic: access.allows("topic", topic, "Describe"),
+                    # a topic asked for by name and denied is logged; an all-topics listing
+                    # leaves the others out quietly
+                    may_describe=lambda topic: (access.permits if all_topics else access.allows)(
+                        "topic", topic, "Describe"
+                    ),
                 )
             return await self._rewrite_metadata(answer, header.api_version)
+        if header.api_key == LIST_GROUPS and access is not None:
+            return list_groups(
+                header.api_version,
+                header.correlation_id,
+                body,
+                states=self._handlers.group_states(),
+                may_describe=lambda group: access.permits("group", group, "Describe"),
+            )
         if self._handlers.serves(header.api_key):
             served = await self._handlers.handle(header, body, self._client_host, access)
             if served is not None:

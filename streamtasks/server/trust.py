@@ -27,12 +27,14 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.server.list_groups import LIST_GROUPS, LIST_GROUPS_VERSIONS
 from streamtasks.server.routing import METADATA, decode_kio_response
 from streamtasks.server.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from streamtasks.server.wire import API_VERSIONS, decode_kio_request, encode_kio_response, parse_request
 
 __all__ = [
     "FORWARDED_WHEN_GUARDED",
+    "GUARDED_VERSIONS",
     "SASL_VERSIONS",
     "filter_metadata_response",
     "restrict_api_versions",
@@ -41,7 +43,10 @@ __all__ = [
 
 #: The only APIs a guarded listener forwards to the backing cluster.
 FORWARDED_WHEN_GUARDED = frozenset({API_VERSIONS, METADATA})
+#: What a guarded listener answers itself besides the group APIs: SASL, and ListGroups (its own
+#: groups, filtered by Describe; :mod:`.list_groups`).
 SASL_VERSIONS: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
+GUARDED_VERSIONS: dict[int, tuple[int, int]] = {LIST_GROUPS: LIST_GROUPS_VERSIONS}
 _NO_ID = uuid.UUID(int=0)
 _writers: dict[type[Any], Any] = {}
 
@@ -110,6 +115,7 @@ def restrict_api_versions(
 ) -> dict[int, tuple[int, int]]:
     """What a guarded listener advertises: its own APIs, the forwarded ones, SASL's."""
     out = {k: v for k, v in advertised.items() if k in served or k in FORWARDED_WHEN_GUARDED}
+    out.update(GUARDED_VERSIONS)
     if sasl:
         out.update(SASL_VERSIONS)
     return out

@@ -15,6 +15,8 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListGroupsResponse
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
@@ -52,6 +54,7 @@ TOPIC_AUTHORIZATION_FAILED = 29
 ACLS = """
 User:alice  group:orders-*  Read
 User:alice  topic:orders-*  Describe
+User:bob    group:bob-*     Read
 """
 
 
@@ -430,6 +433,43 @@ def test_a_tls_only_listener_serves_its_broker_listeners_over_tls_too(kafka: Clu
                 (t,) = (await proxied.call(metadata_request([orders]), MetadataResponse)).topics
                 assert t.error_code.value == 0
                 await proxied.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_list_groups_shows_only_the_groups_the_principal_may_describe(
+    kafka: Cluster, secured: Secured
+) -> None:
+    orders = topic(kafka)
+
+    async def listed(conn: AsyncConnection, **filters: tuple[str, ...]) -> list[tuple[str, str]]:
+        request = ListGroupsRequest(
+            states_filter=filters.get("states", ()), types_filter=filters.get("types", ())
+        )
+        response = await conn.call(request, ListGroupsResponse)
+        assert response.error_code.value == 0
+        return [(str(g.group_id), str(g.group_state)) for g in response.groups]
+
+    async def run() -> None:
+        server = start_server(kafka.bootstrap_servers, sasl_listener(secured))
+        await server.start()
+        try:
+            alice = await connect(server.port, client_context(secured.kit))
+            bob = await connect(server.port, client_context(secured.kit))
+            assert (await login(alice, "PLAIN", "alice", PASSWORDS["alice"])).error_code.value == 0
+            assert (await login(bob, "PLAIN", "bob", PASSWORDS["bob"])).error_code.value == 0
+            assert (await join(alice, "orders-listed", orders)).error == 0
+            assert (await join(bob, "bob-listed", orders)).error == 0
+            assert [g for g, _ in await listed(alice)] == ["orders-listed"]
+            assert [g for g, _ in await listed(bob)] == ["bob-listed"]
+            assert await listed(alice, types=("classic",)) == []
+            assert await listed(alice, states=("Dead",)) == []
+            (state,) = {s for _, s in await listed(alice, types=("Consumer",))}
+            assert state in ("Assigning", "Reconciling", "Stable")
+            await alice.close()
+            await bob.close()
         finally:
             await server.stop()
 

@@ -139,9 +139,10 @@ def test_api_versions_keep_only_served_forwarded_and_sasl() -> None:
     assert {3, 18} == FORWARDED_WHEN_GUARDED
     assert restrict_api_versions(broker, {68}, sasl=True) == {
         3: (0, 12),
+        16: (0, 5),  # ListGroups: answered by the listener itself
         18: (0, 4),
         68: (0, 1),
         17: (0, 1),
         36: (0, 2),
     }
-    assert restrict_api_versions(broker, {68}, sasl=False) == {3: (0, 12), 18: (0, 4), 68: (0, 1)}
+    assert restrict_api_versions(broker, {68}, sasl=False) == {3: (0, 12), 16: (0, 5), 18: (0, 4), 68: (0, 1)}
