@@ -106,6 +106,8 @@ class ListenerGuard:
         )
         self._nonce = nonce
         self.ssl_context = settings.ssl_context()
+        #: What ApiVersions answers on this listener (set at start from the backing cluster's).
+        self.apis: dict[int, tuple[int, int]] = {}
 
     @property
     def sasl(self) -> bool:

@@ -59,6 +59,8 @@ __all__ = [
     "SERVED_VERSIONS",
     "Handlers",
     "Stats",
+    "advertised_apis",
+    "api_versions_response",
     "rewrite_api_versions",
 ]
 
@@ -120,14 +122,29 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
     return encode_kio_response(response, correlation_id)
 
 
-def rewrite_api_versions(
-    frame: bytes,
-    version: int,
-    *,
-    keep: Callable[[dict[int, tuple[int, int]]], dict[int, tuple[int, int]]] | None = None,
-) -> bytes:
+def advertised_apis(broker: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """The broker's APIs with the server's own at the versions it serves, the refused ones out."""
+    out = {k: v for k, v in broker.items() if k not in REFUSED_APIS}
+    for api_key, (lo, hi) in SERVED_VERSIONS.items():
+        if api_key == FIND_COORDINATOR and api_key in broker:
+            out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
+        else:
+            out[api_key] = (lo, hi)
+    return out
+
+
+def api_versions_response(version: int, correlation_id: int, apis: dict[int, tuple[int, int]]) -> bytes:
+    """An ApiVersions response frame listing ``apis``, built here (nothing forwarded)."""
+    cls = kio_response_class(API_VERSIONS, version)
+    entry = offset_api.element(cls, "api_keys")
+    entries = tuple(entry(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(apis.items()))
+    response = offset_api.make(cls, error_code=ErrorCode(0), api_keys=entries, throttle_time=_ZERO)
+    return encode_kio_response(response, correlation_id)
+
+
+def rewrite_api_versions(frame: bytes, version: int) -> bytes:
     """The backing broker's ApiVersions response frame with the server's own APIs at the
-    versions it serves and the refused ones left out (then ``keep`` picks what to advertise)."""
+    versions it serves and the refused ones left out."""
     payload = frame[4:]
     (correlation_id,) = struct.unpack_from(">i", payload, 0)
     body = payload[4:]
@@ -147,14 +164,7 @@ def rewrite_api_versions(
     if entry_cls is None:
         return frame
     broker = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
-    out = {k: v for k, v in broker.items() if k not in REFUSED_APIS}
-    for api_key, (lo, hi) in SERVED_VERSIONS.items():
-        if api_key == FIND_COORDINATOR and api_key in broker:
-            out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
-        else:
-            out[api_key] = (lo, hi)
-    if keep is not None:
-        out = keep(out)
+    out = advertised_apis(broker)
     entries = tuple(
         entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(out.items())
     )

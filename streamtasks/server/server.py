@@ -22,12 +22,13 @@ from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommi
 from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard
-from streamtasks.server.handlers import Handlers
+from streamtasks.server.handlers import SERVED_VERSIONS, Handlers, advertised_apis
 from streamtasks.server.log import CoordinatorLog
-from streamtasks.server.metadata import fetch_image
+from streamtasks.server.metadata import fetch_api_versions, fetch_image
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.routing import BrokerProxies, rewrite_coordinators, rewrite_metadata
 from streamtasks.server.session import ClientSession
+from streamtasks.server.trust import restrict_api_versions
 from streamtasks.server.upstream import Upstream
 
 __all__ = ["CoordinatorServer", "wall_clock_ms"]
@@ -100,6 +101,9 @@ class CoordinatorServer:
                 _log.warning("SASL PLAIN without TLS: passwords cross the network in clear")
         records = await self.log.open()
         image = await fetch_image(self.config.backing)
+        if self.guard is not None and self.config.listener.guarded:
+            broker = advertised_apis(await fetch_api_versions(self.config.backing))
+            self.guard.apis = restrict_api_versions(broker, set(SERVED_VERSIONS), sasl=self.guard.sasl)
         coordinator = GroupCoordinator(self.config.coordinator, image=image)
         group_records: list[Record] = []
         for record in records:

@@ -32,8 +32,8 @@ from streamtasks.server.handlers import (
     FIND_COORDINATOR,
     MAX_API_VERSIONS_VERSION,
     REFUSED_APIS,
-    SERVED_VERSIONS,
     Handlers,
+    api_versions_response,
     rewrite_api_versions,
     unsupported_api_versions,
 )
@@ -197,8 +197,10 @@ class ClientSession:
         if header.api_key == API_VERSIONS:
             if header.api_version > MAX_API_VERSIONS_VERSION:
                 return unsupported_api_versions(header.correlation_id)
+            if self._guard is not None:  # answered here: a stranger opens no backing connection
+                return api_versions_response(header.api_version, header.correlation_id, self._guard.apis)
             answer = await self._forward(frame, header.correlation_id)
-            return rewrite_api_versions(answer, header.api_version, keep=self._keep_apis())
+            return rewrite_api_versions(answer, header.api_version)
         header, body = parse_request(payload)
         access = self._access()
         if header.api_key == METADATA:
@@ -236,15 +238,6 @@ class ClientSession:
             return await self._rewrite_coordinators(answer, header.api_version)
         self._handlers.stats.forwarded += 1
         return await self._forward(frame, header.correlation_id)
-
-    def _keep_apis(
-        self,
-    ) -> Callable[[dict[int, tuple[int, int]]], dict[int, tuple[int, int]]] | None:
-        guard = self._guard
-        if guard is None:
-            return None
-        served = set(SERVED_VERSIONS)
-        return lambda advertised: trust.restrict_api_versions(advertised, served, sasl=guard.sasl)
 
     async def _forward(self, frame: bytes, correlation_id: int) -> bytes:
         if self._upstream is None:

@@ -12,6 +12,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0Response
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
@@ -164,6 +166,8 @@ def test_nothing_is_served_before_authentication(kafka: Cluster, secured: Secure
         await server.start()
         try:
             conn = await connect(server.port, client_context(secured.kit))
+            v0 = await conn.call(ApiVersionsV0(), ApiVersionsV0Response)  # answered before SASL
+            assert {int(k.api_key) for k in v0.api_keys} >= {17, 36, 18, 3, 68}
             with pytest.raises(ConnectionLost):
                 await join(conn, "orders-early", orders)  # closed, never answered
             await conn.close()
