@@ -2,8 +2,9 @@
 own principal, so it forwards only what cannot make the cluster do, for a client, what that
 client may not do (``docs/security.md``, "The coordinator's listener").
 
-- ApiVersions: forwarded (it names no resource), and the answer lists only what this listener
-  serves: the group APIs, Metadata, ApiVersions, SaslHandshake/SaslAuthenticate.
+- ApiVersions: answered by the listener from the backing cluster's versions read at start
+  (:func:`restrict_api_versions`): only what this listener serves, the group APIs, Metadata,
+  ApiVersions, ListGroups (its own groups), SaslHandshake/SaslAuthenticate.
 - Metadata: forwarded with topic auto-creation and the authorized-operations flags turned
   off, and the answer filtered by the client's topic ``Describe`` rights in the ACL file: a
   topic named in the request and not allowed is answered TOPIC_AUTHORIZATION_FAILED with no
@@ -41,7 +42,8 @@ __all__ = [
     "sanitize_metadata_request",
 ]
 
-#: The only APIs a guarded listener forwards to the backing cluster.
+#: The APIs a guarded listener answers from the backing cluster (ApiVersions from what it read
+#: at start, Metadata forwarded and filtered).
 FORWARDED_WHEN_GUARDED = frozenset({API_VERSIONS, METADATA})
 #: What a guarded listener answers itself besides the group APIs: SASL, and ListGroups (its own
 #: groups, filtered by Describe; :mod:`.list_groups`).
