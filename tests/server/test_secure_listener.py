@@ -5,6 +5,7 @@ mechanisms, kio entities) and by aiokafka's own SASL_SSL client."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import ssl
 import struct
@@ -17,13 +18,23 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.create_topics.v7.response import CreateTopicsResponse
+from kio.schema.find_coordinator.v4 import request as find_req
+from kio.schema.find_coordinator.v4 import response as find_resp
+from kio.schema.join_group.v9 import request as join_req
+from kio.schema.join_group.v9 import response as join_resp
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.list_groups.v5.response import ListGroupsResponse
 from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.offset_commit.v9 import request as commit_req
+from kio.schema.offset_commit.v9 import response as commit_resp
+from kio.schema.offset_fetch.v8 import request as fetch_req
+from kio.schema.offset_fetch.v8 import response as fetch_resp
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
 from kio.schema.sasl_handshake.v0.response import SaslHandshakeResponse as SaslHandshakeV0Response
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from streamtasks.embedded import Cluster
 from streamtasks.protocol import consumer_group_codec as codec
@@ -475,6 +486,85 @@ def test_list_groups_shows_only_the_groups_the_principal_may_describe(
             await alice.close()
             await bob.close()
         finally:
+            await server.stop()
+
+    asyncio.run(run())
+
+
+def test_every_group_api_answers_group_authorization_failed(kafka: Cluster, secured: Secured) -> None:
+    """FindCoordinator, OffsetCommit, OffsetFetch (a batch of groups) and a classic JoinGroup for
+    a group alice has no right on: Kafka's per-key / per-partition / per-group error, nothing
+    written, the allowed keys answered as usual."""
+    orders = topic(kafka)
+
+    async def run() -> None:
+        server = start_server(kafka.bootstrap_servers, sasl_listener(secured))
+        await server.start()
+        conn = await connect(server.port, client_context(secured.kit))
+        try:
+            assert (await login(conn, "SCRAM-SHA-512", "alice", PASSWORDS["alice"])).error_code.value == 0
+            found = await conn.call(
+                find_req.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("orders-ok", "payments")),
+                find_resp.FindCoordinatorResponse,
+            )
+            assert {c.key: (int(c.error_code.value), int(c.node_id)) for c in found.coordinators} == {
+                "orders-ok": (0, server.config.node_id),
+                "payments": (GROUP_AUTHORIZATION_FAILED, -1),
+            }
+            partition = commit_req.OffsetCommitRequestPartition(
+                partition_index=i32(0),
+                committed_offset=i64(5),
+                committed_leader_epoch=i32(-1),
+                committed_metadata=None,
+            )
+            committed = await conn.call(
+                commit_req.OffsetCommitRequest(
+                    group_id=GroupId("payments"),
+                    generation_id_or_member_epoch=i32(-1),
+                    member_id="",
+                    group_instance_id=None,
+                    topics=(
+                        commit_req.OffsetCommitRequestTopic(name=TopicName(orders), partitions=(partition,)),
+                    ),
+                ),
+                commit_resp.OffsetCommitResponse,
+            )
+            assert [int(p.error_code.value) for t in committed.topics for p in t.partitions] == [
+                GROUP_AUTHORIZATION_FAILED
+            ]
+            assert server.offsets.committed("payments", orders, 0) is None
+            fetched = await conn.call(
+                fetch_req.OffsetFetchRequest(
+                    groups=tuple(
+                        fetch_req.OffsetFetchRequestGroup(group_id=GroupId(g), topics=None)
+                        for g in ("orders-ok", "payments")
+                    ),
+                    require_stable=False,
+                ),
+                fetch_resp.OffsetFetchResponse,
+            )
+            assert {str(g.group_id): int(g.error_code.value) for g in fetched.groups} == {
+                "orders-ok": 0,
+                "payments": GROUP_AUTHORIZATION_FAILED,
+            }
+            joined = await conn.call(
+                join_req.JoinGroupRequest(
+                    group_id=GroupId("payments"),
+                    session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                    rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                    member_id="",
+                    group_instance_id=None,
+                    protocol_type="consumer",
+                    protocols=(join_req.JoinGroupRequestProtocol(name="range", metadata=b""),),
+                    reason=None,
+                ),
+                join_resp.JoinGroupResponse,
+            )
+            assert int(joined.error_code.value) == GROUP_AUTHORIZATION_FAILED
+            assert "payments" not in server.coordinator.groups  # type: ignore[union-attr]
+            assert server.handlers.stats.denied == 4  # type: ignore[union-attr]
+        finally:
+            await conn.close()
             await server.stop()
 
     asyncio.run(run())
