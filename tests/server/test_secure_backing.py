@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +40,7 @@ from tests.server.support import FAST, ServerProcess
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 30
 PARTITIONS = 3
 
@@ -233,3 +237,33 @@ def test_the_command_with_a_client_config_and_a_secured_listener(
     assert "authorization denied: principal=User:norights operation=Read group=secure-not-mine" in text
     for user in ("app", "norights"):
         assert secure_kafka.password(user).get_secret_value() not in text
+
+
+def test_a_wrong_backing_password_stops_the_command_with_one_line(
+    secure_kafka: SecuredCluster, tmp_path: Path
+) -> None:
+    client_config = tmp_path / "backing.yaml"
+    client_config.write_text(
+        "security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\nsasl.username: app\n"
+        f"sasl.password: not-apps-password-7\nssl.ca.location: {secure_kafka.certs.ca_cert}\n"
+        f"bootstrap.servers: {secure_kafka.sasl_ssl_bootstrap}\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "streamtasks", "coordinator", "--listen", "127.0.0.1:0"],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "STREAMTASKS_CLIENT_CONFIG": str(client_config)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    print("the coordinator printed:", lines[0])
+    assert lines[0].startswith("streamtasks: error: ")
+    assert "SASL_AUTHENTICATION_FAILED" in lines[0]
+    assert secure_kafka.sasl_ssl_bootstrap.split(",")[0] in lines[0]
+    assert "not-apps-password-7" not in result.stderr + result.stdout
+    assert elapsed < 60
