@@ -72,11 +72,17 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_coordinator(args: argparse.Namespace) -> int:
     import contextlib
 
-    from streamtasks.embedded import start_broker
-    from streamtasks.server import config_from_args, run_server
+    if getattr(args, "coordinator_command", None) == "add-user":
+        from streamtasks.server import run_add_user
 
+        return run_add_user(args)
+
+    from streamtasks.embedded import start_broker
+    from streamtasks.server import backing_values, config_from_args, listener_from_args, run_server
+
+    listener_from_args(args)  # a bad security setting fails before an embedded broker starts
     with contextlib.ExitStack() as stack:
-        bootstrap = args.bootstrap_servers
+        bootstrap = args.bootstrap_servers or backing_values(args).get("bootstrap_servers")
         if not bootstrap:
             bootstrap = stack.enter_context(start_broker(args.broker)).bootstrap_servers
         return run_server(config_from_args(args, bootstrap), log_level=args.log_level)
@@ -148,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_arguments(sweep)
     sweep.set_defaults(func=_cmd_sweep)
 
-    from streamtasks.server import add_coordinator_arguments
+    from streamtasks.server import add_coordinator_arguments, add_user_arguments
 
     coordinator = sub.add_parser(
         "coordinator",
@@ -156,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_coordinator_arguments(coordinator)
     coordinator.set_defaults(func=_cmd_coordinator)
+    coordinator_sub = coordinator.add_subparsers(dest="coordinator_command")
+    add_user = coordinator_sub.add_parser(
+        "add-user", help="store a user's salted SCRAM credentials for the coordinator's SASL listener"
+    )
+    add_user_arguments(add_user)
     return parser
 
 

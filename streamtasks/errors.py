@@ -71,6 +71,31 @@ class BrokerError(StreamTasksError):
     """The Kafka broker could not be started, reached, or did not do what was asked."""
 
 
+# -- security (streamtasks.protocol.sasl, streamtasks.runtime.security) ------------------------
+
+__all__ += ["AuthenticationError", "ConnectionSecurityError", "SaslError", "TlsError"]
+
+
+class SaslError(StreamTasksError, ValueError):
+    """A SASL exchange cannot go on: a malformed or unexpected message, a bad proof or server
+    signature, or unusable local input. The message never carries a password, token or key."""
+
+
+class ConnectionSecurityError(StreamTasksError):
+    """A connection to a broker failed for a security reason: fatal, never retried (the same
+    settings would fail the same way). Not a :class:`BrokerError`, which loops retry."""
+
+
+class AuthenticationError(ConnectionSecurityError):
+    """The broker refused this client's SASL authentication (wrong password, a mechanism it
+    does not enable, a token it rejects) or did not prove it knows the password."""
+
+
+class TlsError(ConnectionSecurityError):
+    """The TLS session with the broker could not be set up: an untrusted or expired
+    certificate, a host-name mismatch, or a TLS/plaintext mix-up between client and listener."""
+
+
 # -- local state (streamtasks.state) ---------------------------------------------------------
 
 __all__ += [

@@ -19,16 +19,18 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from streamtasks.runtime.config import validate_settings
+from streamtasks.runtime.security import ClientSettings, SecuritySettings, security_fields
 from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES
 
 __all__ = ["AppConfig", "make_app_config"]
 
 
-class AppConfig(BaseModel):
-    """Settings of a :class:`streamtasks.App` (see the module docstring)."""
+class AppConfig(SecuritySettings):
+    """Settings of a :class:`streamtasks.App` (see the module docstring); the TLS and SASL
+    settings are :class:`~streamtasks.runtime.security.SecuritySettings`'."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -103,9 +105,15 @@ class AppConfig(BaseModel):
             )
         return self
 
+    def client_settings(self) -> ClientSettings:
+        """The bootstrap servers and security settings, for every connection the app opens."""
+        return self.client_settings_for(self.bootstrap_servers)
+
     def consumer_settings(self) -> dict[str, Any]:
-        """The group/fetch settings handed to the embedded :class:`streamtasks.Consumer`."""
+        """The group/fetch settings handed to the embedded :class:`streamtasks.Consumer`, with
+        the security settings (only those set, so that defaults stay defaults)."""
         return {
+            **{k: v for k, v in security_fields(self).items() if k in self.model_fields_set},
             "bootstrap_servers": self.bootstrap_servers,
             "group_id": self.application_id,
             "group_instance_id": self.group_instance_id,

@@ -26,6 +26,7 @@ from kio.static.primitive import i16, i32
 
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.connection import AsyncConnection, parse_bootstrap
+from streamtasks.runtime.security import ClientSettings
 
 __all__ = [
     "TOPIC_ALREADY_EXISTS",
@@ -114,7 +115,7 @@ def check_create_topics(response: CreateTopicsResponse, *, exist_ok: bool) -> No
 
 
 async def create_topics_async(
-    bootstrap_servers: str,
+    bootstrap: str | ClientSettings,
     topics: Mapping[str, int] | Iterable[TopicSpec],
     *,
     exist_ok: bool = True,
@@ -124,8 +125,9 @@ async def create_topics_async(
     specs = topic_specs(topics)
     if not specs:
         return
-    host, port = parse_bootstrap(bootstrap_servers)[0]
-    conn = await AsyncConnection.open(host, port, client_id=client_id)
+    settings = ClientSettings.of(bootstrap)
+    host, port = parse_bootstrap(settings.bootstrap_servers)[0]
+    conn = await AsyncConnection.open(host, port, client_id=client_id, security=settings)
     try:
         response = await conn.call(create_topics_request(specs), CreateTopicsResponse)
         check_create_topics(response, exist_ok=exist_ok)

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.security import ClientSettings, SecuritySettings, describe_errors
 
 __all__ = ["KAFKA_ASSIGNOR_NAMES", "ConsumerConfig", "make_config", "validate_settings"]
 
@@ -34,8 +35,9 @@ KAFKA_ASSIGNOR_NAMES = {
 }
 
 
-class ConsumerConfig(BaseModel):
-    """Settings of a :class:`streamtasks.Consumer`; defaults follow Apache Kafka's."""
+class ConsumerConfig(SecuritySettings):
+    """Settings of a :class:`streamtasks.Consumer`; defaults follow Apache Kafka's. The TLS and
+    SASL settings are :class:`~streamtasks.runtime.security.SecuritySettings`'."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -95,6 +97,10 @@ class ConsumerConfig(BaseModel):
             raise ValueError(f"partition.assignment.strategy lists an assignor twice: {self.assignors}")
         return self
 
+    def client_settings(self) -> ClientSettings:
+        """The bootstrap servers and security settings, for every connection the consumer opens."""
+        return self.client_settings_for(self.bootstrap_servers)
+
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -104,10 +110,7 @@ def validate_settings(model: type[_Model], values: Mapping[str, Any], what: str)
     try:
         return model.model_validate(dict(values))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid {what} config: {problems}") from None
+        raise ConfigError(f"invalid {what} config: {describe_errors(exc)}") from None
 
 
 def make_config(values: dict[str, Any] | None = None, /, **kwargs: Any) -> ConsumerConfig:

@@ -1,14 +1,27 @@
 """Asyncio Kafka connections: one multiplexed connection per broker, and a client for the
-group coordinator that finds it with FindCoordinator and follows it when it moves."""
+group coordinator that finds it with FindCoordinator and follows it when it moves.
+
+A connection is opened from :class:`~streamtasks.runtime.security.ClientSettings` (or a bare
+``host:port`` string, PLAINTEXT): TLS with the standard library's :mod:`ssl`, then SASL
+(:mod:`streamtasks.runtime.sasl_session`) before any other request, and in-band
+re-authentication before the session the broker granted runs out (KIP-368): new requests wait
+while it runs, requests in flight are answered first (the broker answers in order).
+
+Security failures raise :class:`~streamtasks.errors.TlsError` or
+:class:`~streamtasks.errors.AuthenticationError` naming the broker and the cause; they are
+fatal (no retry). A closed connection is :class:`ConnectionLost` (retried by the callers).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
+import logging
+import ssl
 from typing import Any, TypeVar
 
-from streamtasks.errors import BrokerError, DecodeError
+from streamtasks.errors import BrokerError, ConnectionSecurityError, DecodeError, TlsError
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.framing import (
     FrameDecoder,
@@ -25,6 +38,9 @@ from streamtasks.runtime.group_wire import (
     response_type,
     to_wire,
 )
+from streamtasks.runtime.sasl_session import authenticate, reauthentication_delay_s
+from streamtasks.runtime.security import ClientSettings, SecuritySettings
+from streamtasks.runtime.tls import TLS_RECORD_STARTS, handshake_failure, ssl_reason, verify_failure
 
 __all__ = [
     "COORDINATOR_GONE",
@@ -36,6 +52,9 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+log = logging.getLogger("streamtasks.connection")
+
 
 #: Responses that mean "ask someone else": the coordinator moved or is not there yet.
 COORDINATOR_GONE = frozenset(
@@ -62,27 +81,113 @@ def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
 
 
 class AsyncConnection:
-    """Pipelined requests over one TCP connection, answered by correlation id."""
+    """Pipelined requests over one TCP (or TLS) connection, answered by correlation id."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client_id: str,
+        *,
+        peer: str = "",
+        security: SecuritySettings | None = None,
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self._client_id = client_id
+        self.peer = peer or "?"
+        self._security = security
         self._ids = itertools.count(1)
         #: correlation id -> (future, kio response class; None: the raw body of a flexible response)
         self._pending: dict[int, tuple[asyncio.Future[Any], type[Any] | None]] = {}
         self._closed: BaseException | None = None
+        self._answered = False
+        #: Set while requests may go out; cleared while the connection re-authenticates.
+        self._sendable = asyncio.Event()
+        self._sendable.set()
+        self._reauth_task: asyncio.Task[None] | None = None
+        #: How many times this connection re-authenticated (KIP-368).
+        self.reauthentications = 0
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
     async def open(
-        cls, host: str, port: int, *, client_id: str = "streamtasks", timeout_s: float = 10.0
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "streamtasks",
+        timeout_s: float = 10.0,
+        security: SecuritySettings | None = None,
     ) -> AsyncConnection:
+        """Connect, set up TLS and authenticate as ``security`` says (PLAINTEXT without it)."""
+        peer = f"{host}:{port}"
+        context = security.ssl_context() if security is not None else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionLost(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
-        return cls(reader, writer, client_id)
+            async with asyncio.timeout(timeout_s):
+                if context is None:
+                    reader, writer = await asyncio.open_connection(host, port)
+                else:
+                    reader, writer = await asyncio.open_connection(
+                        host, port, ssl=context, server_hostname=host, ssl_handshake_timeout=timeout_s
+                    )
+        except ssl.SSLCertVerificationError as exc:
+            raise TlsError(f"TLS with the broker at {peer} failed: {verify_failure(exc)}") from None
+        except ssl.SSLError as exc:
+            raise TlsError(handshake_failure(peer, exc)) from None
+        except (ConnectionResetError, BrokenPipeError, EOFError) as exc:
+            if context is not None:
+                raise TlsError(
+                    f"the broker at {peer} closed the connection during the TLS handshake: is it a"
+                    f" TLS listener? (security_protocol {security.security_protocol if security else ''})"
+                ) from exc
+            raise ConnectionLost(f"cannot connect to {peer}: {exc}") from exc
+        except TimeoutError as exc:
+            during = " (TCP and TLS handshake)" if context is not None else ""
+            raise ConnectionLost(
+                f"cannot connect to {peer}: timed out after {timeout_s:g} s{during}"
+            ) from exc
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to {peer}: {exc}") from exc
+        conn = cls(reader, writer, client_id, peer=peer, security=security)
+        if security is not None and security.uses_sasl:
+            try:
+                conn._schedule_reauthentication(await conn._authenticate(timeout_s))
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def _authenticate(self, timeout_s: float) -> int:
+        assert self._security is not None
+        try:
+            return await authenticate(self, self._security, self.peer, timeout_s=timeout_s)
+        except ConnectionLost as exc:
+            raise ConnectionLost(
+                f"the broker at {self.peer} closed the connection during SASL authentication"
+                f" ({self._security.sasl_mechanism}): {exc}"
+            ) from exc
+
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms > 0 and self._closed is None:
+            delay_s = reauthentication_delay_s(lifetime_ms)
+            self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate_after(delay_s))
+
+    async def _reauthenticate_after(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        self._sendable.clear()  # new requests wait; those in flight are answered first
+        try:
+            lifetime_ms = await self._authenticate(timeout_s=30.0)
+        except (ConnectionSecurityError, BrokerError, DecodeError) as exc:
+            log.error("re-authentication with the broker at %s failed: %s", self.peer, exc)
+            self._fail_all(exc)
+            self._writer.close()
+            return
+        finally:
+            self._sendable.set()
+        self.reauthentications += 1
+        log.debug("re-authenticated with the broker at %s (session %d ms)", self.peer, lifetime_ms)
+        self._schedule_reauthentication(lifetime_ms)
 
     @property
     def closed(self) -> bool:
@@ -93,6 +198,15 @@ class AsyncConnection:
         frame = encode_request(request, correlation_id=correlation_id, client_id=self._client_id)
         result: R = await self._exchange(
             correlation_id, frame, response_cls, type(request).__name__, timeout_s
+        )
+        return result
+
+    async def call_during_auth(self, request: Any, response_cls: type[R], *, timeout_s: float) -> R:
+        """:meth:`call` for the SASL exchange: sent while other requests are held back."""
+        correlation_id = next(self._ids)
+        frame = encode_request(request, correlation_id=correlation_id, client_id=self._client_id)
+        result: R = await self._exchange(
+            correlation_id, frame, response_cls, type(request).__name__, timeout_s, held=False
         )
         return result
 
@@ -108,37 +222,65 @@ class AsyncConnection:
         result: bytes = await self._exchange(correlation_id, frame, None, f"api {api_key}", timeout_s)
         return result
 
+    def _closed_error(self) -> BaseException:
+        error = self._closed
+        if isinstance(error, ConnectionSecurityError):
+            return type(error)(str(error))  # fatal: the caller must see why, not "closed"
+        return ConnectionLost(f"connection to {self.peer} is closed: {error}")
+
     async def _exchange(
-        self, correlation_id: int, frame: bytes, response_cls: type[Any] | None, what: str, timeout_s: float
+        self,
+        correlation_id: int,
+        frame: bytes,
+        response_cls: type[Any] | None,
+        what: str,
+        timeout_s: float,
+        *,
+        held: bool = True,
     ) -> Any:
         if self._closed is not None:
-            raise ConnectionLost(f"connection is closed: {self._closed}")
+            raise self._closed_error()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (future, response_cls)
         try:
-            self._writer.write(frame)
-            await self._writer.drain()
             # Not wait_for: on Python 3.11 it can return the result and drop a cancellation that
             # arrives as the response lands (bpo-42130), leaving the caller running.
             async with asyncio.timeout(timeout_s):
+                if held and not self._sendable.is_set():
+                    await self._sendable.wait()  # re-authentication in progress
+                    if self._closed is not None:
+                        raise self._closed_error()
+                self._pending[correlation_id] = (future, response_cls)
+                self._writer.write(frame)
+                await self._writer.drain()
                 return await future
         except (OSError, TimeoutError) as exc:
-            raise ConnectionLost(f"{what} failed: {exc or 'timed out'}") from exc
+            raise ConnectionLost(f"{what} to {self.peer} failed: {str(exc) or 'timed out'}") from exc
         finally:
             self._pending.pop(correlation_id, None)
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder()
-        error: BaseException = ConnectionLost("connection closed by peer")
+        error: BaseException = ConnectionLost(f"connection to {self.peer} closed by the broker")
         try:
             while True:
                 chunk = await self._reader.read(65536)
                 if not chunk:
+                    if not self._answered:
+                        error = ConnectionLost(self._closed_before_answer())
+                    break
+                if not self._answered and chunk.startswith(TLS_RECORD_STARTS) and not self._tls:
+                    error = TlsError(
+                        f"the broker at {self.peer} answered in TLS: it is a TLS listener"
+                        f" (security_protocol is {self._protocol}; use SSL or SASL_SSL)"
+                    )
                     break
                 for frame in decoder.feed(chunk):
+                    self._answered = True
                     self._dispatch(frame)
+        except ssl.SSLError as exc:
+            error = TlsError(f"the broker at {self.peer} ended the TLS session: {ssl_reason(exc)}")
         except (OSError, DecodeError) as exc:
-            error = ConnectionLost(f"connection failed: {exc}")
+            error = ConnectionLost(f"connection to {self.peer} failed: {exc}")
         except asyncio.CancelledError:
             error = ConnectionLost("connection closed")
         self._fail_all(error)
@@ -146,6 +288,29 @@ class AsyncConnection:
         # connection may only find out it is closed when it next sends, and drop it unclosed
         # (GroupCoordinatorClient and the consumer's metadata connection open a new one).
         self._writer.close()
+
+    @property
+    def _tls(self) -> bool:
+        return self._security is not None and self._security.uses_ssl
+
+    @property
+    def _protocol(self) -> str:
+        return self._security.security_protocol if self._security is not None else "PLAINTEXT"
+
+    def _closed_before_answer(self) -> str:
+        what = ", ".join(
+            sorted({(c.__name__.removesuffix("Response") if c else "raw") for _, c in self._pending.values()})
+        )
+        hint = {
+            "PLAINTEXT": "does this listener want TLS or SASL?",
+            "SASL_PLAINTEXT": "does this listener want TLS, or no SASL?",
+            "SSL": "does this listener want SASL?",
+            "SASL_SSL": "does this listener want a client certificate, or no SASL?",
+        }[self._protocol]
+        return (
+            f"the broker at {self.peer} closed the connection before answering any request"
+            f" ({what or 'none in flight'}; security_protocol {self._protocol}: {hint})"
+        )
 
     def _dispatch(self, frame: bytes) -> None:
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
@@ -176,6 +341,8 @@ class AsyncConnection:
     async def close(self) -> None:
         if self._closed is None:
             self._closed = ConnectionLost("connection closed")
+        if self._reauth_task is not None:
+            self._reauth_task.cancel()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task
@@ -184,13 +351,19 @@ class AsyncConnection:
             await self._writer.wait_closed()
 
 
-async def open_any(bootstrap_servers: str, client_id: str = "streamtasks") -> AsyncConnection:
+async def open_any(
+    bootstrap: str | ClientSettings, client_id: str = "streamtasks", *, timeout_s: float = 10.0
+) -> AsyncConnection:
     """A connection to the first bootstrap server that accepts one (for requests any broker
-    answers, such as Metadata); ConnectionLost naming the last failure when none does."""
+    answers, such as Metadata); ConnectionLost naming the last failure when none does. A
+    security failure (TLS, SASL) is raised at once: the next server would fail the same way."""
+    settings = ClientSettings.of(bootstrap)
     last = "no bootstrap server given"
-    for host, port in parse_bootstrap(bootstrap_servers):
+    for host, port in parse_bootstrap(settings.bootstrap_servers):
         try:
-            return await AsyncConnection.open(host, port, client_id=client_id)
+            return await AsyncConnection.open(
+                host, port, client_id=client_id, timeout_s=timeout_s, security=settings
+            )
         except ConnectionLost as exc:
             last = str(exc)
     raise ConnectionLost(last)
@@ -205,8 +378,17 @@ class GroupCoordinatorClient:
     caller (the membership machine decides what to do, as KIP-429 prescribes).
     """
 
-    def __init__(self, bootstrap_servers: str, group_id: str, *, client_id: str = "streamtasks") -> None:
-        self._bootstrap = parse_bootstrap(bootstrap_servers)
+    def __init__(
+        self,
+        bootstrap: str | ClientSettings,
+        group_id: str,
+        *,
+        client_id: str = "streamtasks",
+        timeout_s: float = 10.0,
+    ) -> None:
+        self._settings = ClientSettings.of(bootstrap)
+        self._bootstrap = parse_bootstrap(self._settings.bootstrap_servers)
+        self._timeout_s = timeout_s
         self._group_id = group_id
         self._client_id = client_id
         self._coordinator: AsyncConnection | None = None
@@ -223,7 +405,7 @@ class GroupCoordinatorClient:
             last: str = "no bootstrap server answered"
             for host, port in self._bootstrap:
                 try:
-                    conn = await AsyncConnection.open(host, port, client_id=self._client_id)
+                    conn = await self._open(host, port)
                 except ConnectionLost as exc:
                     last = str(exc)
                     continue
@@ -237,11 +419,14 @@ class GroupCoordinatorClient:
                 if error is not KafkaErrorCode.NONE:
                     last = f"FindCoordinator: {error.name} {found.error_message or ''}".strip()
                     continue
-                self._coordinator = await AsyncConnection.open(
-                    found.host, int(found.port), client_id=self._client_id
-                )
+                self._coordinator = await self._open(found.host, int(found.port))
                 return self._coordinator
             raise ConnectionLost(f"group coordinator for {self._group_id!r} not found: {last}")
+
+    async def _open(self, host: str, port: int) -> AsyncConnection:
+        return await AsyncConnection.open(
+            host, port, client_id=self._client_id, timeout_s=self._timeout_s, security=self._settings
+        )
 
     async def send(self, request: GroupRequest, *, timeout_s: float = 30.0) -> Any:
         """Send a decoded request; return the decoded response. Raises ConnectionLost on IO failure."""

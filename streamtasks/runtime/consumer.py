@@ -26,7 +26,13 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
 from assignors.partition.types import PartitionAssignor
-from streamtasks.errors import CommitFailedError, ConfigError, ConsumerFailedError, StreamTasksError
+from streamtasks.errors import (
+    CommitFailedError,
+    ConfigError,
+    ConnectionSecurityError,
+    ConsumerFailedError,
+    StreamTasksError,
+)
 from streamtasks.membership.classic import (
     AssignmentChanged,
     ErrorReported,
@@ -38,6 +44,7 @@ from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.aio import AioTopicPartition, from_aio
 from streamtasks.runtime.aio import to_aio as _tp
+from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.runtime.classic_driver import MemberDriver
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
@@ -123,21 +130,37 @@ class Consumer:
 
     async def start(self) -> None:
         """Start fetching and join the group. Under ``group_protocol="consumer"`` a bootstrap
-        server that does not advertise ConsumerGroupHeartbeat raises :class:`BrokerError` first."""
+        server that does not advertise ConsumerGroupHeartbeat raises :class:`BrokerError` first.
+
+        The runtime's own connection to a bootstrap server comes first: a TLS or SASL failure
+        raises :class:`~streamtasks.errors.TlsError` / :class:`~streamtasks.errors.AuthenticationError`
+        naming the broker and the cause, within ``request_timeout_ms``, and is not retried."""
         cfg = self.config
-        if isinstance(self._member, ConsumerMember):
-            self._metadata_conn = await open_kip848_bootstrap(cfg.bootstrap_servers, cfg.client_id)
-        self._fetcher = AIOKafkaConsumer(
-            bootstrap_servers=cfg.bootstrap_servers,
-            group_id=None,
-            client_id=cfg.client_id,
-            enable_auto_commit=False,
-            auto_offset_reset=cfg.auto_offset_reset,
-            max_poll_records=cfg.max_poll_records,
-            metadata_max_age_ms=cfg.metadata_max_age_ms,
+        settings = cfg.client_settings()
+        try:
+            if isinstance(self._member, ConsumerMember):
+                self._metadata_conn = await open_kip848_bootstrap(settings, cfg.client_id)
+            else:
+                self._metadata_conn = await open_any(
+                    settings, cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000
+                )
+            self._fetcher = AIOKafkaConsumer(
+                **settings.aiokafka_kwargs(),
+                group_id=None,
+                client_id=cfg.client_id,
+                enable_auto_commit=False,
+                auto_offset_reset=cfg.auto_offset_reset,
+                max_poll_records=cfg.max_poll_records,
+                metadata_max_age_ms=cfg.metadata_max_age_ms,
+                request_timeout_ms=cfg.request_timeout_ms,
+            )
+            await start_aiokafka(self._fetcher, settings, "the consumer's fetcher")
+        except BaseException:
+            await self._abort_start()
+            raise
+        self._client = GroupCoordinatorClient(
+            settings, cfg.group_id, client_id=cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000
         )
-        await self._fetcher.start()
-        self._client = GroupCoordinatorClient(cfg.bootstrap_servers, cfg.group_id, client_id=cfg.client_id)
         if isinstance(self._member, ConsumerMember):
             self._driver = ConsumerGroupDriver(
                 self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
@@ -148,10 +171,24 @@ class Consumer:
                 self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
             )
         await self._driver.refresh_metadata()
+        if self._driver.security_failure is not None:
+            await self._abort_start()
+            raise self._driver.security_failure
         self._driver_task = asyncio.get_running_loop().create_task(self._driver.run())
         self._driver_task.add_done_callback(_log_driver_end)
         if cfg.enable_auto_commit:
             self._commit_task = asyncio.get_running_loop().create_task(self._auto_commit())
+
+    async def _abort_start(self) -> None:
+        """Close what a failed :meth:`start` opened (the caller's ``async with`` never exits)."""
+        self._closed = True
+        if self._client is not None:
+            await self._client.close()
+        if self._metadata_conn is not None:
+            await self._metadata_conn.close()
+        if self._fetcher is not None:
+            with contextlib.suppress(Exception):
+                await self._fetcher.stop()
 
     async def stop(self) -> None:
         """Commit, revoke (listener called), leave the group (dynamic members), close."""
@@ -259,6 +296,8 @@ class Consumer:
         if self._fatal is not None:
             raise ConsumerFailedError(f"group membership failed: {self._fatal.reason}")
         crash = _failure(self._driver_task)
+        if isinstance(crash, ConnectionSecurityError):  # TLS or SASL: the cause, as it is
+            raise type(crash)(str(crash))
         if crash is not None:  # no more heartbeats or commits: say so instead of fetching on
             raise ConsumerFailedError(
                 f"group membership stopped: its driver failed with {crash!r}"
@@ -528,7 +567,7 @@ class Consumer:
         """Partition counts and topic ids of ``topics`` from a Metadata request of their own
         (aiokafka's cluster view only follows the topics its fetcher is assigned)."""
         if self._metadata_conn is None or self._metadata_conn.closed:
-            self._metadata_conn = await open_any(self.config.bootstrap_servers, self.config.client_id)
+            self._metadata_conn = await open_any(self.config.client_settings(), self.config.client_id)
         try:
             return await read_topic_metadata(self._metadata_conn, topics)
         except ConnectionLost:

@@ -48,6 +48,7 @@ from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response,
 from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient, open_any
 from streamtasks.runtime.group_wire import KOffsetCommitResponseV9, offset_commit_v9
 from streamtasks.runtime.member_loop import DriverHost, MemberLoop
+from streamtasks.runtime.security import ClientSettings
 
 __all__ = [
     "HEARTBEAT_VERSION",
@@ -91,12 +92,13 @@ async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) ->
         )
 
 
-async def open_kip848_bootstrap(bootstrap_servers: str, client_id: str) -> AsyncConnection:
+async def open_kip848_bootstrap(bootstrap: str | ClientSettings, client_id: str) -> AsyncConnection:
     """A connection to a bootstrap server that advertises ConsumerGroupHeartbeat v1
     (:func:`require_consumer_group_heartbeat`); closed again and BrokerError when it does not."""
-    conn = await open_any(bootstrap_servers, client_id)
+    settings = ClientSettings.of(bootstrap)
+    conn = await open_any(settings, client_id)
     try:
-        await require_consumer_group_heartbeat(conn, f"the cluster at {bootstrap_servers}")
+        await require_consumer_group_heartbeat(conn, f"the cluster at {settings.bootstrap_servers}")
     except BaseException:
         await conn.close()
         raise

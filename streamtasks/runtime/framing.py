@@ -105,6 +105,11 @@ class FrameDecoder:
         self._buf = bytearray()
         self._max = max_frame_bytes
 
+    def limit(self, max_frame_bytes: int) -> None:
+        """Change the largest frame accepted from the next frame on (a server accepts only
+        small frames before a client has authenticated, as Kafka does)."""
+        self._max = max_frame_bytes
+
     def feed(self, data: bytes) -> list[bytes]:
         self._buf += data
         frames: list[bytes] = []

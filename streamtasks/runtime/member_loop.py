@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from streamtasks.errors import BrokerError, DecodeError
+from streamtasks.errors import BrokerError, ConnectionSecurityError, DecodeError
 from streamtasks.membership.classic import (
     AssignmentChanged,
     CommitOffsets,
@@ -115,6 +115,8 @@ class MemberLoop(Generic[M]):
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._listener_error: BaseException | None = None
+        #: A TLS or authentication failure: fatal, the loop ends raising it (no retry).
+        self.security_failure: ConnectionSecurityError | None = None
         self.done = asyncio.Event()
 
     # -- what a protocol's driver supplies ---------------------------------------------------
@@ -182,6 +184,8 @@ class MemberLoop(Generic[M]):
         try:
             while True:
                 await self._step()
+                if self.security_failure is not None:
+                    raise self.security_failure
                 if self.finished():
                     break
                 await self._wait()
@@ -266,9 +270,17 @@ class MemberLoop(Generic[M]):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _security_failed(self, error: ConnectionSecurityError) -> None:
+        if self.security_failure is None:
+            log.error("group membership stops: %s", error)
+            self.security_failure = error
+        self._wake.set()
+
     async def _send(self, request_id: int, request: Any) -> None:
         try:
             response = await self.request(request, self.request_timeout_ms(request))
+        except ConnectionSecurityError as exc:
+            self._security_failed(exc)
         except (BrokerError, DecodeError) as exc:
             log.debug("request %s failed: %s", type(request).__name__, exc)
             self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.NETWORK_EXCEPTION))
@@ -283,6 +295,8 @@ class MemberLoop(Generic[M]):
     async def _find(self, request_id: int) -> None:
         try:
             await self._client.ensure_coordinator()
+        except ConnectionSecurityError as exc:
+            self._security_failed(exc)
         except BrokerError as exc:
             log.debug("coordinator lookup failed: %s", exc)
             self.post(RequestFailed(request_id=request_id, error=KafkaErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -297,6 +311,9 @@ class MemberLoop(Generic[M]):
         for a topic the metadata does not know yet)."""
         try:
             event, missing = await self.metadata_event()
+        except ConnectionSecurityError as exc:
+            self._security_failed(exc)
+            return
         except BrokerError as exc:
             log.warning("metadata refresh failed: %s", exc)
             self._missing_topics = self._topics

@@ -1,15 +1,22 @@
 """The server's settings: where it listens and what it tells clients, the backing cluster, the
-log topic, the limits, and the coordinator's own (``group.consumer.*``) settings."""
+log topic, the limits, the coordinator's own (``group.consumer.*``) settings, and the listener's
+security (:class:`ListenerSettings`: TLS, SASL, ACLs; ``docs/security.md``)."""
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 from streamtasks.coordinator import CoordinatorConfig
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.log import DEFAULT_TOPIC
+from streamtasks.server.sasl_server import SUPPORTED_MECHANISMS
 
-__all__ = ["DEFAULT_NODE_ID", "ServerConfig", "parse_host_port"]
+__all__ = ["DEFAULT_NODE_ID", "ListenerSettings", "ServerConfig", "parse_host_port"]
 
 #: The node id FindCoordinator answers with: far above any real broker's, so a client never
 #: mistakes the coordinator for a broker of the backing cluster.
@@ -23,9 +30,89 @@ def parse_host_port(value: str, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class ListenerSettings(BaseModel):
+    """The coordinator listener's security. Nothing set: plaintext, anyone may do anything (as
+    before). ``tls_certfile``/``tls_keyfile``: TLS; ``tls_client_cafile``: clients must show a
+    certificate signed by it (their principal: ``User:`` + the certificate's distinguished name,
+    as Kafka's default SSL principal builder); ``sasl_mechanisms`` with ``credentials_file``:
+    SASL before anything else (its principal wins over the certificate's); ``acl_file``: per
+    group rights, deny by default; ``session_lifetime_ms``: KIP-368 re-authentication."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
+    tls_key_password: SecretStr | None = None
+    tls_client_cafile: Path | None = None
+    sasl_mechanisms: tuple[str, ...] = ()
+    credentials_file: Path | None = None
+    acl_file: Path | None = None
+    session_lifetime_ms: int | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ListenerSettings:
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            raise ValueError("TLS needs both a certificate and its key")
+        if self.tls_certfile is None and (self.tls_client_cafile or self.tls_key_password):
+            raise ValueError("client certificates and a key password need TLS (a certificate and key)")
+        unknown = [m for m in self.sasl_mechanisms if m not in SUPPORTED_MECHANISMS]
+        if unknown:
+            raise ValueError(
+                f"unknown SASL mechanism(s) {', '.join(unknown)} (served: {', '.join(SUPPORTED_MECHANISMS)})"
+            )
+        if bool(self.sasl_mechanisms) != (self.credentials_file is not None):
+            raise ValueError("SASL mechanisms and a credentials file go together")
+        if self.session_lifetime_ms is not None and (
+            self.session_lifetime_ms < 1 or not self.sasl_mechanisms
+        ):
+            raise ValueError("a session lifetime must be positive and needs SASL")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_certfile is not None
+
+    @property
+    def authenticates(self) -> bool:
+        """Clients prove who they are (SASL or a client certificate)."""
+        return bool(self.sasl_mechanisms) or self.tls_client_cafile is not None
+
+    @property
+    def guarded(self) -> bool:
+        """Principals matter here: forwarding is limited to what cannot escalate (docs/security.md)."""
+        return self.authenticates or self.acl_file is not None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server-side TLS context; ConfigError naming the file that cannot be used."""
+        if self.tls_certfile is None or self.tls_keyfile is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        password = self.tls_key_password.get_secret_value() if self.tls_key_password else None
+        try:
+            context.load_cert_chain(self.tls_certfile, self.tls_keyfile, password=password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"TLS certificate {self.tls_certfile} / key {self.tls_keyfile} cannot be used: "
+                f"{getattr(exc, 'strerror', None) or exc.__class__.__name__}"
+                + (" (wrong key password?)" if isinstance(exc, ssl.SSLError) else "")
+            ) from None
+        if self.tls_client_cafile is not None:
+            try:
+                context.load_verify_locations(cafile=self.tls_client_cafile)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"client CA {self.tls_client_cafile} cannot be used: "
+                    f"{getattr(exc, 'strerror', None) or exc.__class__.__name__}"
+                ) from None
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
-    bootstrap_servers: str
+    #: The backing cluster, and how the coordinator reaches it (TLS, SASL: ``--client-config``).
+    bootstrap_servers: str | ClientSettings
     listen_host: str = "127.0.0.1"
     listen_port: int = 9092
     #: host:port FindCoordinator answers with (default: the listen address).
@@ -44,6 +131,7 @@ class ServerConfig:
     #: First port of the per-broker listeners (None: any free port).
     proxy_port_base: int | None = None
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    listener: ListenerSettings = field(default_factory=ListenerSettings)
 
     def __post_init__(self) -> None:
         if self.max_frame_bytes < 64:
@@ -55,6 +143,21 @@ class ServerConfig:
             raise ConfigError(f"routing must be proxy or direct, got {self.routing!r}")
         if self.advertised_host is None and self.listen_host in ("0.0.0.0", "::", ""):
             raise ConfigError("listening on every interface: give the address clients reach (--advertised)")
+        if self.listener.guarded and self.routing == "proxy":
+            raise ConfigError(
+                "a secured listener (SASL, client certificates or an ACL file) forwards no fetch or "
+                "produce under the coordinator's identity: use --routing direct, so clients reach "
+                "the brokers with their own (docs/security.md)"
+            )
+
+    @property
+    def backing(self) -> ClientSettings:
+        """The backing cluster's client settings (PLAINTEXT for a bare ``host:port`` string)."""
+        return ClientSettings.of(self.bootstrap_servers)
+
+    def backing_broker(self, host: str, port: int) -> ClientSettings:
+        """The same security for one broker of the backing cluster."""
+        return self.backing.client_settings_for(f"{host}:{port}")
 
     @property
     def advertised(self) -> tuple[str, int]:

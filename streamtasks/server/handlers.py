@@ -38,7 +38,8 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.server import classic_api, offset_api
+from streamtasks.server import classic_api, denials, offset_api
+from streamtasks.server.guard import Access
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.wire import (
@@ -58,6 +59,8 @@ __all__ = [
     "SERVED_VERSIONS",
     "Handlers",
     "Stats",
+    "advertised_apis",
+    "api_versions_response",
     "rewrite_api_versions",
 ]
 
@@ -91,6 +94,10 @@ class Stats:
     fetches: int = 0
     forwarded: int = 0
     closed_malformed: int = 0
+    #: On a secured listener: SASL exchanges completed / failed, requests denied by the ACLs.
+    sasl_ok: int = 0
+    sasl_failed: int = 0
+    denied: int = 0
     by_api: dict[int, int] = field(default_factory=dict)
 
 
@@ -112,6 +119,26 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
         error_code=ErrorCode(int(KafkaErrorCode.UNSUPPORTED_VERSION)),
         api_keys=(entry(api_key=API_VERSIONS, min_version=0, max_version=MAX_API_VERSIONS_VERSION),),
     )
+    return encode_kio_response(response, correlation_id)
+
+
+def advertised_apis(broker: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """The broker's APIs with the server's own at the versions it serves, the refused ones out."""
+    out = {k: v for k, v in broker.items() if k not in REFUSED_APIS}
+    for api_key, (lo, hi) in SERVED_VERSIONS.items():
+        if api_key == FIND_COORDINATOR and api_key in broker:
+            out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
+        else:
+            out[api_key] = (lo, hi)
+    return out
+
+
+def api_versions_response(version: int, correlation_id: int, apis: dict[int, tuple[int, int]]) -> bytes:
+    """An ApiVersions response frame listing ``apis``, built here (nothing forwarded)."""
+    cls = kio_response_class(API_VERSIONS, version)
+    entry = offset_api.element(cls, "api_keys")
+    entries = tuple(entry(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(apis.items()))
+    response = offset_api.make(cls, error_code=ErrorCode(0), api_keys=entries, throttle_time=_ZERO)
     return encode_kio_response(response, correlation_id)
 
 
@@ -137,12 +164,7 @@ def rewrite_api_versions(frame: bytes, version: int) -> bytes:
     if entry_cls is None:
         return frame
     broker = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
-    out = {k: v for k, v in broker.items() if k not in REFUSED_APIS}
-    for api_key, (lo, hi) in SERVED_VERSIONS.items():
-        if api_key == FIND_COORDINATOR and api_key in broker:
-            out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
-        else:
-            out[api_key] = (lo, hi)
+    out = advertised_apis(broker)
     entries = tuple(
         entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(out.items())
     )
@@ -178,6 +200,10 @@ class Handlers:
     def serves(self, api_key: int) -> bool:
         return api_key in SERVED_VERSIONS
 
+    def group_states(self) -> dict[str, str]:
+        """Every group's id and state name (ListGroups on a secured listener)."""
+        return {gid: g.state.value for gid, g in self.coordinator.groups.items()}
+
     async def _durable(self, records: tuple[Record, ...] | list[Any]) -> None:
         await self.log.append(records)
 
@@ -188,9 +214,13 @@ class Handlers:
         self.parked.answer_when_durable(result.joins, durable)
         return durable
 
-    async def handle(self, header: RequestHeader, body: bytes, client_host: str) -> bytes | None:
+    async def handle(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None = None
+    ) -> bytes | None:
         """The response frame; None when the request must be forwarded instead (FindCoordinator
-        for transactions or share groups)."""
+        for transactions or share groups). ``access``: the connection's principal and the ACLs
+        (None: an open listener); a group the principal may not use is answered
+        GROUP_AUTHORIZATION_FAILED and nothing is written."""
         api, version = header.api_key, header.api_version
         lo, hi = SERVED_VERSIONS[api]
         if not lo <= version <= hi:
@@ -198,33 +228,40 @@ class Handlers:
         self.stats.by_api[api] = self.stats.by_api.get(api, 0) + 1
         cid = header.correlation_id
         if api == CONSUMER_GROUP_HEARTBEAT_API_KEY:
-            return await self._heartbeat(header, body, client_host)
+            return await self._heartbeat(header, body, client_host, access)
         if api == CONSUMER_GROUP_DESCRIBE_API_KEY:
             request = codec.decode_describe_request(body, version)
             response = self.coordinator.describe(request)
+            if access is not None:
+                hidden = {g for g in request.group_ids if not access.allows("group", g, "Describe")}
+                response = denials.filter_describe(response, hidden)
             await self._durable(())  # answer only what is durable
             return response_frame(
                 cid, codec.encode_describe_response(response, version), flexible_header=True
             )
         if api == rpc.PREPARE_ASSIGNMENT_API_KEY:
-            prepared = self.coordinator.prepare_assignment(
-                rpc.decode_prepare_request(body, version), self.clock()
-            )
+            prepare = rpc.decode_prepare_request(body, version)
+            if access is not None and not access.allows("group", prepare.group_id, "Read"):
+                return denials.denied_prepare(version, cid)
+            prepared = self.coordinator.prepare_assignment(prepare, self.clock())
             answer = self.coordinator.apply(prepared)
             await self.persist(prepared)
             return response_frame(cid, rpc.encode_prepare_response(answer, version), flexible_header=True)
         if api == rpc.INSTALL_ASSIGNMENT_API_KEY:
-            installed = self.coordinator.install_assignment(
-                rpc.decode_install_request(body, version), self.clock()
-            )
+            install = rpc.decode_install_request(body, version)
+            if access is not None and not access.allows("group", install.group_id, "Read"):
+                return denials.denied_install(version, cid)
+            installed = self.coordinator.install_assignment(install, self.clock())
             done = self.coordinator.apply(installed)
             await self.persist(installed)
             return response_frame(cid, rpc.encode_install_response(done, version), flexible_header=True)
         if api in classic_api.VERSIONS:
             self.stats.classic += 1
-            return await self._classic(header, body, client_host)
+            return await self._classic(header, body, client_host, access)
         if api == offset_api.OFFSET_COMMIT:
             request = decode_kio_request(api, version, body)
+            if access is not None and not access.allows("group", str(request.group_id), "Read"):
+                return denials.denied_commit(request, version, cid)
             records, response = offset_api.commit(
                 request, version, coordinator=self.coordinator, store=self.offsets, now_ms=self.clock()
             )
@@ -235,15 +272,30 @@ class Handlers:
             return encode_kio_response(response, cid)
         if api == offset_api.OFFSET_FETCH:
             request = decode_kio_request(api, version, body)
+            denied: set[str] = set()
+            if access is not None and version < 8:
+                if not access.allows("group", str(request.group_id), "Read"):
+                    return denials.denied_offset_fetch(version, cid)
+            elif access is not None:
+                denied = {
+                    str(g.group_id)
+                    for g in request.groups
+                    if not access.allows("group", str(g.group_id), "Read")
+                }
             response = offset_api.fetch(request, version, coordinator=self.coordinator, store=self.offsets)
+            response = denials.filter_offset_fetch(response, denied)
             self.stats.fetches += 1
             await self._durable(())
             return encode_kio_response(response, cid)
-        return self._find_coordinator(header, body)
+        return self._find_coordinator(header, body, access)
 
-    async def _heartbeat(self, header: RequestHeader, body: bytes, client_host: str) -> bytes:
+    async def _heartbeat(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None
+    ) -> bytes:
         version = header.api_version
         request = codec.decode_heartbeat_request(body, version)
+        if access is not None and not access.allows("group", request.group_id, "Read"):
+            return denials.denied_heartbeat(version, header.correlation_id)
         self.stats.heartbeats += 1
         if (
             request.group_id not in self.coordinator.groups
@@ -279,10 +331,14 @@ class Handlers:
             header.correlation_id, codec.encode_heartbeat_response(response, version), flexible_header=True
         )
 
-    async def _classic(self, header: RequestHeader, body: bytes, client_host: str) -> bytes:
+    async def _classic(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None
+    ) -> bytes:
         """JoinGroup, SyncGroup, Heartbeat, LeaveGroup of a classic member."""
         api, version, cid = header.api_key, header.api_version, header.correlation_id
         request = decode_kio_request(api, version, body)
+        if access is not None and not access.allows("group", str(request.group_id), "Read"):
+            return denials.denied_classic(api, version, cid, str(getattr(request, "member_id", "")))
         now = self.clock()
         if api == classic_api.JOIN_GROUP:
             join = classic_api.join_request(request)
@@ -348,7 +404,7 @@ class Handlers:
         if any(t not in self.coordinator.image.by_name for t in topics):
             self.on_unknown_topics()
 
-    def _find_coordinator(self, header: RequestHeader, body: bytes) -> bytes | None:
+    def _find_coordinator(self, header: RequestHeader, body: bytes, access: Access | None) -> bytes | None:
         version = header.api_version
         request = decode_kio_request(FIND_COORDINATOR, version, body)
         if int(getattr(request, "key_type", _GROUP_KEY_TYPE)) != _GROUP_KEY_TYPE:
@@ -356,15 +412,20 @@ class Handlers:
         host, port = self.advertised
         response_cls = kio_response_class(FIND_COORDINATOR, version)
         none = ErrorCode(0)
+
+        def allowed(key: str) -> bool:  # Kafka: Describe on the group
+            return access is None or access.allows("group", key, "Describe")
+
         if version < 4:
+            ok = allowed(str(request.key))
             response = offset_api.make(
                 response_cls,
                 throttle_time=_ZERO,
-                error_code=none,
+                error_code=none if ok else ErrorCode(int(denials.DENIED)),
                 error_message=None,
-                node_id=self.node_id,
-                host=host,
-                port=port,
+                node_id=self.node_id if ok else -1,
+                host=host if ok else "",
+                port=port if ok else -1,
             )
         else:
             coordinator_cls = offset_api.element(response_cls, "coordinators")
@@ -377,6 +438,15 @@ class Handlers:
                         host=host,
                         port=port,
                         error_code=none,
+                        error_message=None,
+                    )
+                    if allowed(str(key))
+                    else coordinator_cls(
+                        key=key,
+                        node_id=-1,
+                        host="",
+                        port=-1,
+                        error_code=ErrorCode(int(denials.DENIED)),
                         error_message=None,
                     )
                     for key in request.coordinator_keys

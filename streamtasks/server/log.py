@@ -19,6 +19,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from streamtasks.coordinator.record_codec import LogRecord, decode_log_record, encode_log_record
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.security import ClientSettings
 
 __all__ = ["DEFAULT_TOPIC", "CoordinatorLog", "LogStats"]
 
@@ -40,12 +42,12 @@ class CoordinatorLog:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap: str | ClientSettings,
         topic: str = DEFAULT_TOPIC,
         *,
         client_id: str = "streamtasks-coordinator",
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._settings = ClientSettings.of(bootstrap)
         self._topic = topic
         self._client_id = client_id
         self._producer: AIOKafkaProducer | None = None
@@ -64,7 +66,7 @@ class CoordinatorLog:
     async def open(self) -> list[LogRecord]:
         """Create the topic if needed, read every record in it, start the writer."""
         await create_topics_async(
-            self._bootstrap,
+            self._settings,
             [
                 TopicSpec(
                     name=self._topic,
@@ -78,7 +80,7 @@ class CoordinatorLog:
         records = await self._read_all()
         self.stats.replayed_records = len(records)
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap,
+            **self._settings.aiokafka_kwargs(),
             client_id=self._client_id,
             acks="all",
             # Not idempotent (Tansu has no InitProducerId): a retried batch may be written
@@ -88,21 +90,21 @@ class CoordinatorLog:
             max_request_size=MAX_RECORD_BYTES,
             linger_ms=0,
         )
-        await self._producer.start()
+        await start_aiokafka(self._producer, self._settings, "the coordinator's log producer")
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
         return records
 
     async def _read_all(self) -> list[LogRecord]:
         tp = TopicPartition(self._topic, 0)
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **self._settings.aiokafka_kwargs(),
             client_id=self._client_id,
             enable_auto_commit=False,
             group_id=None,
             max_partition_fetch_bytes=MAX_RECORD_BYTES,
             fetch_max_bytes=4 * MAX_RECORD_BYTES,
         )
-        await consumer.start()
+        await start_aiokafka(consumer, self._settings, "the coordinator's log reader")
         try:
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)

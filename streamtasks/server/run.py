@@ -6,15 +6,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import getpass
 import logging
 import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, ValidationError
 
 from streamtasks.coordinator import CoordinatorConfig
-from streamtasks.server.config import DEFAULT_NODE_ID, ServerConfig, parse_host_port
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.security import (
+    ClientSettings,
+    client_config_path,
+    load_client_config,
+    make_client_settings,
+)
+from streamtasks.server.config import DEFAULT_NODE_ID, ListenerSettings, ServerConfig, parse_host_port
+from streamtasks.server.credentials import SCRAM_MECHANISMS, add_user
 from streamtasks.server.log import DEFAULT_TOPIC
 from streamtasks.server.server import CoordinatorServer
 
-__all__ = ["add_coordinator_arguments", "config_from_args", "run_server"]
+__all__ = [
+    "add_coordinator_arguments",
+    "add_user_arguments",
+    "backing_values",
+    "config_from_args",
+    "listener_from_args",
+    "run_add_user",
+    "run_server",
+]
 
 
 def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +50,13 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bootstrap-servers", default=None, help="the backing Kafka cluster")
     parser.add_argument(
+        "--client-config",
+        default=None,
+        help="how the coordinator reaches the backing cluster: a .properties or YAML file of client "
+        "security settings (security.protocol, ssl.*, sasl.*; docs/security.md), default "
+        "$STREAMTASKS_CLIENT_CONFIG; its bootstrap.servers is used without --bootstrap-servers",
+    )
+    parser.add_argument(
         "--broker",
         choices=("auto", "kafka", "tansu"),
         default=None,
@@ -40,9 +69,10 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--routing",
         choices=("proxy", "direct"),
-        default="proxy",
-        help="proxy (default): every broker listed at a listener of this server, so no client can ask "
-        "a broker for Kafka's own coordinator; direct: the real brokers (see docs/coordinator.md)",
+        default=None,
+        help="proxy (default on an open listener): every broker listed at a listener of this server, so "
+        "no client can ask a broker for Kafka's own coordinator; direct (default, and the only choice, "
+        "on a secured listener): the real brokers (see docs/coordinator.md, docs/security.md)",
     )
     parser.add_argument("--proxy-port-base", type=int, default=None, help="first per-broker listener port")
     parser.add_argument("--node-id", type=int, default=DEFAULT_NODE_ID)
@@ -64,19 +94,120 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="WARNING", help="INFO logs every error a member is answered with"
     )
+    sec = parser.add_argument_group("the listener's security (docs/security.md)")
+    sec.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (chain): TLS on --listen")
+    sec.add_argument("--tls-key", type=Path, default=None, help="its PEM private key")
+    sec.add_argument(
+        "--tls-key-password-file", type=Path, default=None, help="a file holding the key's password"
+    )
+    sec.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        default=None,
+        help="require client certificates signed by this CA (principal User:<the certificate's DN>)",
+    )
+    sec.add_argument(
+        "--sasl-mechanisms",
+        default=None,
+        help="comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (needs --credentials)",
+    )
+    sec.add_argument("--credentials", type=Path, default=None, help="the users file written by add-user")
+    sec.add_argument("--acl-file", type=Path, default=None, help="per-group rights, deny by default")
+    sec.add_argument(
+        "--session-lifetime-ms",
+        type=int,
+        default=None,
+        help="KIP-368: clients must re-authenticate within this (Kafka's connections.max.reauth.ms)",
+    )
+
+
+def add_user_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--credentials", type=Path, required=True, help="the users file (created if missing)")
+    parser.add_argument("--user", required=True)
+    parser.add_argument(
+        "--mechanism",
+        action="append",
+        choices=SCRAM_MECHANISMS,
+        default=None,
+        help="repeat for several (default: both); PLAIN logs in against these",
+    )
+    parser.add_argument("--iterations", type=int, default=8192)
+    parser.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin's first line (no prompt)"
+    )
+
+
+def run_add_user(args: argparse.Namespace) -> int:
+    """Read the password (a prompt, twice, or stdin's first line; never argv) and store the
+    user's SCRAM credentials."""
+    if args.password_stdin or not sys.stdin.isatty():
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"password for {args.user}: ")
+        if getpass.getpass("again: ") != password:
+            raise ConfigError("the passwords differ")
+    mechanisms = tuple(dict.fromkeys(args.mechanism or SCRAM_MECHANISMS))
+    add_user(
+        args.credentials, args.user, SecretStr(password), mechanisms=mechanisms, iterations=args.iterations
+    )
+    stored = ", ".join(mechanisms)
+    print(f"{args.user}: {stored} credentials ({args.iterations} iterations) in {args.credentials}")
+    return 0
+
+
+def listener_from_args(args: argparse.Namespace) -> ListenerSettings:
+    password = None
+    if args.tls_key_password_file is not None:
+        try:
+            text = args.tls_key_password_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"--tls-key-password-file {args.tls_key_password_file}: {exc.strerror}"
+            ) from None
+        password = SecretStr(text.rstrip("\r\n"))
+    mechanisms = tuple(m.strip().upper() for m in (args.sasl_mechanisms or "").split(",") if m.strip())
+    try:
+        return ListenerSettings(
+            tls_certfile=args.tls_cert,
+            tls_keyfile=args.tls_key,
+            tls_key_password=password,
+            tls_client_cafile=args.tls_client_ca,
+            sasl_mechanisms=mechanisms,
+            credentials_file=args.credentials,
+            acl_file=args.acl_file,
+            session_lifetime_ms=args.session_lifetime_ms,
+        )
+    except ValidationError as exc:
+        raise ConfigError(
+            "the listener's security: "
+            + "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        ) from None
+
+
+def backing_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of --client-config (or $STREAMTASKS_CLIENT_CONFIG); empty without one."""
+    path = client_config_path(args.client_config)
+    return load_client_config(path) if path is not None else {}
 
 
 def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> ServerConfig:
     host, port = parse_host_port(args.listen, "--listen")
     advertised = parse_host_port(args.advertised, "--advertised") if args.advertised else (None, None)
+    listener = listener_from_args(args)
+    routing = args.routing or ("direct" if listener.guarded else "proxy")
+    values = backing_values(args)
+    backing: str | ClientSettings = bootstrap_servers
+    if values:
+        backing = make_client_settings({**values, "bootstrap_servers": bootstrap_servers})
     return ServerConfig(
-        bootstrap_servers=bootstrap_servers,
+        bootstrap_servers=backing,
         listen_host=host,
         listen_port=port,
         advertised_host=advertised[0],
         advertised_port=advertised[1],
         node_id=args.node_id,
-        routing=args.routing,
+        routing=routing,
+        listener=listener,
         proxy_port_base=args.proxy_port_base,
         topic=args.topic,
         max_frame_bytes=args.max_frame_bytes,

@@ -14,23 +14,27 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
-from streamtasks.server.handlers import Handlers
+from streamtasks.server.guard import ListenerGuard
+from streamtasks.server.handlers import SERVED_VERSIONS, Handlers, advertised_apis
 from streamtasks.server.log import CoordinatorLog
-from streamtasks.server.metadata import fetch_image
+from streamtasks.server.metadata import fetch_api_versions, fetch_image
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.routing import BrokerProxies, rewrite_coordinators, rewrite_metadata
 from streamtasks.server.session import ClientSession
+from streamtasks.server.trust import restrict_api_versions
 from streamtasks.server.upstream import Upstream
 
 __all__ = ["CoordinatorServer", "wall_clock_ms"]
 
 _log = logging.getLogger("streamtasks.server")
+_Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 _TIMER_TICK_S = 0.1
 
 
@@ -49,7 +53,7 @@ class CoordinatorServer:
         self.config = config
         self.clock = clock
         self.out = out if out is not None else sys.stderr
-        self.log = CoordinatorLog(config.bootstrap_servers, config.topic)
+        self.log = CoordinatorLog(config.backing, config.topic)
         self.offsets = OffsetStore()
         self.coordinator: GroupCoordinator | None = None
         self.handlers: Handlers | None = None
@@ -64,6 +68,7 @@ class CoordinatorServer:
         self.advertised: tuple[str, int] = config.advertised
         self._metadata_poke = asyncio.Event()
         self._stopped = asyncio.Event()
+        self.guard: ListenerGuard | None = None
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -73,10 +78,32 @@ class CoordinatorServer:
         """Set when the log could not be written: the server must stop (a restart replays)."""
         return self.log.failed
 
+    def _listener_line(self) -> str:
+        guard = self.guard
+        if guard is None:
+            return "plaintext, open"
+        s = guard.settings
+        parts = ["TLS" + (" with client certificates" if s.tls_client_cafile else "") if s.tls else "no TLS"]
+        if s.sasl_mechanisms:
+            users = len(guard.credentials.users) if guard.credentials else 0
+            parts.append(f"SASL {','.join(s.sasl_mechanisms)} ({users} users)")
+        if guard.acls is not None:
+            parts.append(f"ACL file {s.acl_file} ({len(guard.acls.rules)} rules)")
+        else:
+            parts.append("no ACL file: every authenticated principal may use every group")
+        return "; ".join(parts)
+
     async def start(self) -> None:
         started = time.monotonic()
+        if self.config.listener.guarded or self.config.listener.tls:
+            self.guard = ListenerGuard(self.config.listener)  # a bad file stops here, before any IO
+            if "PLAIN" in self.config.listener.sasl_mechanisms and not self.config.listener.tls:
+                _log.warning("SASL PLAIN without TLS: passwords cross the network in clear")
         records = await self.log.open()
-        image = await fetch_image(self.config.bootstrap_servers)
+        image = await fetch_image(self.config.backing)
+        if self.guard is not None and self.config.listener.guarded:
+            broker = advertised_apis(await fetch_api_versions(self.config.backing))
+            self.guard.apis = restrict_api_versions(broker, set(SERVED_VERSIONS), sasl=self.guard.sasl)
         coordinator = GroupCoordinator(self.config.coordinator, image=image)
         group_records: list[Record] = []
         for record in records:
@@ -90,9 +117,7 @@ class CoordinatorServer:
         self.coordinator = coordinator
         self.replay_ms = (time.monotonic() - started) * 1000
         self.replayed_records = len(records)
-        self._server = await asyncio.start_server(
-            self._accept, self.config.listen_host, self.config.listen_port, limit=1 << 20
-        )
+        self._server = await self._listen(self._accept, self.config.listen_port)
         self.port = self._server.sockets[0].getsockname()[1]
         host, _ = self.config.advertised
         advertised = self.advertised = (host, self.config.advertised_port or self.port)
@@ -115,16 +140,32 @@ class CoordinatorServer:
         self.say(
             f"streamtasks coordinator: listening on {self.config.listen_host}:{self.port} "
             f"(advertised {advertised[0]}:{advertised[1]}, node {self.config.node_id}), "
-            f"backing cluster {self.config.bootstrap_servers}, log {self.config.topic}: "
+            f"backing cluster {self.config.backing.bootstrap_servers} "
+            f"({self.config.backing.security_protocol}), log {self.config.topic}: "
             f"replayed {len(records)} records ({len(coordinator.groups)} groups, "
-            f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms"
+            f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms; listener: {self._listener_line()}"
+        )
+
+    async def _listen(self, accept: _Accept, port: int) -> asyncio.Server:
+        """A listener on ``port`` of the listen host, with the listener's TLS if it has one
+        (the per-broker listeners too)."""
+        ssl_context = self.guard.ssl_context if self.guard is not None else None
+        return await asyncio.start_server(
+            accept,
+            self.config.listen_host,
+            port,
+            limit=1 << 20,
+            ssl=ssl_context,
+            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
         )
 
     async def _start_proxy(self, node_id: int, host: str, port: int, wanted_port: int) -> int:
-        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._accept(reader, writer, upstream=f"{host}:{port}")
+        broker = self.config.backing_broker(host, port)
 
-        listener = await asyncio.start_server(accept, self.config.listen_host, wanted_port, limit=1 << 20)
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._accept(reader, writer, upstream=broker)
+
+        listener = await self._listen(accept, wanted_port)
         self._listeners.append(listener)
         bound: int = listener.sockets[0].getsockname()[1]
         self.say(f"streamtasks coordinator: broker {node_id} ({host}:{port}) served at port {bound}")
@@ -147,10 +188,14 @@ class CoordinatorServer:
         )
 
     async def _accept(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, upstream: str | None = None
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        upstream: ClientSettings | None = None,
     ) -> None:
         assert self.handlers is not None
-        target = upstream or self.config.bootstrap_servers
+        target = upstream or self.config.backing
         if len(self._sessions) >= self.config.max_connections or self._stopped.is_set():
             writer.close()
             return
@@ -163,6 +208,8 @@ class CoordinatorServer:
             rewrite_coordinators=self._rewrite_coordinators,
             max_frame_bytes=self.config.max_frame_bytes,
             max_in_flight=self.config.max_in_flight_per_connection,
+            guard=self.guard if self.guard is not None and self.guard.settings.guarded else None,
+            clock=self.clock,
         )
         task = asyncio.current_task()
         assert task is not None
@@ -195,7 +242,7 @@ class CoordinatorServer:
                     await self._metadata_poke.wait()
             self._metadata_poke.clear()
             try:
-                image = await fetch_image(self.config.bootstrap_servers)
+                image = await fetch_image(self.config.backing)
             except Exception as exc:
                 _log.warning("metadata refresh failed: %s", exc)
                 await asyncio.sleep(1)
@@ -225,6 +272,7 @@ class CoordinatorServer:
             f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "
             f"forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
             f"log_records={ls.appended_records} log_batches={ls.batches}"
+            + (f" sasl_ok={s.sasl_ok} sasl_failed={s.sasl_failed} denied={s.denied}" if self.guard else "")
         )
 
     async def _status(self) -> None:
@@ -235,8 +283,9 @@ class CoordinatorServer:
     async def stop(self) -> None:
         """Stop accepting, end the connections, flush the log."""
         self._stopped.set()
-        if self._server is not None:
-            self._server.close()
+        for listener in (self._server, *self._listeners):
+            if listener is not None:
+                listener.close()
         for task in self._tasks:
             task.cancel()
         for task in list(self._sessions):

@@ -1,25 +1,45 @@
 """Requests the server does not answer go to the backing cluster unchanged: one upstream
 connection per client connection (so correlation ids never clash), frames passed through byte
-for byte, answers matched by correlation id."""
+for byte, answers matched by correlation id.
+
+The connection is opened as the coordinator's :class:`~streamtasks.runtime.security.ClientSettings`
+say: TLS with the standard library, then the runtime's SASL exchange
+(:func:`~streamtasks.runtime.sasl_session.authenticate`, on correlation ids below zero, which
+clients do not use) before the first forwarded frame. With a session lifetime (KIP-368) the
+connection is replaced, once idle, before the broker's session runs out."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import logging
+import ssl
 import struct
+from typing import Any, TypeVar
 
-from streamtasks.errors import BrokerError
+from streamtasks.errors import BrokerError, ConnectionSecurityError, TlsError
 from streamtasks.runtime.connection import parse_bootstrap
-from streamtasks.runtime.framing import FrameDecoder
+from streamtasks.runtime.framing import FrameDecoder, decode_response, encode_request
+from streamtasks.runtime.sasl_session import authenticate, reauthentication_delay_s
+from streamtasks.runtime.security import ClientSettings
+from streamtasks.runtime.tls import handshake_failure, verify_failure
 
 __all__ = ["Upstream"]
+
+R = TypeVar("R")
+_log = logging.getLogger("streamtasks.server")
+_CLIENT_ID = "streamtasks-coordinator"
 
 
 class Upstream:
     """A pass-through connection to one broker of the backing cluster."""
 
-    def __init__(self, bootstrap_servers: str, *, max_frame_bytes: int, timeout_s: float = 30.0) -> None:
-        self._bootstrap = parse_bootstrap(bootstrap_servers)
+    def __init__(
+        self, bootstrap: str | ClientSettings, *, max_frame_bytes: int, timeout_s: float = 30.0
+    ) -> None:
+        self._settings = ClientSettings.of(bootstrap)
+        self._bootstrap = parse_bootstrap(self._settings.bootstrap_servers)
         self._max = max_frame_bytes
         self._timeout_s = timeout_s
         self._writer: asyncio.StreamWriter | None = None
@@ -27,24 +47,77 @@ class Upstream:
         self._pending: dict[int, asyncio.Future[bytes]] = {}
         self._lock = asyncio.Lock()
         self._closed = False
+        self._auth_ids = itertools.count(-1, -1)
+        #: loop time after which an idle connection is replaced (KIP-368), or None
+        self._replace_after: float | None = None
 
     async def _connect(self) -> asyncio.StreamWriter:
         async with self._lock:
+            loop = asyncio.get_running_loop()
             if self._writer is not None and not self._writer.is_closing():
-                return self._writer
+                stale = self._replace_after is not None and loop.time() >= self._replace_after
+                if not (stale and not self._pending):
+                    return self._writer
+                if self._reader_task is not None:
+                    self._reader_task.cancel()
+                self._fail_all(BrokerError("replaced before its SASL session ends"))
             last = "no bootstrap server"
+            context = self._settings.ssl_context()
             for host, port in self._bootstrap:
                 try:
-                    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
+                    async with asyncio.timeout(10):
+                        reader, writer = await asyncio.open_connection(
+                            host, port, ssl=context, server_hostname=host if context else None
+                        )
+                except ssl.SSLCertVerificationError as exc:
+                    why = f"TLS with the backing broker at {host}:{port} failed: {verify_failure(exc)}"
+                    raise self._security_failure(TlsError(why)) from None
+                except ssl.SSLError as exc:
+                    why = handshake_failure(f"{host}:{port}", exc)
+                    raise self._security_failure(TlsError(why)) from None
                 except (OSError, TimeoutError) as exc:
                     last = f"{host}:{port}: {exc or 'timed out'}"
                     continue
                 self._writer = writer
-                self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
+                self._reader_task = loop.create_task(self._read_loop(reader, writer))
+                self._replace_after = None
+                if self._settings.uses_sasl:
+                    try:
+                        lifetime_ms = await authenticate(self, self._settings, f"{host}:{port}", timeout_s=10)
+                    except ConnectionSecurityError as exc:
+                        raise self._security_failure(exc) from None
+                    if lifetime_ms > 0:
+                        self._replace_after = loop.time() + reauthentication_delay_s(lifetime_ms)
                 return writer
             raise BrokerError(f"backing cluster unreachable: {last}")
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    def _security_failure(self, exc: ConnectionSecurityError) -> BrokerError:
+        """A TLS or SASL failure at the backing cluster: logged (the operator must fix the
+        coordinator's --client-config), and the client's connection is closed."""
+        _log.error("the coordinator cannot reach its backing cluster: %s", exc)
+        self._fail_all(BrokerError(str(exc)))
+        return BrokerError(f"backing cluster: {exc}")
+
+    async def call_during_auth(self, request: Any, response_cls: type[R], *, timeout_s: float) -> R:
+        """One SASL request on the fresh connection (the runtime's AuthChannel)."""
+        writer = self._writer
+        if writer is None:
+            raise BrokerError("the backing connection closed during SASL authentication")
+        correlation_id = next(self._auth_ids)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = future
+        try:
+            writer.write(encode_request(request, correlation_id=correlation_id, client_id=_CLIENT_ID))
+            await writer.drain()
+            async with asyncio.timeout(timeout_s):
+                frame = await future
+        except (OSError, TimeoutError) as exc:
+            raise BrokerError(f"SASL with the backing cluster failed: {exc or 'timed out'}") from exc
+        finally:
+            self._pending.pop(correlation_id, None)
+        return decode_response(frame[4:], response_cls)[1]
+
+    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         decoder = FrameDecoder(self._max)
         try:
             while True:
@@ -58,7 +131,8 @@ class Upstream:
                         future.set_result(struct.pack(">i", len(payload)) + payload)
         except Exception as exc:  # every failure ends the connection the same way
             _ = exc
-        self._fail_all(BrokerError("backing broker closed the connection"))
+        if self._writer is writer:  # not a connection replaced since
+            self._fail_all(BrokerError("backing broker closed the connection"))
 
     def _fail_all(self, error: BaseException) -> None:
         pending, self._pending = self._pending, {}
