@@ -113,6 +113,8 @@ class AsyncConnection:
         self._reauth_task: asyncio.Task[None] | None = None
         #: How many times this connection re-authenticated (KIP-368).
         self.reauthentications = 0
+        #: The broker's ApiVersions answer, asked at open (None for a bare connection).
+        self.api_versions: ApiVersionsResponse | None = None
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
@@ -161,7 +163,9 @@ class AsyncConnection:
             # As Kafka's clients do: ApiVersions first. It proves the listener speaks what this
             # client speaks (a TLS listener met in plaintext, a client certificate refused after
             # a TLS 1.3 handshake show here, at open, not at the first group request).
-            await conn.call_during_auth(_API_VERSIONS, ApiVersionsResponse, timeout_s=timeout_s)
+            conn.api_versions = await conn.call_during_auth(
+                _API_VERSIONS, ApiVersionsResponse, timeout_s=timeout_s
+            )
             if security.uses_sasl:
                 conn._schedule_reauthentication(await conn._authenticate(timeout_s))
         except BaseException:
