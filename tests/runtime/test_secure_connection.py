@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from pydantic import SecretStr
 
 from streamtasks.embedded.secure_cluster import SecuredCluster
 from streamtasks.errors import AuthenticationError, AuthorizationError, TlsError
@@ -338,6 +339,33 @@ def test_missing_group_acl(secure_kafka: SecuredCluster) -> None:
     with pytest.raises(AuthorizationError) as caught:
         run(go())
     assert "denies this client group 'app-no-rights': GROUP_AUTHORIZATION_FAILED" in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", ["password", "ca"])
+def test_aiokafka_unable_to_bootstrap_is_told_by_its_cause(secure_kafka: SecuredCluster, bad: str) -> None:
+    """aiokafka alone says "Unable to bootstrap from [...]"; start_aiokafka asks the broker over
+    the runtime's connection and raises what it answered."""
+    over: dict[str, Any] = (
+        {"sasl_plain_password": SecretStr("wrong-Password-3")}
+        if bad == "password"
+        else {"ssl_cafile": str(secure_kafka.certs.other_ca_cert)}
+    )
+    client = settings(secure_kafka, **over)
+
+    async def go() -> str:
+        producer = AIOKafkaProducer(**client.aiokafka_kwargs(), request_timeout_ms=10_000)
+        with pytest.raises(AuthenticationError if bad == "password" else TlsError) as caught:
+            await start_aiokafka(producer, client, "the producer")
+        return str(caught.value)
+
+    message = run(go())
+    expected = {
+        "password": f"authentication at the broker at {secure_kafka.sasl_ssl_bootstrap} failed (SCRAM-SHA-512"
+        " as 'app'): SASL_AUTHENTICATION_FAILED",
+        "ca": f"TLS with the broker at {secure_kafka.sasl_ssl_bootstrap} failed: certificate verify failed",
+    }[bad]
+    assert message.startswith(expected), message
+    assert "wrong-Password-3" not in message
 
 
 # -- KIP-368 against Apache Kafka: sessions of 4 s -------------------------------------------
