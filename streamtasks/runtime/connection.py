@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
+from streamtasks._version import __version__
 from streamtasks.errors import AuthorizationError, BrokerError, ConnectionSecurityError, DecodeError, TlsError
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.framing import (
@@ -58,7 +59,7 @@ R = TypeVar("R")
 
 log = logging.getLogger("streamtasks.connection")
 
-_API_VERSIONS = ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.4.0")
+_API_VERSIONS = ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__)
 
 
 #: Responses that mean "ask someone else": the coordinator moved or is not there yet.
