@@ -60,6 +60,7 @@ from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
+from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import AssignmentRead, LagTrigger
@@ -128,7 +129,7 @@ class App:
         )
         #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.
         self.restorer = Restorer(
-            ChangelogReader(cfg.bootstrap_servers, client_id=cfg.client_id),
+            ChangelogReader(cfg.client_settings(), client_id=cfg.client_id),
             self.tasks,
             topics=topology.subscribed_topics(),
             emit=self.emit,
@@ -183,10 +184,11 @@ class App:
         self.directory.lock()
         self.process_id = self.directory.process_id()
         try:
+            settings = cfg.client_settings()
             self.producer = AIOKafkaProducer(
-                bootstrap_servers=cfg.bootstrap_servers, client_id=cfg.client_id, acks="all", linger_ms=5
+                **settings.aiokafka_kwargs(), client_id=cfg.client_id, acks="all", linger_ms=5
             )
-            await self.producer.start()
+            await start_aiokafka(self.producer, settings, "the app's producer")
             await self.restorer.start()
             counts = await self._source_partition_counts()
             await self._create_internal_topics(counts)
@@ -322,7 +324,7 @@ class App:
             for store in sub.stores
             if store.logging
         ]
-        await create_topics_async(self.config.bootstrap_servers, specs, client_id=self.config.client_id)
+        await create_topics_async(self.config.client_settings(), specs, client_id=self.config.client_id)
 
     async def on_assignment(self, change: AssignmentChanged) -> None:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing

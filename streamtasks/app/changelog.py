@@ -20,6 +20,8 @@ from aiokafka.errors import KafkaError
 from streamtasks.app.task import StreamTask
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.aio import AioTopicPartition, from_aio, to_aio
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.security import ClientSettings
 from topology.ids import TopicPartition
 
 __all__ = ["ChangelogReader"]
@@ -30,8 +32,8 @@ log = logging.getLogger("streamtasks.app.changelog")
 class ChangelogReader:
     """Reads changelog partitions into task stores (see the module docstring)."""
 
-    def __init__(self, bootstrap_servers: str, *, client_id: str, max_records: int = 10_000) -> None:
-        self._bootstrap = bootstrap_servers
+    def __init__(self, bootstrap: str | ClientSettings, *, client_id: str, max_records: int = 10_000) -> None:
+        self._settings = ClientSettings.of(bootstrap)
         self._client_id = client_id
         self._max_records = max_records
         self._owners: dict[TopicPartition, StreamTask] = {}
@@ -59,8 +61,9 @@ class ChangelogReader:
         """Create and start the clients (aiokafka needs a running event loop for that)."""
         if self._consumer_obj is not None:
             return
+        connect = self._settings.aiokafka_kwargs()
         self._consumer_obj = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **connect,
             group_id=None,
             client_id=f"{self._client_id}-restore",
             enable_auto_commit=False,
@@ -68,15 +71,15 @@ class ChangelogReader:
             isolation_level="read_uncommitted",
         )
         self._probe_obj = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **connect,
             group_id=None,
             client_id=f"{self._client_id}-end-offsets",
             enable_auto_commit=False,
             fetch_max_wait_ms=20,
             max_partition_fetch_bytes=1024,
         )
-        await self._consumer_obj.start()
-        await self._probe_obj.start()
+        await start_aiokafka(self._consumer_obj, self._settings, "the changelog reader")
+        await start_aiokafka(self._probe_obj, self._settings, "the changelog reader's end-offset probe")
 
     async def stop(self) -> None:
         consumer, probe = self._consumer_obj, self._probe_obj
