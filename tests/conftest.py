@@ -45,6 +45,34 @@ def kafka() -> Iterator[Cluster]:
         cluster.stop()
 
 
+# -- the secured Apache Kafka (SASL_SSL, mutual TLS, ACLs) -----------------------------------
+
+from streamtasks.embedded.secure_cluster import SecuredCluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster]:
+    """Apache Kafka with PLAINTEXT (a super user), SASL_SSL (PLAIN, SCRAM-SHA-256/512,
+    OAUTHBEARER) and mutual-TLS SSL listeners, KRaft's StandardAuthorizer and the users
+    ``admin`` (super), ``app`` (All on ``app-*``/``secure-*``) and ``norights`` (no ACL), as a
+    frozen :class:`SecuredCluster` (docs/testing.md, "The secured broker"). Started once per
+    session, on first use, beside whatever ``kafka`` is; skipped when Java 17+/Maven are
+    missing or ``STREAMTASKS_BOOTSTRAP`` names a cluster (it cannot be reconfigured)."""
+    from streamtasks.embedded import BOOTSTRAP_ENV
+    from streamtasks.embedded.certs import make_cert_kit
+    from streamtasks.embedded.kafka_broker import INSTALL_HINT, kafka_requirements_missing
+    from streamtasks.embedded.secure_broker import SecureKafkaBroker
+
+    if os.environ.get(BOOTSTRAP_ENV):
+        pytest.skip(f"secured broker: {BOOTSTRAP_ENV} names an existing cluster; it needs its own broker")
+    missing = kafka_requirements_missing()
+    if missing is not None:
+        pytest.skip(f"secured broker (Apache Kafka only): {missing}; {INSTALL_HINT}")
+    certs = make_cert_kit(tmp_path_factory.mktemp("secure-kafka-certs"))
+    with SecureKafkaBroker(certs=certs) as broker:
+        yield broker.secured()
+
+
 # -- sockets a live test leaves behind ------------------------------------------------------
 
 import gc  # noqa: E402

@@ -222,18 +222,28 @@ def _cluster_id() -> str:
 
 
 def server_properties(
-    *, host: str, port: int, controller_port: int, data_dir: Path, configs: Mapping[str, str]
+    *,
+    host: str,
+    port: int,
+    controller_port: int,
+    data_dir: Path,
+    configs: Mapping[str, str],
+    more_listeners: Mapping[str, int] | None = None,
 ) -> str:
-    """``server.properties`` of one combined broker+controller node."""
+    """``server.properties`` of one combined broker+controller node; ``more_listeners`` adds
+    listeners beside PLAINTEXT, each named after its security protocol (``{"SSL": 9093}``)."""
+    ports = {"PLAINTEXT": port, **(more_listeners or {}), "CONTROLLER": controller_port}
+    listeners = ",".join(f"{name}://{host}:{p}" for name, p in ports.items())
+    protocols = ",".join(f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in ports)
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.bootstrap.servers": f"{host}:{controller_port}",
-        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "listeners": listeners,
+        "advertised.listeners": listeners,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": protocols,
         "log.dirs": str(data_dir),
         **TEST_SETTINGS,
         **configs,
@@ -270,6 +280,8 @@ class KafkaBroker(ChildBroker):
         self._java = ""
         self._classpath = ""
         self._dir: Path | None = None
+        #: Listeners beside PLAINTEXT (security protocol → port), set by a subclass's _spawn.
+        self._more_listeners: dict[str, int] = {}
 
     def _prepare(self) -> None:
         missing = kafka_requirements_missing(need_mvn=False)
@@ -287,8 +299,9 @@ class KafkaBroker(ChildBroker):
         self.log_path.touch()
         log4j = self._dir / "log4j2.xml"
         log4j.write_text(_LOG4J2_XML.format(log=self.log_path))
+        taken = {self.port, *self._more_listeners.values()}
         self.controller_port = free_port(self.host)
-        while self.controller_port == self.port:
+        while self.controller_port in taken:
             self.controller_port = free_port(self.host)
         props = self._dir / "server.properties"
         settings = server_properties(
@@ -297,6 +310,7 @@ class KafkaBroker(ChildBroker):
             controller_port=self.controller_port,
             data_dir=self._dir / "data",
             configs=self.configs,
+            more_listeners=self._more_listeners,
         )
         props.write_text(settings)
         logging = f"-Dlog4j2.configurationFile={log4j}"
@@ -315,6 +329,7 @@ class KafkaBroker(ChildBroker):
         command = [
             *(self._java, *FORMAT_JVM_OPTIONS, logging, "-cp", self._classpath, "kafka.tools.StorageTool"),
             *("format", "--standalone", "-t", _cluster_id(), "-c", str(props)),
+            *self._format_options(),
         ]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=self._timeout, check=False)
@@ -322,6 +337,11 @@ class KafkaBroker(ChildBroker):
             raise BrokerError(f"formatting the Kafka storage took over {self._timeout}s") from exc
         if done.returncode != 0:
             raise BrokerError(f"formatting the Kafka storage failed:\n{(done.stdout + done.stderr)[-3000:]}")
+
+    def _format_options(self) -> tuple[str, ...]:
+        """More arguments of ``StorageTool format`` (none here; the secured broker adds its SCRAM
+        users, see :mod:`streamtasks.embedded.secure_broker`)."""
+        return ()
 
     def _cleanup(self) -> None:
         if self._dir is not None:
