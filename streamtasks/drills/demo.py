@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED, CoordinatorProcess
-from streamtasks.drills.demo_cluster import open_cluster, require_kip848
+from streamtasks.drills.demo_cluster import api_keys, open_cluster, require_kip848
 from streamtasks.drills.ledger import OwnershipLedger
 from streamtasks.drills.offset_audit import OffsetAudit
 from streamtasks.embedded import EmbeddedBroker
@@ -93,7 +93,9 @@ class DemoOptions:
     broker: str | None = None
     protocol: str = "cooperative"
     #: ``bounce`` (rolling bounces of consumer workers) and ``stateful`` (streamtasks.App
-    #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py).
+    #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py);
+    #: ``dynamic``: the bounce phase's start and its dynamic members' bounce only (the shortest
+    #: run with rebalances).
     phases: tuple[str, ...] = ("bounce", "stateful")
     workers: int = 3
     partitions: int = 12
@@ -367,7 +369,7 @@ class Demo:
             await self._phase("rolling bounce, dynamic members", lambda: bounce(False))
             if self.o.tansu_workarounds:
                 self.say(TANSU_STATIC_SKIP)
-            else:
+            elif "bounce" in self.o.phases:  # "dynamic": the dynamic members' bounce only
                 await self._phase("move to static members", lambda: bounce(True))
                 await self._phase("rolling bounce, static members", lambda: bounce(True))
             produce.cancel()
@@ -480,7 +482,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
     try:
         group_bootstrap = cluster.bootstrap_servers
         if options.protocol == "consumer":
-            await require_kip848(cluster, settings)
+            secured = settings.security_protocol != "PLAINTEXT"
+            require_kip848(cluster, await api_keys(settings) if secured else None)
         elif options.protocol == "consumer-client":
             coordinator = CoordinatorProcess(cluster.bootstrap_servers)
             group_bootstrap = await coordinator.start()
@@ -489,7 +492,7 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
                 f"{cluster.bootstrap_servers} (log topic {coordinator.topic})\n"
             )
         status = 0
-        if "bounce" in options.phases:
+        if "bounce" in options.phases or "dynamic" in options.phases:
             status = await Demo(options, out).run(settings, None if coordinator is None else group_bootstrap)
             if coordinator is not None:
                 out.write(f"coordinator: {coordinator.status()}\n")

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from pydantic import SecretStr
 
 from streamtasks.embedded import Cluster, EmbeddedBroker, ExternalCluster, start_broker
 from streamtasks.errors import BrokerError, ConfigError
@@ -18,6 +19,7 @@ from streamtasks.runtime.connection import open_any
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, make_client_settings
 
 __all__ = [
+    "PASSWORD_ENV",
     "SECURE_MECHANISM",
     "SECURE_USER",
     "api_keys",
@@ -28,6 +30,9 @@ __all__ = [
 
 #: The user and mechanism of ``demo --secure`` (the broker's ACLs give ``app`` its ``secure-*``).
 SECURE_USER, SECURE_MECHANISM = "app", "SCRAM-SHA-512"
+#: Fixes the password of ``demo --secure``'s user (random otherwise), read once: a test sets it
+#: to grep everything the demo printed and wrote for it.
+PASSWORD_ENV = "STREAMTASKS_DEMO_PASSWORD"
 
 
 def start_secure_cluster(log_path: str | os.PathLike[str] | None = None) -> tuple[Any, ClientSettings]:
@@ -35,7 +40,9 @@ def start_secure_cluster(log_path: str | os.PathLike[str] | None = None) -> tupl
     return it with the SASL_SSL settings of :data:`SECURE_USER`."""
     from streamtasks.embedded.secure_broker import SecureKafkaBroker
 
-    broker = SecureKafkaBroker(log_path=log_path).start()
+    given = os.environ.get(PASSWORD_ENV)
+    passwords = {SECURE_USER: SecretStr(given)} if given else None
+    broker = SecureKafkaBroker(log_path=log_path, passwords=passwords).start()
     try:
         settings = make_client_settings(broker.secured().settings(SECURE_USER, SECURE_MECHANISM))
     except BaseException:
@@ -87,10 +94,12 @@ async def api_keys(settings: ClientSettings) -> set[int]:
     return {int(k.api_key) for k in response.api_keys}
 
 
-async def require_kip848(cluster: Cluster, settings: ClientSettings | None = None) -> None:
-    """:class:`BrokerError` unless ``cluster`` serves ConsumerGroupHeartbeat (KIP-848)."""
-    settings = settings or ClientSettings.of(cluster.bootstrap_servers)
-    if CONSUMER_GROUP_HEARTBEAT_API_KEY not in await api_keys(settings):
+def require_kip848(cluster: Cluster, served: set[int] | None = None) -> None:
+    """:class:`BrokerError` unless ``cluster`` serves ConsumerGroupHeartbeat (KIP-848);
+    ``served``: its API keys when already asked (over TLS/SASL: :func:`api_keys`)."""
+    if served is None:
+        served = set(cluster.api_versions())
+    if CONSUMER_GROUP_HEARTBEAT_API_KEY not in served:
         tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
         raise BrokerError(
             f"--protocol consumer needs a cluster serving ConsumerGroupHeartbeat (API key "
