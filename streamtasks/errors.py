@@ -73,7 +73,7 @@ class BrokerError(StreamTasksError):
 
 # -- security (streamtasks.protocol.sasl, streamtasks.runtime.security) ------------------------
 
-__all__ += ["AuthenticationError", "ConnectionSecurityError", "SaslError", "TlsError"]
+__all__ += ["AuthenticationError", "AuthorizationError", "ConnectionSecurityError", "SaslError", "TlsError"]
 
 
 class SaslError(StreamTasksError, ValueError):
@@ -82,13 +82,19 @@ class SaslError(StreamTasksError, ValueError):
 
 
 class ConnectionSecurityError(StreamTasksError):
-    """A connection to a broker failed for a security reason: fatal, never retried (the same
-    settings would fail the same way). Not a :class:`BrokerError`, which loops retry."""
+    """A broker refused this client for a security reason (TLS, authentication, authorization):
+    fatal, never retried (the same settings would fail the same way). Not a
+    :class:`BrokerError`, which loops retry."""
 
 
 class AuthenticationError(ConnectionSecurityError):
     """The broker refused this client's SASL authentication (wrong password, a mechanism it
     does not enable, a token it rejects) or did not prove it knows the password."""
+
+
+class AuthorizationError(ConnectionSecurityError):
+    """The broker denies this client's principal what it asked for (a missing ACL on the group
+    or a topic: GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED)."""
 
 
 class TlsError(ConnectionSecurityError):

@@ -47,7 +47,10 @@ def kafka() -> Iterator[Cluster]:
 
 # -- the secured Apache Kafka (SASL_SSL, mutual TLS, ACLs) -----------------------------------
 
-from streamtasks.embedded.secure_cluster import SecuredCluster  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from streamtasks.embedded.secure_cluster import SecuredCluster
 
 
 @pytest.fixture(scope="session")

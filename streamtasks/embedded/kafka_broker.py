@@ -95,7 +95,7 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
     </File>
   </Appenders>
   <Loggers>
-    <Logger name="kafka.server.KafkaRaftServer" level="INFO"/>
+{loggers}
     <Root level="WARN"><AppenderRef ref="file"/></Root>
   </Loggers>
 </Configuration>
@@ -260,6 +260,8 @@ class KafkaBroker(ChildBroker):
 
     kind = "Apache Kafka broker"
     stop_timeout_s = 20.0
+    #: Loggers above the root's WARN (the line saying the broker started).
+    log_levels: Mapping[str, str] = {"kafka.server.KafkaRaftServer": "INFO"}
 
     def __init__(
         self,
@@ -298,7 +300,8 @@ class KafkaBroker(ChildBroker):
         self.log_path = self._given_log or self._dir / "server.log"
         self.log_path.touch()
         log4j = self._dir / "log4j2.xml"
-        log4j.write_text(_LOG4J2_XML.format(log=self.log_path))
+        loggers = "\n".join(f'    <Logger name="{n}" level="{v}"/>' for n, v in self.log_levels.items())
+        log4j.write_text(_LOG4J2_XML.format(log=self.log_path, loggers=loggers))
         taken = {self.port, *self._more_listeners.values()}
         self.controller_port = free_port(self.host)
         while self.controller_port in taken:

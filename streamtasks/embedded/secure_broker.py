@@ -102,11 +102,19 @@ def acl_bindings(principals: tuple[str, ...], prefixes: tuple[str, ...] = APP_PR
 class SecureKafkaBroker(KafkaBroker):
     """The embedded Apache Kafka with PLAINTEXT, SASL_SSL and SSL listeners (module docstring).
 
-    ``certs`` is a kit made elsewhere (one is made in the broker's directory otherwise);
+    ``certs`` is a kit made elsewhere (the broker writes its PEM keystore,
+    ``broker-keystore.pem``, beside the kit's files), else one is made for each start;
     ``passwords`` fixes some users' passwords (``admin``, ``app``, ``norights``; random
     otherwise). Other keyword arguments are :class:`KafkaBroker`'s."""
 
     kind = "Apache Kafka broker (secured)"
+    #: Failed authentications (the network Selector) and denied requests (the authorizer's
+    #: logger) go into the broker's log too.
+    log_levels: Mapping[str, str] = {
+        **KafkaBroker.log_levels,
+        "org.apache.kafka.common.network.Selector": "INFO",
+        "kafka.authorizer.logger": "INFO",
+    }
 
     def __init__(
         self,
@@ -150,6 +158,7 @@ class SecureKafkaBroker(KafkaBroker):
             ssl_bootstrap=self.ssl_bootstrap,
             certs=self.certs,
             users=self.users,
+            log_path=self.log_path,
         )
 
     def start(self) -> Self:

@@ -25,13 +25,15 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.abc import AbstractTokenProvider
 from pydantic import SecretStr
 
-from streamtasks.embedded.certs import CertKit
 from streamtasks.errors import BrokerError
+
+if TYPE_CHECKING:  # the kit needs the cryptography package only where it is made
+    from streamtasks.embedded.certs import CertKit
 
 __all__ = ["MECHANISMS", "SecuredCluster", "UnsecuredTokenProvider", "unsecured_jwt"]
 
@@ -78,6 +80,8 @@ class SecuredCluster:
     ssl_bootstrap: str
     certs: CertKit
     users: Mapping[str, SecretStr]
+    #: The broker's log: failed authentications and denied requests at INFO, the rest at WARN.
+    log_path: Path | None = None
 
     def password(self, user: str) -> SecretStr:
         if user not in self.users:

@@ -21,7 +21,10 @@ import logging
 import ssl
 from typing import Any, TypeVar
 
-from streamtasks.errors import BrokerError, ConnectionSecurityError, DecodeError, TlsError
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+
+from streamtasks.errors import AuthorizationError, BrokerError, ConnectionSecurityError, DecodeError, TlsError
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.framing import (
     FrameDecoder,
@@ -40,7 +43,7 @@ from streamtasks.runtime.group_wire import (
 )
 from streamtasks.runtime.sasl_session import authenticate, reauthentication_delay_s
 from streamtasks.runtime.security import ClientSettings, SecuritySettings
-from streamtasks.runtime.tls import TLS_RECORD_STARTS, handshake_failure, ssl_reason, verify_failure
+from streamtasks.runtime.tls import TLS_RECORD_STARTS, handshake_failure, session_failure, verify_failure
 
 __all__ = [
     "COORDINATOR_GONE",
@@ -54,6 +57,8 @@ __all__ = [
 R = TypeVar("R")
 
 log = logging.getLogger("streamtasks.connection")
+
+_API_VERSIONS = ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.4.0")
 
 
 #: Responses that mean "ask someone else": the coordinator moved or is not there yet.
@@ -108,6 +113,8 @@ class AsyncConnection:
         self._reauth_task: asyncio.Task[None] | None = None
         #: How many times this connection re-authenticated (KIP-368).
         self.reauthentications = 0
+        #: The broker's ApiVersions answer, asked at open (None for a bare connection).
+        self.api_versions: ApiVersionsResponse | None = None
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
@@ -150,12 +157,20 @@ class AsyncConnection:
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to {peer}: {exc}") from exc
         conn = cls(reader, writer, client_id, peer=peer, security=security)
-        if security is not None and security.uses_sasl:
-            try:
+        if security is None:
+            return conn
+        try:
+            # As Kafka's clients do: ApiVersions first. It proves the listener speaks what this
+            # client speaks (a TLS listener met in plaintext, a client certificate refused after
+            # a TLS 1.3 handshake show here, at open, not at the first group request).
+            conn.api_versions = await conn.call_during_auth(
+                _API_VERSIONS, ApiVersionsResponse, timeout_s=timeout_s
+            )
+            if security.uses_sasl:
                 conn._schedule_reauthentication(await conn._authenticate(timeout_s))
-            except BaseException:
-                await conn.close()
-                raise
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     async def _authenticate(self, timeout_s: float) -> int:
@@ -278,7 +293,7 @@ class AsyncConnection:
                     self._answered = True
                     self._dispatch(frame)
         except ssl.SSLError as exc:
-            error = TlsError(f"the broker at {self.peer} ended the TLS session: {ssl_reason(exc)}")
+            error = TlsError(session_failure(self.peer, exc))
         except (OSError, DecodeError) as exc:
             error = ConnectionLost(f"connection to {self.peer} failed: {exc}")
         except asyncio.CancelledError:
@@ -416,6 +431,11 @@ class GroupCoordinatorClient:
                 finally:
                     await conn.close()
                 error = KafkaErrorCode.of(int(found.error_code.value))
+                if error is KafkaErrorCode.GROUP_AUTHORIZATION_FAILED:
+                    raise AuthorizationError(
+                        f"the broker at {conn.peer} denies this client group {self._group_id!r}:"
+                        f" GROUP_AUTHORIZATION_FAILED (an ACL allowing Describe and Read is missing)"
+                    )
                 if error is not KafkaErrorCode.NONE:
                     last = f"FindCoordinator: {error.name} {found.error_message or ''}".strip()
                     continue

@@ -76,10 +76,12 @@ async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) ->
     """Raise :class:`BrokerError` unless the server behind ``conn`` advertises
     ConsumerGroupHeartbeat v1 in ApiVersions (a broker without it would leave the member
     retrying forever: Tansu closes the connection on an unknown API key)."""
-    response = await conn.call(
-        ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.1.0"),
-        ApiVersionsResponse,
-    )
+    response = conn.api_versions
+    if response is None:
+        response = await conn.call(
+            ApiVersionsRequest(client_software_name="streamtasks", client_software_version="0.1.0"),
+            ApiVersionsResponse,
+        )
     served = {int(k.api_key): int(k.max_version) for k in response.api_keys}
     highest = served.get(CONSUMER_GROUP_HEARTBEAT_API_KEY)
     if highest is None or highest < HEARTBEAT_VERSION:

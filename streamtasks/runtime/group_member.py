@@ -13,7 +13,7 @@ from kio.static.constants import uuid_zero
 
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
-from streamtasks.errors import ConfigError
+from streamtasks.errors import AuthorizationError, ConfigError
 from streamtasks.membership.classic import ClassicMember, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
 from streamtasks.protocol.classic_group import CommittedOffset, OffsetCommitRequest, OffsetCommitResponse
@@ -38,6 +38,9 @@ __all__ = [
 GroupMember = ClassicMember | ConsumerMember
 
 #: Why ``Consumer(user_data_provider=...)`` is refused (issue 12: assignors own their user data).
+#: Kafka's error code for a topic this principal may not describe.
+TOPIC_AUTHORIZATION_FAILED = 29
+
 USER_DATA_PROVIDER_REMOVED = (
     "user_data_provider was removed: each assignor writes its own user data (its "
     "subscription_user_data hook, assignors.partition.hooks), under the classic protocol and KIP-848's alike"
@@ -151,8 +154,15 @@ async def wait_for_new_epoch(
 
 async def read_topic_metadata(conn: AsyncConnection, topics: tuple[str, ...]) -> TopicMetadata:
     """Partition counts and topic ids of ``topics`` (Metadata v12). A topic the broker does not
-    know yet, or whose partitions are not all led, is left out: no news, not zero."""
+    know yet, or whose partitions are not all led, is left out: no news, not zero. A topic this
+    client may not see is an :class:`~streamtasks.errors.AuthorizationError` (fatal)."""
     response = await conn.call(metadata_request(topics), MetadataResponse)
+    denied = sorted(str(t.name) for t in response.topics if t.error_code.value == TOPIC_AUTHORIZATION_FAILED)
+    if denied:
+        raise AuthorizationError(
+            f"the broker at {conn.peer} denies this client access to topic(s) {', '.join(denied)}:"
+            " TOPIC_AUTHORIZATION_FAILED (an ACL allowing Describe and Read is missing)"
+        )
     counts: dict[str, int] = {}
     ids: dict[str, uuid.UUID] = {}
     for topic in response.topics:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ssl
 
-__all__ = ["TLS_RECORD_STARTS", "handshake_failure", "ssl_reason", "verify_failure"]
+__all__ = ["TLS_RECORD_STARTS", "handshake_failure", "session_failure", "ssl_reason", "verify_failure"]
 
 #: The first bytes of a TLS record (alert 0x15 or handshake 0x16, version 3.x): a TLS listener
 #: answering a plaintext request.
@@ -43,3 +43,16 @@ def handshake_failure(peer: str, exc: ssl.SSLError) -> str:
             f" is it a TLS listener? ({reason})"
         )
     return f"TLS handshake with the broker at {peer} failed: {reason}"
+
+
+def session_failure(peer: str, exc: ssl.SSLError) -> str:
+    """The broker ended an established TLS session (TLS 1.3 sends its verdict on the client's
+    certificate after the client's side of the handshake is done)."""
+    reason = ssl_reason(exc)
+    upper = reason.upper()
+    if "CERTIFICATE" in upper or "UNKNOWN_CA" in upper:
+        return (
+            f"the broker at {peer} refused this client's certificate ({reason}): is ssl_certfile"
+            " valid now, signed by a CA the broker trusts, and given at all?"
+        )
+    return f"the broker at {peer} ended the TLS session: {reason}"

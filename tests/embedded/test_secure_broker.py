@@ -212,25 +212,28 @@ def test_app_is_denied_what_lies_outside_its_prefixes(secure_kafka: SecuredClust
         asyncio.run(_group_offset(kwargs, _topic(secure_kafka), "other-group"))
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_a_wrong_password_fails_authentication(secure_kafka: SecuredCluster, mechanism: str) -> None:
-    from confluent_kafka import KafkaError, Producer
+def _librdkafka_errors(config: dict[str, Any]) -> list[Any]:
+    """The errors a confluent-kafka producer reports while it connects with ``config``."""
+    from confluent_kafka import Producer
 
-    errors: list[KafkaError] = []
-    config = {
-        **secure_kafka.librdkafka_config("app", mechanism),
-        "sasl.password": "not-the-password",
-        "error_cb": errors.append,
-        "log_level": 0,  # librdkafka's own log lines to stderr
-    }
-    producer = Producer(config)
+    errors: list[Any] = []
+    producer = Producer({**config, "error_cb": errors.append, "log_level": 0})  # no lines on stderr
     deadline = time.monotonic() + TIMEOUT_S
     while not errors and time.monotonic() < deadline:
         producer.poll(0.1)  # connects, and serves the error callback
     assert errors, "librdkafka reported no error"
-    assert errors[0].code() == KafkaError._AUTHENTICATION
-    assert "Authentication failed" in errors[0].str()
-    assert "not-the-password" not in errors[0].str()
+    return errors
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_a_wrong_password_fails_authentication(secure_kafka: SecuredCluster, mechanism: str) -> None:
+    from confluent_kafka import KafkaError
+
+    config = {**secure_kafka.librdkafka_config("app", mechanism), "sasl.password": "not-the-password"}
+    (error, *_) = _librdkafka_errors(config)
+    assert error.code() == KafkaError._AUTHENTICATION
+    assert "Authentication failed" in error.str()
+    assert "not-the-password" not in error.str()
 
 
 def test_the_cluster_object_shows_no_password(secure_kafka: SecuredCluster) -> None:
@@ -259,26 +262,45 @@ def test_the_unsecured_validator_checks_expiry_and_algorithm(
         "expired": secure_kafka.oauth_token("app", now=time.time() - 7200),
         "signed": _forged(secure_kafka.oauth_token("app")),
     }[token_kind]
-    errors: list[KafkaError] = []
+    librdkafka = secure_kafka.librdkafka_config("app", "OAUTHBEARER")
     config = {
-        **{
-            k: v
-            for k, v in secure_kafka.librdkafka_config("app", "OAUTHBEARER").items()
-            if "oauthbearer" not in k
-        },
+        **{k: v for k, v in librdkafka.items() if "oauthbearer" not in k},
         "oauth_cb": lambda _config: (token, time.time() + 3600, "app"),
-        "error_cb": errors.append,
-        "log_level": 0,
     }
-    producer = Producer(config)
     if token_kind == "good":
-        assert producer.list_topics(timeout=TIMEOUT_S).brokers
-        producer.poll(0)
-        assert errors == []
+        assert Producer({**config, "log_level": 0}).list_topics(timeout=TIMEOUT_S).brokers
         return
+    (error, *_) = _librdkafka_errors(config)
+    assert error.code() == KafkaError._AUTHENTICATION
+    assert "invalid_token" in error.str()
+
+
+def _log_lines(secure_kafka: SecuredCluster, *needles: str) -> str:
+    """The broker's log once it holds every needle (it writes a moment after it answered)."""
+    assert secure_kafka.log_path is not None
     deadline = time.monotonic() + TIMEOUT_S
-    while not errors and time.monotonic() < deadline:
-        producer.poll(0.1)
-    assert errors, "librdkafka reported no error"
-    assert errors[0].code() == KafkaError._AUTHENTICATION
-    assert "invalid_token" in errors[0].str()
+    while True:
+        text = secure_kafka.log_path.read_text()
+        if all(n in text for n in needles) or time.monotonic() > deadline:
+            return text
+
+
+def test_the_broker_logs_failures_and_denials_without_a_password(secure_kafka: SecuredCluster) -> None:
+    from confluent_kafka import KafkaError
+
+    someone_elses = secure_kafka.password("app").get_secret_value()
+    config = {**secure_kafka.librdkafka_config("norights", "SCRAM-SHA-256"), "sasl.password": someone_elses}
+    assert _librdkafka_errors(config)[0].code() == KafkaError._AUTHENTICATION
+    topic = _topic(secure_kafka)
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(_produce(secure_kafka.aiokafka_kwargs("norights", "PLAIN"), topic))
+    failed = "invalid credentials with SASL mechanism SCRAM-SHA-256"
+    denied = (
+        "Principal = User:norights is Denied operation = DESCRIBE from host = 127.0.0.1 "
+        f"on resource = Topic:LITERAL:{topic}"
+    )
+    text = _log_lines(secure_kafka, failed, denied)
+    assert failed in text
+    assert denied in text
+    for password in secure_kafka.users.values():
+        assert password.get_secret_value() not in text

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersion, ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
@@ -28,7 +30,7 @@ from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32, i32Timedelta, i64Timedelta
+from kio.static.primitive import i16, i32, i32Timedelta, i64Timedelta
 
 from streamtasks.errors import SaslError
 from streamtasks.protocol.sasl import (
@@ -45,6 +47,7 @@ _REQUESTS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {
     (17, 1): (SaslHandshakeRequest, RequestHeaderV1),
     (36, 2): (SaslAuthenticateRequest, RequestHeaderV2),
     (12, 4): (HeartbeatRequest, RequestHeaderV2),
+    (18, 3): (ApiVersionsRequest, RequestHeaderV2),
 }
 
 
@@ -61,6 +64,7 @@ class FakeSaslBroker:
     bad_server_signature: bool = False
     accepted: int = 0
     handshakes: int = 0
+    api_versions: int = 0
     heartbeats: int = 0
     expired_requests: int = 0
     port: int = 0
@@ -130,6 +134,19 @@ class _Session:
         header, offset = entity_reader(header_cls)(view, 0)
         request, _ = entity_reader(request_cls)(view, offset)
         correlation_id = int(header.correlation_id)
+        if isinstance(request, ApiVersionsRequest):  # served before authentication, as Kafka does
+            self.broker.api_versions += 1
+            keys = tuple(
+                ApiVersion(api_key=i16(k), min_version=i16(v), max_version=i16(v)) for k, v in _REQUESTS
+            )
+            return _frame(
+                correlation_id,
+                ApiVersionsResponse(
+                    error_code=ErrorCode.none,
+                    api_keys=keys,
+                    throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                ),
+            )
         if isinstance(request, SaslHandshakeRequest):
             return self._handshake(correlation_id, request)
         if isinstance(request, SaslAuthenticateRequest):

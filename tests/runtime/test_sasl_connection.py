@@ -101,7 +101,12 @@ def test_each_mechanism_authenticates_before_the_first_request(mechanism: str) -
             try:
                 response = await conn.call(heartbeat(), HeartbeatResponse)
                 assert response.error_code.value == 0
-                assert (broker.accepted, broker.handshakes, broker.heartbeats) == (1, 1, 1)
+                assert (broker.accepted, broker.api_versions, broker.handshakes, broker.heartbeats) == (
+                    1,
+                    1,
+                    1,
+                    1,
+                )
                 assert broker.expired_requests == 0
             finally:
                 await conn.close()
@@ -171,17 +176,17 @@ def test_a_rejected_oauth_token_is_acknowledged_and_reported() -> None:
 
 
 def test_reauthentication_before_the_session_ends_keeps_requests_flowing() -> None:
-    """Sessions of 1.5 s, three streams of requests (each answered after 5 ms, one at a time as
-    a broker does) for 5 s: the connection re-authenticates in-band several times; the broker
+    """Sessions of 3 s, three streams of requests (each answered after 5 ms, one at a time as
+    a broker does) for 7 s: the connection re-authenticates in-band several times; the broker
     never sees a request after expiry, every request is answered, one connection. (A request
     the broker reads after the session expired closes the connection, as Kafka does: the 5-15 %
     of the lifetime left must cover the requests queued ahead of the re-authentication.)"""
 
     async def go() -> None:
-        async with serving(app_broker(session_ms=1500, heartbeat_delay_s=0.005)) as broker:
+        async with serving(app_broker(session_ms=3000, heartbeat_delay_s=0.005)) as broker:
             conn = await _open(broker, sasl("SCRAM-SHA-256"))
             loop = asyncio.get_running_loop()
-            end = loop.time() + 5.0
+            end = loop.time() + 7.0
             answered = 0
 
             async def stream() -> None:
@@ -313,12 +318,12 @@ def test_tls_client_on_a_plaintext_listener(kit: CertKit) -> None:
 
 
 def test_plaintext_client_on_a_tls_listener(kit: CertKit) -> None:
+    """Found at open: the connection's first request (ApiVersions) is never answered."""
+
     async def go() -> None:
         async with serving(tls_broker(kit.broker_cert, kit.broker_key)) as broker:
-            conn = await open_any(broker.bootstrap)
             with pytest.raises((TlsError, ConnectionLost)) as caught:
-                await conn.call(heartbeat(), HeartbeatResponse, timeout_s=5)
-            await conn.close()
+                await open_any(broker.bootstrap)
             message = str(caught.value)
             assert message.startswith(f"the broker at {broker.bootstrap} "), message
             assert "TLS" in message
