@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import json
 import os
@@ -43,11 +42,10 @@ from typing import Any, TextIO
 from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
-from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED, CoordinatorProcess
-from streamtasks.drills.demo_cluster import api_keys, open_cluster, require_kip848
+from streamtasks.drills.coordinator_proc import CoordinatorProcess
+from streamtasks.drills.demo_cluster import api_keys, prepare_cluster, require_kip848
 from streamtasks.drills.ledger import OwnershipLedger
 from streamtasks.drills.offset_audit import OffsetAudit
-from streamtasks.embedded import EmbeddedBroker
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
@@ -454,30 +452,7 @@ CONSUMER_STATEFUL_SKIP = (
 async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
     if options.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {options.protocol!r}: one of {', '.join(PROTOCOLS)}")
-    bootstrap = options.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
-    client_secured = options.client is not None and options.client.security_protocol != "PLAINTEXT"
-    if options.protocol == "consumer-client" and (options.secure or client_secured):
-        raise ConfigError(SECURED_COORDINATOR_REFUSED)
-    log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
-    if log_dir:
-        os.makedirs(log_dir, exist_ok=True)
-    cluster, settings = open_cluster(
-        bootstrap=bootstrap,
-        client=options.client,
-        secure=options.secure,
-        broker=options.broker,
-        log_path=os.path.join(log_dir, "broker.log") if log_dir else None,
-        out=out,
-    )
-    if options.secure:
-        options = dataclasses.replace(options, name_prefix=options.name_prefix or "secure-")
-    if options.tansu_workarounds is None:
-        # Tansu's classic-group quirks only: under KIP-848 the group is served by Apache Kafka
-        # (never Tansu) or by streamtasks coordinator.
-        classic = options.protocol in ("eager", "cooperative")
-        options = dataclasses.replace(
-            options, tansu_workarounds=classic and isinstance(cluster, EmbeddedBroker)
-        )
+    options, cluster, settings = prepare_cluster(options, out)
     coordinator: CoordinatorProcess | None = None
     try:
         group_bootstrap = cluster.bootstrap_servers

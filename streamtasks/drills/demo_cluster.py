@@ -5,18 +5,23 @@ security the cluster wants)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from pydantic import SecretStr
 
+from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED
 from streamtasks.embedded import Cluster, EmbeddedBroker, ExternalCluster, start_broker
 from streamtasks.errors import BrokerError, ConfigError
 from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
 from streamtasks.runtime.connection import open_any
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, make_client_settings
+
+if TYPE_CHECKING:
+    from streamtasks.drills.demo import DemoOptions
 
 __all__ = [
     "PASSWORD_ENV",
@@ -24,6 +29,7 @@ __all__ = [
     "SECURE_USER",
     "api_keys",
     "open_cluster",
+    "prepare_cluster",
     "require_kip848",
     "start_secure_cluster",
 ]
@@ -107,3 +113,34 @@ def require_kip848(cluster: Cluster, served: set[int] | None = None) -> None:
             f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.x), or "
             "--protocol consumer-client, which serves KIP-848 from streamtasks coordinator in front of it"
         )
+
+
+def prepare_cluster(options: DemoOptions, out: TextIO) -> tuple[DemoOptions, Any, ClientSettings]:
+    """The demo's cluster, started, with its client settings, and the options completed for it
+    (the ``secure-`` names under ``--secure``, the Tansu workarounds on Tansu). Refuses a
+    streamtasks coordinator in front of a secured cluster."""
+    bootstrap = options.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
+    client_secured = options.client is not None and options.client.security_protocol != "PLAINTEXT"
+    if options.protocol == "consumer-client" and (options.secure or client_secured):
+        raise ConfigError(SECURED_COORDINATOR_REFUSED)
+    log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+    cluster, settings = open_cluster(
+        bootstrap=bootstrap,
+        client=options.client,
+        secure=options.secure,
+        broker=options.broker,
+        log_path=os.path.join(log_dir, "broker.log") if log_dir else None,
+        out=out,
+    )
+    if options.secure:
+        options = dataclasses.replace(options, name_prefix=options.name_prefix or "secure-")
+    if options.tansu_workarounds is None:
+        # Tansu's classic-group quirks only: under KIP-848 the group is served by Apache Kafka
+        # (never Tansu) or by streamtasks coordinator.
+        classic = options.protocol in ("eager", "cooperative")
+        options = dataclasses.replace(
+            options, tansu_workarounds=classic and isinstance(cluster, EmbeddedBroker)
+        )
+    return options, cluster, settings
