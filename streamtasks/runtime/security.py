@@ -36,6 +36,7 @@ from pydantic import (
     ConfigDict,
     Field,
     InstanceOf,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_serializer,
@@ -125,6 +126,7 @@ class SecuritySettings(BaseModel):
     sasl_plain_username: str | None = _aliases("sasl_plain_username", "sasl.username")
     sasl_plain_password: SecretStr | None = _aliases("sasl_plain_password", "sasl.password")
     sasl_oauth_token_provider: InstanceOf[TokenProvider] | None = Field(default=None, repr=False)
+    _built_context: ssl.SSLContext | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -187,11 +189,17 @@ class SecuritySettings(BaseModel):
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context (the standard library's), or None for a plaintext protocol. A CA, key
-        or certificate that cannot be loaded is a :class:`ConfigError` naming the setting."""
+        or certificate that cannot be loaded is a :class:`ConfigError` naming the setting. Built
+        once per settings object (the files are read once; every connection shares it)."""
         if not self.uses_ssl:
             return None
         if self.custom_ssl_context is not None:
             return self.custom_ssl_context
+        if self._built_context is None:
+            self._built_context = self._build_ssl_context()
+        return self._built_context
+
+    def _build_ssl_context(self) -> ssl.SSLContext:
         try:
             context = ssl.create_default_context(cafile=self.ssl_cafile)
         except (OSError, ssl.SSLError) as exc:

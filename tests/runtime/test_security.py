@@ -111,6 +111,7 @@ def test_ssl_aliases_and_hostname_check(kit: CertKit) -> None:
     )
     assert https.ssl_check_hostname is True
     assert https.ssl_context() is not None
+    assert https.ssl_context() is https.ssl_context()  # built once
     assert make_client_settings(bootstrap_servers="b:1").ssl_context() is None
 
 
