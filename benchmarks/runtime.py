@@ -88,6 +88,7 @@ async def _steady_rate(consumer: AIOKafkaConsumer | Consumer, records: int) -> t
     while not first:
         first = await consumer.getmany(timeout_ms=5000)
     start, cpu_start = time.perf_counter(), time.process_time()
+    opened_before = _CountedSSLObject.started
     seen = sum(len(v) for v in first.values())
     counted = 0
     while seen < records:
@@ -96,6 +97,7 @@ async def _steady_rate(consumer: AIOKafkaConsumer | Consumer, records: int) -> t
         seen += n
         counted += n
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    _CountedSSLObject.opened_while_draining += _CountedSSLObject.started - opened_before
     return counted / wall, cpu * 1e6 / counted
 
 
@@ -185,6 +187,8 @@ class _CountedSSLObject(ssl.SSLObject):
 
     started = 0
     completed = 0
+    #: Sessions opened between a drain's first batch and its last (reconnects): should stay 0.
+    opened_while_draining = 0
 
     def do_handshake(self) -> None:
         if not getattr(self, "_counted", False):
@@ -228,6 +232,10 @@ async def secure_rounds(
             mark = now
 
         results = await throughput_rounds(settings, topic, records, rounds, counted)
+    print(
+        f"SASL_SSL: {_CountedSSLObject.opened_while_draining} TLS connections opened while the consumers "
+        "drained (after their first batch: reconnects)"
+    )
     return results, counts
 
 
