@@ -208,3 +208,26 @@ def test_drill_run_with_client_config(secure_kafka: SecuredCluster, tmp_path: Pa
     assert result["acknowledged"] > 0
     assert password not in out.getvalue()
     assert password not in err.getvalue()
+
+
+@pytest.mark.parametrize("command", ["demo", "drill"])
+def test_a_wrong_password_is_one_line_naming_the_broker(
+    secure_kafka: SecuredCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    wrong = "not-the-Password-7"
+    config = tmp_path / "client.yaml"
+    config.write_text(
+        f"security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\nsasl.username: app\n"
+        f"sasl.password: {wrong}\nssl.ca.location: {secure_kafka.certs.ca_cert}\n"
+    )
+    where = ["--bootstrap-servers", secure_kafka.sasl_ssl_bootstrap, "--client-config", str(config)]
+    argv = ["demo", *where] if command == "demo" else ["drill", "run", "eager-to-cooperative", *where]
+    code = cli_main(argv)
+    _, err = capsys.readouterr()
+    line = err.strip().splitlines()[-1]
+    print(line)
+    assert code == 2
+    assert line.startswith("streamtasks: error: ")
+    assert secure_kafka.sasl_ssl_bootstrap in line
+    assert "SASL_AUTHENTICATION_FAILED" in line or "authentication" in line.lower()
+    assert wrong not in err
