@@ -10,16 +10,21 @@ from __future__ import annotations
 from streamtasks.errors import (
     AssignorError,
     AssignorInputError,
+    AuthenticationError,
+    AuthorizationError,
     BrokerError,
     CommitFailedError,
     ConfigError,
+    ConnectionSecurityError,
     ConsumerFailedError,
     CopartitionError,
     DecodeError,
     LocalProtocolError,
     ProcessingError,
     RemoteProtocolError,
+    SaslError,
     StreamTasksError,
+    TlsError,
     TopologyError,
     UnknownAssignorError,
     UnknownStoreError,
@@ -36,6 +41,10 @@ def __getattr__(name: str) -> object:
         from streamtasks.runtime import consumer
 
         return getattr(consumer, name)
+    if name in ("ClientSettings", "SecuritySettings", "load_client_config"):
+        from streamtasks.runtime import security
+
+        return getattr(security, name)
     if name in ("App", "AppConfig", "ProcessorContext", "Record"):
         from streamtasks import app
 
@@ -50,16 +59,21 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AssignorError",
     "AssignorInputError",
+    "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "CommitFailedError",
     "ConfigError",
+    "ConnectionSecurityError",
     "ConsumerFailedError",
     "CopartitionError",
     "DecodeError",
     "LocalProtocolError",
     "ProcessingError",
     "RemoteProtocolError",
+    "SaslError",
     "StreamTasksError",
+    "TlsError",
     "TopologyError",
     "UnknownAssignorError",
     "UnknownStoreError",

@@ -61,9 +61,8 @@ class ChangelogReader:
         """Create and start the clients (aiokafka needs a running event loop for that)."""
         if self._consumer_obj is not None:
             return
-        connect = self._settings.aiokafka_kwargs()
         self._consumer_obj = AIOKafkaConsumer(
-            **connect,
+            **self._settings.aiokafka_kwargs(),
             group_id=None,
             client_id=f"{self._client_id}-restore",
             enable_auto_commit=False,
@@ -71,7 +70,7 @@ class ChangelogReader:
             isolation_level="read_uncommitted",
         )
         self._probe_obj = AIOKafkaConsumer(
-            **connect,
+            **self._settings.aiokafka_kwargs(),
             group_id=None,
             client_id=f"{self._client_id}-end-offsets",
             enable_auto_commit=False,
@@ -79,7 +78,7 @@ class ChangelogReader:
             max_partition_fetch_bytes=1024,
         )
         await start_aiokafka(self._consumer_obj, self._settings, "the changelog reader")
-        await start_aiokafka(self._probe_obj, self._settings, "the changelog reader's end-offset probe")
+        await start_aiokafka(self._probe_obj, self._settings, "the changelog end-offset reader")
 
     async def stop(self) -> None:
         consumer, probe = self._consumer_obj, self._probe_obj

@@ -111,6 +111,7 @@ class AsyncConnection:
         self._sendable = asyncio.Event()
         self._sendable.set()
         self._reauth_task: asyncio.Task[None] | None = None
+        self._auth_timeout_s = 10.0
         #: How many times this connection re-authenticated (KIP-368).
         self.reauthentications = 0
         #: The broker's ApiVersions answer, asked at open (None for a bare connection).
@@ -163,10 +164,12 @@ class AsyncConnection:
             # As Kafka's clients do: ApiVersions first. It proves the listener speaks what this
             # client speaks (a TLS listener met in plaintext, a client certificate refused after
             # a TLS 1.3 handshake show here, at open, not at the first group request).
-            conn.api_versions = await conn.call_during_auth(
-                _API_VERSIONS, ApiVersionsResponse, timeout_s=timeout_s
-            )
+            with contextlib.suppress(DecodeError):  # a broker too old for v3 answers in v0
+                conn.api_versions = await conn.call_during_auth(
+                    _API_VERSIONS, ApiVersionsResponse, timeout_s=timeout_s
+                )
             if security.uses_sasl:
+                conn._auth_timeout_s = timeout_s
                 conn._schedule_reauthentication(await conn._authenticate(timeout_s))
         except BaseException:
             await conn.close()
@@ -192,7 +195,7 @@ class AsyncConnection:
         await asyncio.sleep(delay_s)
         self._sendable.clear()  # new requests wait; those in flight are answered first
         try:
-            lifetime_ms = await self._authenticate(timeout_s=30.0)
+            lifetime_ms = await self._authenticate(self._auth_timeout_s)
         except (ConnectionSecurityError, BrokerError, DecodeError) as exc:
             log.error("re-authentication with the broker at %s failed: %s", self.peer, exc)
             self._fail_all(exc)

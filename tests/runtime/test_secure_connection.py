@@ -10,6 +10,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,6 +169,49 @@ def test_consumer_over_sasl_ssl_processes_every_acknowledged_offset(
     assert "<SASL payload" in logged  # ... redacted
     assert password not in logged
     assert password not in "\n".join(str(r.args) for r in caplog.records)
+
+
+def test_a_stateful_app_over_sasl_ssl(
+    secure_kafka: SecuredCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An App (consumer, producer, changelog readers, internal topic creation) on SCRAM-SHA-512
+    over TLS: 1,000 records counted per key, its changelog written, and no password logged."""
+    from streamtasks.drills.stateful_app import make_app, record_for
+
+    run_id = uuid.uuid4().hex[:8]
+    app_id, topic = f"app-st-{run_id}", f"app-st-in-{run_id}"
+    client = settings(secure_kafka)
+    password = secure_kafka.password("app").get_secret_value()
+
+    async def go() -> tuple[int, dict[str, int]]:
+        await create_topics_async(client, {topic: 2})
+        producer = AIOKafkaProducer(**client.aiokafka_kwargs(), acks="all")
+        await start_aiokafka(producer, client)
+        try:
+            for seq in range(1_000):
+                key, value = record_for(seq, 50)
+                await producer.send(topic, key=key, value=value)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        app = make_app(
+            app_id,
+            topic,
+            {**secure_kafka.settings("app"), "state_dir": str(tmp_path), "commit_interval_ms": 300},
+        )
+        await app.start()
+        try:
+            await asyncio.wait_for(app.run(until=lambda: app.tasks.records_processed >= 1_000), 90)
+        finally:
+            await app.stop()
+        sums = app.directory.offset_sums({t: i.changelog_partitions for t, i in app.tasks._infos.items()})
+        return app.tasks.records_processed, {str(t): n for t, n in sums.items()}
+
+    with caplog.at_level(logging.DEBUG):
+        processed, changelog = run(go())
+    assert processed >= 1_000
+    assert sum(changelog.values()) > 0, changelog
+    assert password not in caplog.text
 
 
 # -- bad input: one clear error, naming the broker, not retried ----------------------------------

@@ -334,3 +334,18 @@ def test_client_config_path_prefers_the_flag(monkeypatch: pytest.MonkeyPatch) ->
     assert client_config_path(None) == Path("/from/env.properties")
     monkeypatch.delenv("STREAMTASKS_CLIENT_CONFIG")
     assert client_config_path(None) is None
+
+
+def test_the_package_root_offers_the_settings_and_the_errors() -> None:
+    import streamtasks
+    from streamtasks.errors import AuthenticationError, AuthorizationError, TlsError
+
+    assert streamtasks.ClientSettings is ClientSettings
+    assert streamtasks.load_client_config is load_client_config
+    assert (streamtasks.AuthenticationError, streamtasks.AuthorizationError, streamtasks.TlsError) == (
+        AuthenticationError,
+        AuthorizationError,
+        TlsError,
+    )
+    assert issubclass(streamtasks.TlsError, streamtasks.ConnectionSecurityError)
+    assert not issubclass(streamtasks.ConnectionSecurityError, streamtasks.BrokerError)  # never retried
