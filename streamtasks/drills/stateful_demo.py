@@ -149,13 +149,13 @@ class DrillRun:
         group_protocol: str = "classic",
         name_prefix: str = "",
     ) -> None:
-        self.bootstrap, self.out = ClientSettings.of(bootstrap), out
+        self.settings, self.out = ClientSettings.of(bootstrap), out
         #: What the app workers bootstrap to (a streamtasks coordinator under KIP-848) and
         #: their group protocol; the producer and the audits use the cluster itself.
-        self.group_bootstrap = group_bootstrap or self.bootstrap.bootstrap_servers
+        self.group_bootstrap = group_bootstrap or self.settings.bootstrap_servers
         self.group_protocol = group_protocol
         #: The workers' ``--client-config`` (the cluster's security, never in argv itself).
-        self.client_args = child_client_config(self.bootstrap) if group_bootstrap is None else []
+        self.client_args = child_client_config(self.settings) if group_bootstrap is None else []
         self.partitions, self.keys, self.rate = partitions, keys, rate
         run_id = uuid.uuid4().hex[:8]
         self.app_id = f"{name_prefix}stateful-demo-{run_id}"
@@ -199,8 +199,8 @@ class DrillRun:
         ]
 
     async def produce(self, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(**self.bootstrap.aiokafka_kwargs(), linger_ms=5)
-        await start_aiokafka(producer, self.bootstrap, "the drill's producer")
+        producer = AIOKafkaProducer(**self.settings.aiokafka_kwargs(), linger_ms=5)
+        await start_aiokafka(producer, self.settings, "the drill's producer")
         try:
             while not stop.is_set():
                 for _ in range(max(1, self.rate // 20)):
