@@ -7,12 +7,16 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import assignors
 from streamtasks._version import __version__
-from streamtasks.errors import StreamTasksError
+from streamtasks.errors import ConfigError, StreamTasksError
 from streamtasks.report import build_report, render_text
 from streamtasks.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from streamtasks.drills.demo import DemoOptions
 
 __all__ = ["main"]
 
@@ -35,16 +39,42 @@ def _cmd_assign(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
+    from streamtasks.drills._proc import clients_debug
     from streamtasks.drills.demo import DemoOptions, run_demo
 
-    # aiokafka logs retriable errors it handles itself (NOT_LEADER_OR_FOLLOWER right after a
-    # topic is created on Apache Kafka) as warnings; they are not the demo's to report.
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    if clients_debug():  # $STREAMTASKS_DEMO_DEBUG: everything on stderr, aiokafka at DEBUG
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    else:
+        # aiokafka logs retriable errors it handles itself (NOT_LEADER_OR_FOLLOWER right after
+        # a topic is created on Apache Kafka) as warnings; they are not the demo's to report.
+        logging.getLogger("aiokafka").setLevel(logging.ERROR)
     phases = ("bounce", "stateful") if args.phase == "all" else (args.phase,)
     options = DemoOptions(
-        bootstrap_servers=args.bootstrap_servers, broker=args.broker, protocol=args.protocol, phases=phases
-    )
-    return asyncio.run(run_demo(options))
+        bootstrap_servers=args.bootstrap_servers, broker=args.broker, protocol=args.protocol, phases=phases,
+        secure=args.secure,
+    )  # fmt: skip
+    return asyncio.run(run_demo(_demo_client(options, args.client_config)))
+
+
+def _demo_client(options: DemoOptions, client_config: str | None) -> DemoOptions:
+    """``--client-config`` (or ``$STREAMTASKS_CLIENT_CONFIG``): the cluster's security in
+    ``options`` (``--secure`` takes none: it makes its own users and certificates)."""
+    import dataclasses
+    import os
+
+    from streamtasks.embedded import BOOTSTRAP_ENV
+    from streamtasks.runtime.client_file import settings_from_args
+    from streamtasks.runtime.security import client_config_path
+
+    if options.secure:
+        if client_config:
+            raise ConfigError("--secure makes its own users and certificates: give no --client-config")
+        return options
+    if client_config_path(client_config) is None:
+        return options
+    bootstrap = options.bootstrap_servers or os.environ.get(BOOTSTRAP_ENV)
+    settings = settings_from_args(bootstrap, client_config)
+    return dataclasses.replace(options, bootstrap_servers=settings.bootstrap_servers, client=settings)
 
 
 def _cmd_assignors(args: argparse.Namespace) -> int:
@@ -89,6 +119,8 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from streamtasks.runtime.client_file import add_client_config_argument
+
     parser = argparse.ArgumentParser(
         prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
     )
@@ -126,9 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--phase",
-        choices=("all", "bounce", "stateful"),
+        choices=("all", "bounce", "dynamic", "stateful"),
         default="all",
-        help="bounce: rolling bounces of consumer workers; stateful: App workers with standbys",
+        help="bounce: rolling bounces of consumer workers; stateful: App workers with standbys; "
+        "dynamic: the bounce phase without its static members (the shortest run with rebalances)",
+    )
+    add_client_config_argument(demo)
+    demo.add_argument(
+        "--secure",
+        action="store_true",
+        help="run on the secured embedded Apache Kafka: every client over SASL_SSL with SCRAM-SHA-512",
     )
     demo.set_defaults(func=_cmd_demo)
 

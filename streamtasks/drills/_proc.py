@@ -12,10 +12,18 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LOGS_ENV", "configure_logging", "pump_json_lines", "spawn_worker"]
+__all__ = ["DEBUG_ENV", "LOGS_ENV", "clients_debug", "configure_logging", "pump_json_lines", "spawn_worker"]
 
 #: A directory where the drills keep worker logs and event lines (unset: discard them).
 LOGS_ENV = "STREAMTASKS_DEMO_LOGS"
+#: Set (to anything but empty or 0): the client libraries log at DEBUG too, in the workers' logs
+#: and on the demo's stderr (aiokafka logs every request there, SaslAuthenticate included:
+#: the secured demo's test checks that no secret gets through).
+DEBUG_ENV = "STREAMTASKS_DEMO_DEBUG"
+
+
+def clients_debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 async def spawn_worker(
@@ -62,4 +70,5 @@ def configure_logging(level: str) -> None:
     """A worker's stderr logging; aiokafka and asyncio no chattier than INFO."""
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for noisy in ("aiokafka", "asyncio"):
-        logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLevelName(level)))
+        floor = logging.DEBUG if clients_debug() and noisy == "aiokafka" else logging.INFO
+        logging.getLogger(noisy).setLevel(max(floor, logging.getLevelName(level)))

@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 from streamtasks.drills.catalog import DRILLS, get_drill
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.client_file import add_client_config_argument, settings_from_args
+from streamtasks.runtime.security import ClientSettings, client_config_path
 
 __all__ = ["add_drill_arguments", "run_drill_command"]
 
@@ -34,6 +36,7 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "kafka", "tansu"),
         help="embedded broker (default: $STREAMTASKS_BROKER, else auto)",
     )
+    add_client_config_argument(run)
     run.add_argument("--workers", type=int, default=3)
     run.add_argument("--partitions", type=int, default=6)
     run.add_argument("--rate", type=int, default=200, help="records produced per second")
@@ -160,11 +163,17 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     bootstrap = args.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
+    settings: ClientSettings | None = None
+    if client_config_path(args.client_config) is not None:  # the cluster's TLS/SASL settings
+        settings = settings_from_args(bootstrap, args.client_config)
+        bootstrap = settings.bootstrap_servers
     cluster: Any = ExternalCluster(bootstrap) if bootstrap else start_broker(args.broker)
     try:
         with _Progress(sys.stderr if args.json else out, quiet=False) as progress:
-            progress.say(f"drill {spec.name} on {cluster.bootstrap_servers}: {spec.summary}")
-            result = asyncio.run(run_live_drill(spec, options, cluster.bootstrap_servers, progress.say))
+            protocol = f" ({settings.security_protocol})" if settings is not None else ""
+            progress.say(f"drill {spec.name} on {cluster.bootstrap_servers}{protocol}: {spec.summary}")
+            target = settings if settings is not None else cluster.bootstrap_servers
+            result = asyncio.run(run_live_drill(spec, options, target, progress.say))
     finally:
         cluster.stop()
     if args.report:

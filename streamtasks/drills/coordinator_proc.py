@@ -22,8 +22,19 @@ import uuid
 from streamtasks.drills._proc import LOGS_ENV
 from streamtasks.embedded._process import die_with_parent
 from streamtasks.errors import BrokerError
+from streamtasks.runtime.client_file import child_client_config
+from streamtasks.runtime.security import ClientSettings
 
-__all__ = ["CoordinatorProcess"]
+__all__ = ["SECURED_COORDINATOR_REFUSED", "CoordinatorProcess"]
+
+#: Why the drills do not put a streamtasks coordinator in front of a secured cluster: its
+#: members would reach the cluster through the coordinator's open listener, under the
+#: coordinator's own principal (docs/security.md, the trust model).
+SECURED_COORDINATOR_REFUSED = (
+    "a streamtasks coordinator in front of a secured cluster (--coordinator, --protocol consumer-client) "
+    "is not run by the drills: its members would reach the cluster under the coordinator's principal "
+    "(docs/security.md); use the cluster's own coordinator (--protocol cooperative, eager or consumer)"
+)
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
@@ -33,16 +44,18 @@ class CoordinatorProcess:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: str | ClientSettings,
         *,
         session_timeout_ms: int = 6_000,
         heartbeat_interval_ms: int = 500,
         status_interval_s: float = 5.0,
     ) -> None:
-        self.bootstrap = bootstrap
+        settings = ClientSettings.of(bootstrap)
+        self.bootstrap = settings.bootstrap_servers
         self.topic = f"_st_coord_demo_{uuid.uuid4().hex[:8]}"
         self.argv = [
-            "--listen", "127.0.0.1:0", "--bootstrap-servers", bootstrap, "--topic", self.topic,
+            "--listen", "127.0.0.1:0", "--bootstrap-servers", self.bootstrap, "--topic", self.topic,
+            *child_client_config(settings),  # the backing cluster's TLS/SASL, from a 0600 file
             "--session-timeout-ms", str(session_timeout_ms),
             "--heartbeat-interval-ms", str(heartbeat_interval_ms),
             "--status-interval-s", str(status_interval_s),

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAuditReport, reread_audit_topic
 from streamtasks.drills.stateful_demo import DrillRun
 from streamtasks.runtime.admin import create_topics_async
+from streamtasks.runtime.security import ClientSettings
 
 __all__ = ["CrashAuditReport", "run_crash_audit"]
 
@@ -45,7 +46,7 @@ class CrashAuditReport:
 
 
 async def run_crash_audit(
-    bootstrap: str,
+    bootstrap: str | ClientSettings,
     out: TextIO,
     *,
     seed: int,

@@ -14,13 +14,20 @@ phase. Exit status 1 if any partition was owned twice or any acknowledged offset
 assignor; refused where the cluster does not serve ConsumerGroupHeartbeat, as Tansu does not);
 ``consumer-client`` (KIP-848 on a ``streamtasks coordinator`` child process in front of the
 cluster, the members assigning client-side through PrepareAssignment / InstallAssignment).
+
+``--client-config FILE`` (or ``$STREAMTASKS_CLIENT_CONFIG``) gives ``--bootstrap-servers``' TLS
+and SASL settings (:attr:`DemoOptions.client`); ``--secure`` starts the secured embedded Apache
+Kafka instead (:mod:`streamtasks.embedded.secure_broker`) and runs every phase over its
+SASL_SSL listener with SCRAM-SHA-512 as its user ``app`` (topics and groups named
+``secure-...``, the names its ACLs allow). Either way the demo's producer, audits, topic creation
+and every worker connect with those settings; the workers read them from a 0600 file
+(``--client-config``), never from argv.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import json
 import os
@@ -36,12 +43,15 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.coordinator_proc import CoordinatorProcess
+from streamtasks.drills.demo_cluster import api_keys, prepare_cluster, require_kip848
 from streamtasks.drills.ledger import OwnershipLedger
 from streamtasks.drills.offset_audit import OffsetAudit
-from streamtasks.embedded import Cluster, EmbeddedBroker, ExternalCluster, start_broker
-from streamtasks.errors import BrokerError, ConfigError
-from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.admin import create_topics_async
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.client_file import child_client_config
 from streamtasks.runtime.member_loop import monotonic_ms
+from streamtasks.runtime.security import ClientSettings, SecuritySettings
 from topology.ids import TopicPartition
 
 __all__ = ["PROTOCOLS", "DemoOptions", "PhaseReport", "run_demo"]
@@ -68,12 +78,22 @@ PROTOCOL_TITLES = {
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoOptions:
     bootstrap_servers: str | None = None
+    #: The cluster's TLS/SASL settings (``--client-config``; its bootstrap servers are
+    #: ``bootstrap_servers``'): None is PLAINTEXT.
+    client: SecuritySettings | None = None
+    #: Run on the secured embedded Apache Kafka (SASL_SSL, SCRAM-SHA-512, ACLs) instead.
+    secure: bool = False
+    #: Prefix of the topic, group and application names (``secure-`` under ``secure``: the
+    #: names the secured broker's ACLs grant its ``app`` user).
+    name_prefix: str = ""
     #: The embedded broker when no cluster is given: ``auto``, ``kafka`` or ``tansu``
     #: (None: ``$STREAMTASKS_BROKER``, else the default; streamtasks.embedded.choose_broker).
     broker: str | None = None
     protocol: str = "cooperative"
     #: ``bounce`` (rolling bounces of consumer workers) and ``stateful`` (streamtasks.App
-    #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py).
+    #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py);
+    #: ``dynamic``: the bounce phase's start and its dynamic members' bounce only (the shortest
+    #: run with rebalances).
     phases: tuple[str, ...] = ("bounce", "stateful")
     workers: int = 3
     partitions: int = 12
@@ -287,14 +307,16 @@ class Demo:
             )
         )
 
-    async def run(self, cluster: Cluster, group_bootstrap: str | None = None) -> int:
-        """The bounce phases; the workers bootstrap to ``group_bootstrap`` (default: the
-        cluster; ``--protocol consumer-client``: the streamtasks coordinator before it)."""
-        topic = f"demo-{uuid.uuid4().hex[:8]}"
-        group = f"demo-{self.o.protocol}-{uuid.uuid4().hex[:6]}"
-        cluster.create_topics({topic: self.o.partitions})
+    async def run(self, settings: ClientSettings, group_bootstrap: str | None = None) -> int:
+        """The bounce phases on the cluster of ``settings``; the workers bootstrap to
+        ``group_bootstrap`` (default: the cluster; ``--protocol consumer-client``: the
+        streamtasks coordinator before it)."""
+        prefix = self.o.name_prefix
+        topic = f"{prefix}demo-{uuid.uuid4().hex[:8]}"
+        group = f"{prefix}demo-{self.o.protocol}-{uuid.uuid4().hex[:6]}"
+        await create_topics_async(settings, {topic: self.o.partitions})
         self.say(
-            f"broker {cluster.bootstrap_servers}, topic {topic} "
+            f"broker {settings.bootstrap_servers} ({settings.security_protocol}), topic {topic} "
             f"({self.o.partitions} partitions), group {group}"
         )
         log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
@@ -305,14 +327,15 @@ class Demo:
         partitions = [TopicPartition(topic, p) for p in range(self.o.partitions)]
         self.state = _State(ledger=OwnershipLedger(partitions, monotonic_ms()))
         argv = [
-            "--bootstrap-servers", group_bootstrap or cluster.bootstrap_servers, "--group", group,
+            "--bootstrap-servers", group_bootstrap or settings.bootstrap_servers, "--group", group,
             "--topic", topic, "--report-offsets", *PROTOCOLS[self.o.protocol],
+            *(child_client_config(settings) if group_bootstrap is None else []),
         ]  # fmt: skip
         if self.o.tansu_workarounds:
             argv.append("--no-lose-on-missed-generation")
         names = [f"worker-{i + 1}" for i in range(self.o.workers)]
-        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5)
-        await producer.start()
+        producer = AIOKafkaProducer(**settings.aiokafka_kwargs(), linger_ms=5)
+        await start_aiokafka(producer, settings, "the demo's producer")
         produce = asyncio.get_running_loop().create_task(self._produce(producer, topic))
         workers = self.workers
         try:
@@ -344,7 +367,7 @@ class Demo:
             await self._phase("rolling bounce, dynamic members", lambda: bounce(False))
             if self.o.tansu_workarounds:
                 self.say(TANSU_STATIC_SKIP)
-            else:
+            elif "bounce" in self.o.phases:  # "dynamic": the dynamic members' bounce only
                 await self._phase("move to static members", lambda: bounce(True))
                 await self._phase("rolling bounce, static members", lambda: bounce(True))
             produce.cancel()
@@ -426,41 +449,16 @@ CONSUMER_STATEFUL_SKIP = (
 )
 
 
-def require_kip848(cluster: Cluster) -> None:
-    """:class:`BrokerError` unless ``cluster`` serves ConsumerGroupHeartbeat (KIP-848)."""
-    if CONSUMER_GROUP_HEARTBEAT_API_KEY not in cluster.api_versions():
-        tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
-        raise BrokerError(
-            f"--protocol consumer needs a cluster serving ConsumerGroupHeartbeat (API key "
-            f"{CONSUMER_GROUP_HEARTBEAT_API_KEY}, KIP-848){tansu}: the cluster at "
-            f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.x), or "
-            "--protocol consumer-client, which serves KIP-848 from streamtasks coordinator in front of it"
-        )
-
-
 async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
     if options.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {options.protocol!r}: one of {', '.join(PROTOCOLS)}")
-    bootstrap = options.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
-    log_dir = os.environ.get("STREAMTASKS_DEMO_LOGS")
-    if log_dir:
-        os.makedirs(log_dir, exist_ok=True)
-    broker_log = os.path.join(log_dir, "broker.log") if log_dir else None
-    cluster: Cluster = (
-        ExternalCluster(bootstrap) if bootstrap else start_broker(options.broker, log_path=broker_log)
-    )
-    if options.tansu_workarounds is None:
-        # Tansu's classic-group quirks only: under KIP-848 the group is served by Apache Kafka
-        # (never Tansu) or by streamtasks coordinator.
-        classic = options.protocol in ("eager", "cooperative")
-        options = dataclasses.replace(
-            options, tansu_workarounds=classic and isinstance(cluster, EmbeddedBroker)
-        )
+    options, cluster, settings = prepare_cluster(options, out)
     coordinator: CoordinatorProcess | None = None
     try:
         group_bootstrap = cluster.bootstrap_servers
         if options.protocol == "consumer":
-            require_kip848(cluster)
+            secured = settings.security_protocol != "PLAINTEXT"
+            require_kip848(cluster, await api_keys(settings) if secured else None)
         elif options.protocol == "consumer-client":
             coordinator = CoordinatorProcess(cluster.bootstrap_servers)
             group_bootstrap = await coordinator.start()
@@ -469,8 +467,8 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
                 f"{cluster.bootstrap_servers} (log topic {coordinator.topic})\n"
             )
         status = 0
-        if "bounce" in options.phases:
-            status = await Demo(options, out).run(cluster, group_bootstrap)
+        if "bounce" in options.phases or "dynamic" in options.phases:
+            status = await Demo(options, out).run(settings, None if coordinator is None else group_bootstrap)
             if coordinator is not None:
                 out.write(f"coordinator: {coordinator.status()}\n")
         if "stateful" in options.phases:
@@ -498,7 +496,7 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
                 out.write(f"coordinator: {coordinator.status()}\n")
             else:
                 out.write("\nstateful phase: tasks with state, standbys and warm-ups\n")
-                report = await run_stateful_phase(cluster.bootstrap_servers, out)
+                report = await run_stateful_phase(settings, out, name_prefix=options.name_prefix)
                 status = max(status, print_stateful_report(report, out))
         return status
     finally:

@@ -25,6 +25,9 @@ import threading
 import time
 from typing import Any
 
+from streamtasks.runtime.client_file import add_client_config_argument, settings_from_args
+from streamtasks.runtime.security import ClientSettings
+
 __all__ = ["main", "make_faust_app"]
 
 
@@ -66,16 +69,37 @@ def report_commits(name: str, topic: str) -> None:
     AIOKafkaConsumerThread._commit = _commit  # type: ignore[method-assign]
 
 
+def faust_security(client: ClientSettings) -> dict[str, Any]:
+    """faust's ``broker_credentials`` for ``client`` (none for PLAINTEXT)."""
+    import faust
+
+    context = client.ssl_context()
+    if client.uses_sasl:
+        password = client.sasl_plain_password.get_secret_value() if client.sasl_plain_password else None
+        credentials = faust.SASLCredentials(
+            username=client.sasl_plain_username,
+            password=password,
+            ssl_context=context,
+            mechanism=client.sasl_mechanism,
+        )
+        return {"broker_credentials": credentials}
+    if context is not None:
+        return {"broker_credentials": faust.SSLCredentials(context)}
+    return {}
+
+
 def make_faust_app(args: argparse.Namespace) -> Any:
     import faust
 
     from streamtasks.drills.ledger import offset_id
 
+    client = settings_from_args(args.bootstrap_servers, args.client_config)
     datadir = os.path.join(args.state_dir, args.name)
     os.makedirs(datadir, exist_ok=True)
     app = faust.App(
         args.app_id,
-        broker=f"kafka://{args.bootstrap_servers}",
+        broker=f"kafka://{client.bootstrap_servers}",
+        **faust_security(client),
         store="rocksdb://",
         datadir=datadir,
         canonical_url=f"http://{args.name}.invalid:6066/",
@@ -133,6 +157,7 @@ def make_faust_app(args: argparse.Namespace) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.faust_worker")
     parser.add_argument("--bootstrap-servers", required=True)
+    add_client_config_argument(parser)
     parser.add_argument("--app-id", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--audit-topic", required=True)

@@ -18,6 +18,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from streamtasks.drills.ledger import RecordAudit, offset_id, offset_runs
 from streamtasks.drills.topic_read import read_topic
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.security import ClientSettings
 
 __all__ = ["AuditTopicReader", "OffsetAudit", "OffsetAuditReport", "reread_audit_topic"]
 
@@ -103,8 +105,8 @@ class AuditTopicReader:
     a loss if the audit records were never written, not if this reader missed them
     (:func:`reread_audit_topic` reads the topic again to tell)."""
 
-    def __init__(self, bootstrap: str, topic: str, audit: OffsetAudit) -> None:
-        self._bootstrap, self._topic, self._audit = bootstrap, topic, audit
+    def __init__(self, bootstrap: str | ClientSettings, topic: str, audit: OffsetAudit) -> None:
+        self._settings, self._topic, self._audit = ClientSettings.of(bootstrap), topic, audit
         self._task: asyncio.Task[None] | None = None
         self._next: dict[int, int] = {}
         self.skipped: list[tuple[int, int, int]] = []
@@ -112,12 +114,12 @@ class AuditTopicReader:
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(
             self._topic,
-            bootstrap_servers=self._bootstrap,
+            **self._settings.aiokafka_kwargs(),
             group_id=None,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
         )
-        await consumer.start()
+        await start_aiokafka(consumer, self._settings, "the audit topic's reader")
         self._task = asyncio.get_running_loop().create_task(self._read(consumer))
 
     async def _read(self, consumer: AIOKafkaConsumer) -> None:
@@ -152,7 +154,7 @@ class AuditTopicReader:
             self._task = None
 
 
-async def reread_audit_topic(bootstrap: str, topic: str) -> set[str]:
+async def reread_audit_topic(bootstrap: str | ClientSettings, topic: str) -> set[str]:
     """Every processed-offset id in ``topic``, read again from its beginning by a fresh
     consumer: the second opinion when the audit reports a loss."""
     seen: set[str] = set()

@@ -28,6 +28,12 @@ from typing import Any
 
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.ledger import offset_id
+from streamtasks.runtime.client_file import (
+    add_client_config_argument,
+    kafka_python_config,
+    librdkafka_config,
+    settings_from_args,
+)
 
 __all__ = ["CLIENTS", "main"]
 
@@ -83,7 +89,7 @@ class _KafkaPython(_Peer):
                 _report(name, "lost")(lost)
 
         self._consumer = KafkaConsumer(
-            bootstrap_servers=args.bootstrap_servers,
+            **kafka_python_config(settings_from_args(args.bootstrap_servers, args.client_config)),
             group_id=args.group,
             client_id=args.name,
             partition_assignment_strategy=[assignor[args.assignor]],
@@ -109,7 +115,7 @@ class _Confluent(_Peer):
 
         self._consumer = Consumer(
             {
-                "bootstrap.servers": args.bootstrap_servers,
+                **librdkafka_config(settings_from_args(args.bootstrap_servers, args.client_config)),
                 "group.id": args.group,
                 "client.id": args.name,
                 "partition.assignment.strategy": args.assignor,
@@ -159,6 +165,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.peer_worker")
     parser.add_argument("--client", choices=CLIENTS, required=True)
     parser.add_argument("--bootstrap-servers", required=True)
+    add_client_config_argument(parser)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--name", required=True)

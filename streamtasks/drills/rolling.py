@@ -43,7 +43,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
-from streamtasks.drills.coordinator_proc import CoordinatorProcess
+from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED, CoordinatorProcess
 from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
 from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
@@ -51,6 +51,9 @@ from streamtasks.drills.stateful_app import record_for
 from streamtasks.drills.stateful_demo import _read_changelog
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import create_topics_async
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.client_file import child_client_config
+from streamtasks.runtime.security import ClientSettings
 from topology.ids import TopicPartition
 from topology.names import changelog_topic
 
@@ -182,7 +185,13 @@ class _Worker:
 
 
 class _Run:
-    def __init__(self, spec: DrillSpec, options: DrillOptions, bootstrap: str, say: Callable[[str], None]):
+    def __init__(
+        self,
+        spec: DrillSpec,
+        options: DrillOptions,
+        bootstrap: str | ClientSettings,
+        say: Callable[[str], None],
+    ):
         if not spec.available:
             raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
         if options.workers < 2 or options.partitions < 1 or options.rate < 1:
@@ -192,9 +201,16 @@ class _Run:
                 raise ConfigError(f"--peer must be one of {', '.join(PEER_CLIENTS)}, not {options.peer!r}")
             if spec.worker != "consumer" or not all(stage.peer_args for stage in spec.stages):
                 raise ConfigError(f"drill {spec.name!r} takes no peer (consumer drills with peer stages do)")
-        self.spec, self.o, self.bootstrap, self.say = spec, options, bootstrap, say
+        #: The cluster (its address and security settings): the producer, audits and workers'.
+        self.settings = ClientSettings.of(bootstrap)
+        if options.coordinator and self.settings.security_protocol != "PLAINTEXT":
+            raise ConfigError(SECURED_COORDINATOR_REFUSED)
+        self.spec, self.o, self.say = spec, options, say
+        self.bootstrap = self.settings.bootstrap_servers
         #: What the workers bootstrap to: the cluster, or the coordinator once started.
-        self.group_bootstrap = bootstrap
+        self.group_bootstrap = self.bootstrap
+        #: The workers' ``--client-config`` (a 0600 file: the secrets never go in argv).
+        self.client_args = child_client_config(self.settings)
         run = uuid.uuid4().hex[:8]
         self.topic = f"drill-{spec.name}-{run}"
         self.group = f"drill-{spec.name}-{run}"
@@ -214,7 +230,7 @@ class _Run:
         self.last_value: dict[str, int] = {}
         self.produced_per_key: dict[str, int] = {}
         self.result = DrillResult(
-            drill=spec.name, broker=bootstrap, workers=options.workers, partitions=options.partitions,
+            drill=spec.name, broker=self.bootstrap, workers=options.workers, partitions=options.partitions,
             rate=options.rate, peer_client=options.peer,
         )  # fmt: skip
         self.workers: dict[str, _Worker] = {}
@@ -315,23 +331,23 @@ class _Run:
         kind = stage.worker or self.spec.worker
         if name == PEER_NAME and self.o.peer is not None:
             base = ["--client", self.o.peer, "--bootstrap-servers", self.group_bootstrap,
-                    "--group", self.group, "--topic", self.topic]  # fmt: skip
+                    "--group", self.group, "--topic", self.topic, *self.client_args]  # fmt: skip
             return "streamtasks.drills.peer_worker", [*base, *stage.peer_args]
         if kind == "faust":
             base = [
                 "--bootstrap-servers", self.group_bootstrap, "--app-id", self.group, "--topic", self.topic,
                 "--audit-topic", self.audit_topic, "--state-dir", state_root,
-                "--partitions", str(self.o.partitions),
+                "--partitions", str(self.o.partitions), *self.client_args,
             ]  # fmt: skip
             return "streamtasks.drills.faust_worker", [*base, *stage.args]
         if kind == "consumer":
             base = ["--bootstrap-servers", self.group_bootstrap, "--group", self.group, "--topic", self.topic,
-                    "--report-offsets"]  # fmt: skip
+                    "--report-offsets", *self.client_args]  # fmt: skip
             return "streamtasks.drills.worker", [*base, *stage.args]
         base = [
             "--bootstrap-servers", self.group_bootstrap, "--app-id", self.group, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
-            "--acceptable-recovery-lag", "1000", "--audit-topic", self.audit_topic,
+            "--acceptable-recovery-lag", "1000", "--audit-topic", self.audit_topic, *self.client_args,
         ]  # fmt: skip
         return "streamtasks.drills.stateful_worker", [*base, *stage.args]
 
@@ -383,8 +399,8 @@ class _Run:
         )
 
     async def produce(self, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
-        await producer.start()
+        producer = AIOKafkaProducer(**self.settings.aiokafka_kwargs(), linger_ms=5, acks="all")
+        await start_aiokafka(producer, self.settings, "the drill's producer")
         seq = 0
         try:
             while not stop.is_set():
@@ -416,9 +432,9 @@ class _Run:
         topics = {self.topic: o.partitions}
         if self.audited_by_topic:
             topics[self.audit_topic] = 1
-        await create_topics_async(self.bootstrap, topics)
+        await create_topics_async(self.settings, topics)
         reader = (
-            AuditTopicReader(self.bootstrap, self.audit_topic, self.audit) if self.audited_by_topic else None
+            AuditTopicReader(self.settings, self.audit_topic, self.audit) if self.audited_by_topic else None
         )
         if reader is not None:
             await reader.start()
@@ -513,7 +529,7 @@ class _Run:
         r.longest_unowned_ms = _longest_gaps(r.ownership, self.o.partitions)
         if self.faust_table:  # faust's table: counts only, the value as JSON
             counts = await _read_changelog(
-                self.bootstrap, changelog_topic(self.group, "counts"), decode=_json_int
+                self.settings, changelog_topic(self.group, "counts"), decode=_json_int
             )
             r.state_checked = True
             # A record a peer lost is missing from its key's count too (unless a duplicate hid it).
@@ -522,8 +538,8 @@ class _Run:
                 1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n - skipped[k]
             )
         elif self.spec.worker == "app":
-            latest = await _read_changelog(self.bootstrap, changelog_topic(self.group, "latest"))
-            counts = await _read_changelog(self.bootstrap, changelog_topic(self.group, "counts"))
+            latest = await _read_changelog(self.settings, changelog_topic(self.group, "latest"))
+            counts = await _read_changelog(self.settings, changelog_topic(self.group, "counts"))
             r.state_checked = r.latest_checked = True
             r.state_wrong_latest = sum(1 for k, v in self.last_value.items() if latest.get(k) != v)
             r.state_counts_short = sum(1 for k, n in self.produced_per_key.items() if counts.get(k, 0) < n)
@@ -560,7 +576,8 @@ def _longest_gaps(ownership: list[tuple[int, str, float, float | None]], partiti
 
 
 async def run_live_drill(
-    spec: DrillSpec, options: DrillOptions, bootstrap: str, say: Callable[[str], None]
+    spec: DrillSpec, options: DrillOptions, bootstrap: str | ClientSettings, say: Callable[[str], None]
 ) -> DrillResult:
-    """Run ``spec`` against the cluster at ``bootstrap`` (see the module docstring)."""
+    """Run ``spec`` against the cluster at ``bootstrap`` (an address, or client settings with
+    its TLS/SASL; see the module docstring)."""
     return await _Run(spec, options, bootstrap, say).run()

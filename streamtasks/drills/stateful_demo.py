@@ -42,6 +42,9 @@ from streamtasks.drills.stateful_app import record_for
 from streamtasks.drills.topic_read import end_offsets, read_topic
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.aio import to_aio
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.client_file import child_client_config
+from streamtasks.runtime.security import ClientSettings
 from topology.ids import TopicPartition
 from topology.names import changelog_topic
 
@@ -136,7 +139,7 @@ class DrillRun:
 
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: str | ClientSettings,
         out: TextIO,
         partitions: int,
         keys: int,
@@ -144,16 +147,20 @@ class DrillRun:
         *,
         group_bootstrap: str | None = None,
         group_protocol: str = "classic",
+        name_prefix: str = "",
     ) -> None:
-        self.bootstrap, self.out = bootstrap, out
+        self.settings, self.out = ClientSettings.of(bootstrap), out
         #: What the app workers bootstrap to (a streamtasks coordinator under KIP-848) and
         #: their group protocol; the producer and the audits use the cluster itself.
-        self.group_bootstrap, self.group_protocol = group_bootstrap or bootstrap, group_protocol
+        self.group_bootstrap = group_bootstrap or self.settings.bootstrap_servers
+        self.group_protocol = group_protocol
+        #: The workers' ``--client-config`` (the cluster's security, never in argv itself).
+        self.client_args = child_client_config(self.settings) if group_bootstrap is None else []
         self.partitions, self.keys, self.rate = partitions, keys, rate
         run_id = uuid.uuid4().hex[:8]
-        self.app_id = f"stateful-demo-{run_id}"
-        self.topic = f"stateful-demo-{run_id}"
-        self.audit_topic = f"stateful-demo-{run_id}-audit"
+        self.app_id = f"{name_prefix}stateful-demo-{run_id}"
+        self.topic = f"{name_prefix}stateful-demo-{run_id}"
+        self.audit_topic = f"{name_prefix}stateful-demo-{run_id}-audit"
         self.offsets = OffsetAudit()
         self.lines: list[dict[str, Any]] = []
         self.workers: dict[str, WorkerProcess] = {}
@@ -173,6 +180,7 @@ class DrillRun:
             "--app-id", self.app_id, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
             "--acceptable-recovery-lag", str(ACCEPTABLE_RECOVERY_LAG), "--audit-topic", self.audit_topic,
+            *self.client_args,
         ]  # fmt: skip
         w = WorkerProcess(name, argv, self.lines.append)
         self.workers[name] = w
@@ -191,8 +199,8 @@ class DrillRun:
         ]
 
     async def produce(self, stop: asyncio.Event) -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
-        await producer.start()
+        producer = AIOKafkaProducer(**self.settings.aiokafka_kwargs(), linger_ms=5)
+        await start_aiokafka(producer, self.settings, "the drill's producer")
         try:
             while not stop.is_set():
                 for _ in range(max(1, self.rate // 20)):
@@ -240,7 +248,7 @@ def _int64(data: bytes) -> int:
 
 
 async def _read_changelog(
-    bootstrap: str, topic: str, decode: Callable[[bytes], int] = _int64
+    bootstrap: str | ClientSettings, topic: str, decode: Callable[[bytes], int] = _int64
 ) -> dict[str, int]:
     """Latest value per key in ``topic`` (``decode``: the value's serde; INT64 by default), read
     to its true end."""
@@ -255,7 +263,7 @@ async def _read_changelog(
 
 
 async def run_stateful_phase(
-    bootstrap: str,
+    bootstrap: str | ClientSettings,
     out: TextIO,
     *,
     partitions: int = 6,
@@ -263,13 +271,15 @@ async def run_stateful_phase(
     rate: int = 400,
     group_bootstrap: str | None = None,
     group_protocol: str = "classic",
+    name_prefix: str = "",
 ) -> StatefulReport:
     """Run the phase on a cluster (see the module docstring) and return its report. The app
     workers bootstrap to ``group_bootstrap`` (default: the cluster) with ``group_protocol``
     (``consumer``: KIP-848 on a streamtasks coordinator, the app's assignor client-side)."""
     run = DrillRun(
-        bootstrap, out, partitions, keys, rate, group_bootstrap=group_bootstrap, group_protocol=group_protocol
-    )
+        bootstrap, out, partitions, keys, rate,
+        group_bootstrap=group_bootstrap, group_protocol=group_protocol, name_prefix=name_prefix,
+    )  # fmt: skip
     report = StatefulReport()
     await create_topics_async(bootstrap, {run.topic: partitions, run.audit_topic: 1})
     audit_reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets)
@@ -403,7 +413,7 @@ def _quiet(run: DrillRun) -> bool:
     return time.monotonic() - run.last_processed[1] > 2.0
 
 
-async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
+async def _changelog_size(bootstrap: str | ClientSettings, app_id: str, tasks: list[str]) -> int:
     """Records in the changelog partitions of ``tasks``: what a restore from scratch reads."""
     parts = [
         TopicPartition(changelog_topic(app_id, store), int(t.split("_")[1]))
@@ -411,8 +421,9 @@ async def _changelog_size(bootstrap: str, app_id: str, tasks: list[str]) -> int:
         for store in ("counts", "latest")
     ]
     ends = await end_offsets(bootstrap, parts)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
+    settings = ClientSettings.of(bootstrap)
+    consumer = AIOKafkaConsumer(**settings.aiokafka_kwargs(), group_id=None)
+    await start_aiokafka(consumer, settings, "the changelog probe")
     try:
         starts = await consumer.beginning_offsets([to_aio(tp) for tp in parts])
     finally:

@@ -26,6 +26,7 @@ from typing import Any
 from streamtasks.app import App, AppEvent, event_to_json
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.stateful_app import faust_counts_app, make_app
+from streamtasks.runtime.client_file import add_client_config_argument, security_kwargs, settings_from_args
 from streamtasks.runtime.consumer import ConsumerFailedError
 
 __all__ = ["main"]
@@ -46,8 +47,10 @@ async def run(args: argparse.Namespace) -> None:
     def on_event(event: AppEvent) -> None:
         emit(worker=args.name, kind="event", **event_to_json(event))
 
+    client = settings_from_args(args.bootstrap_servers, args.client_config)
     settings = {
-        "bootstrap_servers": args.bootstrap_servers,
+        **security_kwargs(client),
+        "bootstrap_servers": client.bootstrap_servers,
         "state_dir": args.state_dir,
         "num_standby_replicas": args.standbys,
         "acceptable_recovery_lag": args.acceptable_recovery_lag,
@@ -99,6 +102,7 @@ async def _progress(name: str, app: App, before: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.stateful_worker")
     parser.add_argument("--bootstrap-servers", required=True)
+    add_client_config_argument(parser)
     parser.add_argument("--app-id", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--name", required=True)

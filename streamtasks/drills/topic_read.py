@@ -12,12 +12,16 @@ from aiokafka.structs import ConsumerRecord
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.errors import StreamTasksError
 from streamtasks.runtime.aio import from_aio, to_aio
+from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.security import ClientSettings
 from topology.ids import TopicPartition
 
 __all__ = ["end_offsets", "read_topic"]
 
 
-async def end_offsets(bootstrap: str, parts: list[TopicPartition]) -> dict[TopicPartition, int]:
+async def end_offsets(
+    bootstrap: str | ClientSettings, parts: list[TopicPartition]
+) -> dict[TopicPartition, int]:
     """True end offsets: :class:`ChangelogReader` confirms ListOffsets with a fetch's high
     watermark (the embedded broker's ListOffsets falls short, docs/testing.md)."""
     reader = ChangelogReader(bootstrap, client_id="streamtasks-drill-reader")
@@ -29,7 +33,7 @@ async def end_offsets(bootstrap: str, parts: list[TopicPartition]) -> dict[Topic
 
 
 async def read_topic(
-    bootstrap: str,
+    bootstrap: str | ClientSettings,
     topic: str,
     handle: Callable[[ConsumerRecord[Any, Any]], None],
     *,
@@ -37,14 +41,15 @@ async def read_topic(
 ) -> None:
     """Hand every record of ``topic``, from its beginning up to the end offsets it has when
     this starts, to ``handle`` (a fresh consumer, no group)."""
+    settings = ClientSettings.of(bootstrap)
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
+        **settings.aiokafka_kwargs(),
         group_id=None,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    await consumer.start()
+    await start_aiokafka(consumer, settings, f"the reader of {topic!r}")
     clock = asyncio.get_running_loop()
     deadline = clock.time() + timeout_s
     try:

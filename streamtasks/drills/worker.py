@@ -27,6 +27,7 @@ import assignors as assignor_registry
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.ledger import offset_id
 from streamtasks.errors import StreamTasksError
+from streamtasks.runtime.client_file import add_client_config_argument, security_kwargs, settings_from_args
 from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
 from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
@@ -81,10 +82,12 @@ def protocol_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
     ref.clear()
+    settings = settings_from_args(args.bootstrap_servers, args.client_config)
     consumer = Consumer(
         [args.topic],
         listener=Reporter(args.name, ref),
-        bootstrap_servers=args.bootstrap_servers,
+        **security_kwargs(settings),
+        bootstrap_servers=settings.bootstrap_servers,
         group_id=args.group,
         group_instance_id=args.instance_id,
         session_timeout_ms=args.session_timeout_ms,
@@ -157,6 +160,7 @@ async def run(args: argparse.Namespace) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m streamtasks.drills.worker")
     parser.add_argument("--bootstrap-servers", required=True)
+    add_client_config_argument(parser)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--name", required=True)

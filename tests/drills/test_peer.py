@@ -4,6 +4,7 @@ the drill accept. The live runs are in tests/integration/test_drills.py."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +52,29 @@ def test_peer_worker_arguments() -> None:
         parse_args(_peer_args("sarama"))
     with pytest.raises(SystemExit):  # one assignor: the libraries refuse "range,cooperative-sticky"
         parse_args(_peer_args("confluent", "--assignor", "range,cooperative-sticky"))
+
+
+def test_every_worker_reads_the_client_config_and_the_drill_refuses_a_coordinator_before_a_secured_cluster(
+    tmp_path: Path,
+) -> None:
+    from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED
+    from streamtasks.drills.faust_worker import faust_security
+    from streamtasks.runtime.client_file import settings_from_args
+    from streamtasks.runtime.security import ClientSettings
+
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=u\nsasl.password=pw\n"
+    )
+    args = parse_args(["--client", "confluent", "--bootstrap-servers", "b:1", "--group", "g", "--topic", "t",
+                       "--name", "p1", "--client-config", str(config)])  # fmt: skip
+    settings = settings_from_args(args.bootstrap_servers, args.client_config)
+    assert settings.sasl_mechanism == "SCRAM-SHA-256"
+    credentials = faust_security(settings)["broker_credentials"]
+    assert (credentials.username, credentials.password) == ("u", "pw")
+    assert credentials.mechanism.value == "SCRAM-SHA-256"
+    assert faust_security(ClientSettings.of("b:1")) == {}
+    options = DrillOptions(workers=2, partitions=4, coordinator=True)
+    with pytest.raises(ConfigError) as refused:
+        asyncio.run(run_live_drill(get_drill("eager-to-cooperative"), options, settings, print))
+    assert str(refused.value) == SECURED_COORDINATOR_REFUSED

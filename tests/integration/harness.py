@@ -16,6 +16,7 @@ import json
 import subprocess
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,8 +32,16 @@ from streamtasks.embedded._process import die_with_parent, log_tail
 from streamtasks.embedded.java import JavaProgram, JavaUnavailable, compiled_program
 from streamtasks.embedded.kafka_broker import kafka_requirements_missing
 from streamtasks.errors import BrokerError
+from streamtasks.runtime.client_file import (
+    java_properties,
+    kafka_python_config,
+    librdkafka_config,
+    security_kwargs,
+    write_properties,
+)
 from streamtasks.runtime.consumer import Consumer
 from streamtasks.runtime.member_loop import monotonic_ms
+from streamtasks.runtime.security import ClientSettings
 from topology import TopicPartition
 
 FAST_GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "rebalance_timeout_ms": 10000}
@@ -268,6 +277,7 @@ class JavaWorker:
         log_dir: Path,
         properties: Mapping[str, str] | None = None,
         record_ids: str = "value",
+        settings: ClientSettings | None = None,
     ) -> None:
         self.name = name
         self.audit = audit
@@ -281,6 +291,11 @@ class JavaWorker:
             **(properties or {}),
         }
         self.log_path = log_dir / f"{name}.log"
+        #: The cluster's security (secrets included) in a 0600 file the peer reads (``@file``).
+        self.secure_file: Path | None = None
+        if settings is not None and settings.security_protocol != "PLAINTEXT":
+            self.secure_file = log_dir / f"{name}.{uuid.uuid4().hex[:6]}.client.properties"
+            write_properties(java_properties(settings), self.secure_file)
         self.events: list[dict[str, Any]] = []
         self.error: BaseException | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -292,6 +307,8 @@ class JavaWorker:
         log4j2 = self.log_path.with_suffix(".log4j2.xml")
         log4j2.write_text(_JAVA_PEER_LOG4J2.format(log=self.log_path))
         args = [self.topic, *(f"{k}={v}" for k, v in self.properties.items())]
+        if self.secure_file is not None:
+            args.append(f"@{self.secure_file}")
         with self.log_path.open("ab") as log:  # the JVM's own stderr goes beside the client's log
             proc = subprocess.Popen(
                 [*self.peer.command(log4j2), *args],
@@ -377,10 +394,12 @@ def confluent_worker(
     group_instance_id: str | None = None,
     group_protocol: str = "classic",
     record_ids: str = "value",
+    settings: ClientSettings | None = None,
 ) -> ThreadWorker:
     """librdkafka: ``cooperative-sticky`` on the classic protocol, or KIP-848 with
     ``group_protocol="consumer"`` (the broker's assignor; librdkafka refuses the classic-only
-    settings there)."""
+    settings there); ``settings``: the cluster's TLS/SASL (and bootstrap servers)."""
+    security = librdkafka_config(settings) if settings is not None else {"bootstrap.servers": bootstrap}
     from confluent_kafka import Consumer as CKConsumer
 
     def make(worker: ThreadWorker) -> Any:
@@ -396,7 +415,7 @@ def confluent_worker(
         )
         c = CKConsumer(
             {
-                "bootstrap.servers": bootstrap,
+                **security,
                 "group.id": group,
                 **protocol,
                 "auto.offset.reset": "earliest",
@@ -425,8 +444,17 @@ def confluent_worker(
 
 
 def kafka_python_worker(
-    name: str, audit: Audit, bootstrap: str, group: str, topic: str, *, group_instance_id: str | None = None
+    name: str,
+    audit: Audit,
+    bootstrap: str,
+    group: str,
+    topic: str,
+    *,
+    group_instance_id: str | None = None,
+    record_ids: str = "value",
+    settings: ClientSettings | None = None,
 ) -> ThreadWorker:
+    security = kafka_python_config(settings) if settings is not None else {"bootstrap_servers": bootstrap}
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -443,7 +471,7 @@ def kafka_python_worker(
 
     def make(worker: ThreadWorker) -> Any:
         c = KafkaConsumer(
-            bootstrap_servers=bootstrap,
+            **security,
             group_id=group,
             partition_assignment_strategy=[CooperativeStickyAssignor],
             session_timeout_ms=6000,
@@ -458,6 +486,8 @@ def kafka_python_worker(
 
     def poll(c: Any) -> list[str]:
         batch = c.poll(timeout_ms=100)
+        if record_ids == "offset":
+            return [offset_id(r.partition, r.offset) for records in batch.values() for r in records]
         return [r.value.decode() for records in batch.values() for r in records]
 
     return ThreadWorker(name, audit, make, poll)
@@ -475,6 +505,7 @@ class SteadyProducer:
         rate: int = 50,
         *,
         record_ids: str = "value",
+        settings: ClientSettings | None = None,
     ) -> None:
         self.bootstrap, self.topic, self.audit, self.partitions, self.rate = (
             bootstrap,
@@ -485,11 +516,12 @@ class SteadyProducer:
         )
         #: "offset": a record counts as produced once the broker acknowledged its offset.
         self.record_ids = record_ids
+        self.settings = settings or ClientSettings.of(bootstrap)
         self._task: asyncio.Task[None] | None = None
         self._ids = itertools.count()
 
     async def start(self) -> None:
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        self._producer = AIOKafkaProducer(**self.settings.aiokafka_kwargs(), linger_ms=5)
         await self._producer.start()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -542,17 +574,22 @@ class LiveGroup:
     record_ids: str = "value"
     log_dir: Path | None = None
     java_peer: JavaPeer | None = None
+    #: The cluster's TLS/SASL settings, for every member and the producer (None: PLAINTEXT).
+    settings: ClientSettings | None = None
 
     @classmethod
     def create(
         cls, cluster: Any, topic: str, count: int, *, record_ids: str = "value", log_dir: Path | None = None,
-        java_peer: JavaPeer | None = None,
+        java_peer: JavaPeer | None = None, settings: ClientSettings | None = None,
     ) -> LiveGroup:  # fmt: skip
-        """Create ``topic`` on ``cluster`` (group ``g-<topic>``) and an empty audit for it."""
+        """Create ``topic`` on ``cluster`` (group ``g-<topic>``) and an empty audit for it;
+        ``settings``: the members reach the cluster with these (its topics are still created
+        through ``cluster``)."""
         cluster.create_topics({topic: count})
         return cls(
             audit=Audit({TopicPartition(topic, p) for p in range(count)}),
-            bootstrap=cluster.bootstrap_servers,
+            bootstrap=settings.bootstrap_servers if settings is not None else cluster.bootstrap_servers,
+            settings=settings,
             group=f"g-{topic}",
             topic=topic,
             count=count,
@@ -566,12 +603,19 @@ class LiveGroup:
         return {TopicPartition(self.topic, p) for p in range(self.count)}
 
     def producer(self) -> SteadyProducer:
-        return SteadyProducer(self.bootstrap, self.topic, self.audit, self.count, record_ids=self.record_ids)
+        return SteadyProducer(
+            self.bootstrap,
+            self.topic,
+            self.audit,
+            self.count,
+            record_ids=self.record_ids,
+            settings=self.settings,
+        )
 
     def streamtasks(self, name: str, **settings: Any) -> StreamtasksWorker:
         return StreamtasksWorker(
             name, self.audit, self.topic, record_ids=self.record_ids, bootstrap_servers=self.bootstrap,
-            group_id=self.group, **settings,
+            group_id=self.group, **(security_kwargs(self.settings) if self.settings else {}), **settings,
         )  # fmt: skip
 
     def java(self, name: str, properties: Mapping[str, str]) -> JavaWorker:
@@ -579,17 +623,20 @@ class LiveGroup:
         assert self.log_dir is not None, "a Java member needs a log directory"
         return JavaWorker(
             name, self.audit, self.java_peer, bootstrap=self.bootstrap, group=self.group, topic=self.topic,
-            log_dir=self.log_dir, properties=properties, record_ids=self.record_ids,
+            log_dir=self.log_dir, properties=properties, record_ids=self.record_ids, settings=self.settings,
         )  # fmt: skip
 
     def confluent(self, name: str, **options: Any) -> ThreadWorker:
         return confluent_worker(
-            name, self.audit, self.bootstrap, self.group, self.topic, record_ids=self.record_ids, **options
-        )
+            name, self.audit, self.bootstrap, self.group, self.topic, record_ids=self.record_ids,
+            settings=self.settings, **options,
+        )  # fmt: skip
 
     def kafka_python(self, name: str, **options: Any) -> ThreadWorker:
-        assert self.record_ids == "value", "the kafka-python worker names records by value"
-        return kafka_python_worker(name, self.audit, self.bootstrap, self.group, self.topic, **options)
+        return kafka_python_worker(
+            name, self.audit, self.bootstrap, self.group, self.topic, record_ids=self.record_ids,
+            settings=self.settings, **options,
+        )  # fmt: skip
 
 
 def stable(audit: Audit, partitions: set[TopicPartition], members: set[str]) -> Callable[[], bool]:

@@ -49,6 +49,12 @@ public final class PeerConsumer {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         for (int i = 1; i < args.length; i++) {
+            if (args[i].startsWith("@")) { // a properties file (secrets stay out of argv)
+                try (java.io.Reader in = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(args[i].substring(1)))) {
+                    props.load(in);
+                }
+                continue;
+            }
             String[] kv = args[i].split("=", 2);
             props.put(kv[0], kv[1]);
         }
