@@ -365,8 +365,15 @@ class TaskSet:
         return done
 
     def raise_send_failures(self) -> None:
+        """Raise while any changelog or output record was not delivered, on every call: the
+        failure is sticky. A record that was not delivered is gone from its task's queue, so no
+        commit may ever pass its input offset; had the first flush to see it been the only one to
+        raise, another commit racing it (``App.stop`` while the loop's commit waited on the
+        producer) would commit past the lost records (a loss of 34 input offsets on Tansu, whose
+        produce answered NOT_LEADER_OR_FOLLOWER until the batch timed out). The app stops; a
+        restart reprocesses from the last commit."""
         if self._send_errors:
-            first, self._send_errors = self._send_errors[0], []
+            first = self._send_errors[0]
             raise ProcessingError(f"a changelog or output record was not delivered: {first!r}") from first
 
     def committable(self, owned: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
