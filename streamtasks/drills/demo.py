@@ -5,7 +5,7 @@ creates a 12-partition topic, runs three worker *processes* (``streamtasks.drill
 group, produces a steady stream, then bounces every worker in turn as a dynamic member, moves
 them to static membership, and bounces them again as static members. Every callback and consumed
 record's (partition, offset) comes back to this process, which keeps an
-:class:`~streamtasks.drills.OwnershipLedger` and an :class:`~streamtasks.drills.offset_audit.OffsetAudit`
+:class:`~streamtasks.drills.OwnershipAudit` and an :class:`~streamtasks.drills.offset_audit.OffsetAudit`
 (every offset the broker acknowledged to the producer must be consumed) and prints a report per
 phase. Exit status 1 if any partition was owned twice or any acknowledged offset was not consumed.
 
@@ -45,7 +45,7 @@ from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.coordinator_proc import CoordinatorProcess
 from streamtasks.drills.demo_cluster import api_keys, prepare_cluster, require_kip848
 from streamtasks.drills.demo_options import DemoOptions
-from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.ledger import OwnershipAudit
 from streamtasks.drills.offset_audit import OffsetAudit
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import create_topics_async
@@ -99,7 +99,7 @@ class PhaseReport:
 
 @dataclass(slots=True)
 class _State:
-    ledger: OwnershipLedger
+    ledger: OwnershipAudit
     audit: OffsetAudit = field(default_factory=OffsetAudit)
     owned: dict[str, set[TopicPartition]] = field(default_factory=dict)
     generations: set[int] = field(default_factory=set)
@@ -275,7 +275,7 @@ class Demo:
             with open(os.path.join(log_dir, "events.jsonl"), "a") as events:
                 events.write(json.dumps({"kind": "demo", "t": self.t0, "wall": time.time()}) + "\n")
         partitions = [TopicPartition(topic, p) for p in range(self.o.partitions)]
-        self.state = _State(ledger=OwnershipLedger(partitions, monotonic_ms()))
+        self.state = _State(ledger=OwnershipAudit(partitions, monotonic_ms()))
         argv = [
             "--bootstrap-servers", group_bootstrap or settings.bootstrap_servers, "--group", group,
             "--topic", topic, "--report-offsets", *PROTOCOLS[self.o.protocol],
