@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import assignors
 from streamtasks._version import __version__
+from streamtasks.assign_report import build_report, render_text
 from streamtasks.errors import ConfigError, StreamTasksError
-from streamtasks.report import build_report, render_text
 from streamtasks.scenario import load_scenario
 
 if TYPE_CHECKING:

@@ -21,21 +21,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+from uuid import UUID
 
 from streamtasks.coordinator.reconcile import reconcile
-from streamtasks.coordinator.records import CurrentMemberAssignmentRecord
+from streamtasks.coordinator.records import (
+    CurrentMemberAssignmentRecord,
+    MemberMetadataRecord,
+    TargetAssignmentMemberRecord,
+)
+from streamtasks.coordinator.timers import TimerKey
 from streamtasks.coordinator.types import MemberState, TopicPartitionSet
 from streamtasks.protocol.classic_group import JoinGroupResponse
 from streamtasks.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from streamtasks.protocol.errors import KafkaErrorCode
 
-if TYPE_CHECKING:
-    from streamtasks.coordinator.update import GroupUpdate
-
 __all__ = [
     "AnswerJoin",
     "JoinOp",
+    "JoinUpdate",
     "ParkJoin",
     "ParkedJoin",
     "ParkedJoins",
@@ -79,6 +83,49 @@ class ParkedView(Protocol):
     def in_group(self, group_id: str) -> Mapping[str, ParkedJoin]: ...
 
 
+class _Clock(Protocol):
+    @property
+    def now_ms(self) -> int: ...
+
+
+class JoinUpdate(Protocol):
+    """What answering a classic join reads and writes of a write in progress: the part of
+    :class:`~streamtasks.coordinator.update.GroupUpdate` this module uses (which runs
+    :func:`settle_parked` itself, so this module does not import it)."""
+
+    group_epoch: int
+    assignment_epoch: int
+
+    @property
+    def ctx(self) -> _Clock: ...
+
+    def member(self, member_id: str) -> MemberMetadataRecord | None: ...
+
+    def current(self, member_id: str) -> CurrentMemberAssignmentRecord | None: ...
+
+    def target(self, member_id: str) -> TargetAssignmentMemberRecord | None: ...
+
+    def topic_ids(self, names: tuple[str, ...]) -> frozenset[UUID]: ...
+
+    def owner_now(self, topic_id: UUID, partition: int) -> str | None: ...
+
+    def parked_joins(self) -> dict[str, ParkedJoin]: ...
+
+    def put_current(self, record: CurrentMemberAssignmentRecord) -> None: ...
+
+    def answer_parked(self, member_id: str, response: JoinGroupResponse) -> None: ...
+
+    def schedule(self, key: TimerKey, deadline_ms: int) -> None: ...
+
+    def cancel(self, key: TimerKey, *, armed: bool | None = None) -> None: ...
+
+    def session_timer(self, member_id: str) -> TimerKey: ...
+
+    def join_timer(self, member_id: str) -> TimerKey: ...
+
+    def sync_timer(self, member_id: str) -> TimerKey: ...
+
+
 class ParkedJoins:
     """The parked joins by group and member; changed only by :meth:`apply`."""
 
@@ -112,7 +159,7 @@ class ParkedJoins:
 
 
 def reconcile_classic(
-    u: GroupUpdate,
+    u: JoinUpdate,
     member_id: str,
     owned: TopicPartitionSet,
     *,
@@ -135,7 +182,7 @@ def reconcile_classic(
     )
 
 
-def can_answer(u: GroupUpdate, nxt: CurrentMemberAssignmentRecord) -> bool:
+def can_answer(u: JoinUpdate, nxt: CurrentMemberAssignmentRecord) -> bool:
     """Whether a join can be answered: the member must revoke first, or it is stable in the
     target of the latest group epoch."""
     if nxt.state is MemberState.UNREVOKED_PARTITIONS:
@@ -143,7 +190,7 @@ def can_answer(u: GroupUpdate, nxt: CurrentMemberAssignmentRecord) -> bool:
     return u.group_epoch <= u.assignment_epoch and nxt.state is MemberState.STABLE
 
 
-def answer_join(u: GroupUpdate, member_id: str, nxt: CurrentMemberAssignmentRecord) -> JoinGroupResponse:
+def answer_join(u: JoinUpdate, member_id: str, nxt: CurrentMemberAssignmentRecord) -> JoinGroupResponse:
     """Put the member's reconciled assignment, arm its sync and session timers and build the
     JoinGroup response (generation = member epoch; no leader: the coordinator assigns)."""
     member = u.member(member_id)
@@ -163,7 +210,7 @@ def answer_join(u: GroupUpdate, member_id: str, nxt: CurrentMemberAssignmentReco
     )
 
 
-def settle_parked(u: GroupUpdate, *, force: str | None = None) -> None:
+def settle_parked(u: JoinUpdate, *, force: str | None = None) -> None:
     """Answer every parked join of the group that can be answered after this write (and
     ``force``'s whatever its state: its JOIN timer fired)."""
     for member_id, parked in sorted(u.parked_joins().items()):

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from streamtasks.coordinator.types import EMPTY_PARTITIONS, MemberState, TopicMetadata, TopicPartitionSet
-from streamtasks.protocol.consumer_group import AssignmentError, ClientAssignor
+from streamtasks.protocol.consumer_group import ClientAssignmentErrorCode, ClientAssignor
 
 __all__ = [
     "ClassicMemberMetadata",
@@ -141,7 +141,7 @@ class TargetAssignmentMemberRecord:
     group_id: str
     member_id: str
     partitions: TopicPartitionSet = EMPTY_PARTITIONS
-    error: int = AssignmentError.NONE
+    error: int = ClientAssignmentErrorCode.NONE
     metadata_version: int = 0
     metadata_bytes: bytes = b""
 
@@ -166,7 +166,7 @@ class CurrentMemberAssignmentRecord:
     state: MemberState = MemberState.STABLE
     assigned: TopicPartitionSet = EMPTY_PARTITIONS
     pending_revocation: TopicPartitionSet = EMPTY_PARTITIONS
-    error: int = AssignmentError.NONE
+    error: int = ClientAssignmentErrorCode.NONE
     metadata_version: int = 0
     metadata_bytes: bytes = b""
 

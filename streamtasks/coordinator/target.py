@@ -15,14 +15,16 @@ from streamtasks.coordinator.records import (
     TargetAssignmentMetadataRecord,
 )
 from streamtasks.coordinator.types import TopicMetadata, TopicPartitionSet
+from streamtasks.errors import RemoteProtocolError
 from streamtasks.protocol.assignment_rpc import InstalledMember
 from topology.ids import TopicPartition
 
 __all__ = ["InvalidAssignment", "run_server_assignor", "target_records", "validate_installed"]
 
 
-class InvalidAssignment(Exception):
-    """An installed assignment breaks a rule; the message says which (INVALID_ASSIGNMENT)."""
+class InvalidAssignment(RemoteProtocolError):
+    """An installed assignment breaks a rule; the message says which (INVALID_ASSIGNMENT): the
+    member that computed it broke the protocol."""
 
 
 def run_server_assignor(

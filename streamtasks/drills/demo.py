@@ -5,7 +5,7 @@ creates a 12-partition topic, runs three worker *processes* (``streamtasks.drill
 group, produces a steady stream, then bounces every worker in turn as a dynamic member, moves
 them to static membership, and bounces them again as static members. Every callback and consumed
 record's (partition, offset) comes back to this process, which keeps an
-:class:`~streamtasks.drills.OwnershipLedger` and an :class:`~streamtasks.drills.offset_audit.OffsetAudit`
+:class:`~streamtasks.drills.OwnershipAudit` and an :class:`~streamtasks.drills.offset_audit.OffsetAudit`
 (every offset the broker acknowledged to the producer must be consumed) and prints a report per
 phase. Exit status 1 if any partition was owned twice or any acknowledged offset was not consumed.
 
@@ -44,14 +44,15 @@ from aiokafka import AIOKafkaProducer
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.coordinator_proc import CoordinatorProcess
 from streamtasks.drills.demo_cluster import api_keys, prepare_cluster, require_kip848
-from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.demo_options import DemoOptions
+from streamtasks.drills.ledger import OwnershipAudit
 from streamtasks.drills.offset_audit import OffsetAudit
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.runtime.client_file import child_client_config
 from streamtasks.runtime.member_loop import monotonic_ms
-from streamtasks.runtime.security import ClientSettings, SecuritySettings
+from streamtasks.runtime.security import ClientSettings
 from topology.ids import TopicPartition
 
 __all__ = ["PROTOCOLS", "DemoOptions", "PhaseReport", "run_demo"]
@@ -73,57 +74,6 @@ PROTOCOL_TITLES = {
     "consumer-client": "KIP-848 consumer protocol on streamtasks coordinator (client-side "
     "cooperative_sticky)",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DemoOptions:
-    bootstrap_servers: str | None = None
-    #: The cluster's TLS/SASL settings (``--client-config``; its bootstrap servers are
-    #: ``bootstrap_servers``'): None is PLAINTEXT.
-    client: SecuritySettings | None = None
-    #: Run on the secured embedded Apache Kafka (SASL_SSL, SCRAM-SHA-512, ACLs) instead.
-    secure: bool = False
-    #: Prefix of the topic, group and application names (``secure-`` under ``secure``: the
-    #: names the secured broker's ACLs grant its ``app`` user).
-    name_prefix: str = ""
-    #: The embedded broker when no cluster is given: ``auto``, ``kafka`` or ``tansu``
-    #: (None: ``$STREAMTASKS_BROKER``, else the default; streamtasks.embedded.choose_broker).
-    broker: str | None = None
-    protocol: str = "cooperative"
-    #: ``bounce`` (rolling bounces of consumer workers) and ``stateful`` (streamtasks.App
-    #: workers: kill -9 with standbys, scale-out with warm-ups; drills/stateful_demo.py);
-    #: ``dynamic``: the bounce phase's start and its dynamic members' bounce only (the shortest
-    #: run with rebalances).
-    phases: tuple[str, ...] = ("bounce", "stateful")
-    workers: int = 3
-    partitions: int = 12
-    rate: int = 200
-    settle_timeout_s: float = 120.0
-    #: Quiet time after a static member is back before the next one is bounced. The embedded
-    #: broker (Tansu 0.6) can leave a static member cycling JoinGroup/SyncGroup when static
-    #: members are replaced back to back; librdkafka members hit the same (docs/testing.md).
-    static_pause_s: float = 10.0
-    #: A static member still without its partitions after this long gets the group nudged:
-    #: every worker calls ``enforce_rebalance`` (KIP-568). Needed on Tansu only (docs/testing.md).
-    nudge_after_s: float = 10.0
-    #: The same for a group that has not settled after a dynamic bounce. Once in four runs on
-    #: Tansu a cooperative follow-up rebalance never came (not diagnosed yet; run with
-    #: STREAMTASKS_DEMO_LOGS=dir to keep the workers' logs). Nudges are counted in the report.
-    dynamic_nudge_after_s: float = 30.0
-    #: Right after a static member is stopped, every other worker is nudged (and must confirm)
-    #: so that each has sent the broker its current subscription before the stopped member's
-    #: replacement joins. On Tansu a replaced static *leader* assigns at once from the
-    #: subscriptions the broker stored at each member's last JoinGroup, without the others
-    #: rejoining; a member that gained partitions since then would have them handed out again
-    #: (docs/testing.md, "a replaced static member that was the group leader"). Counted in the
-    #: report's nudges.
-    refresh_before_static_restart: bool = True
-    refresh_timeout_s: float = 10.0
-    #: Whether the Tansu-only workarounds above (nudges, the refresh before a static restart,
-    #: the workers' missed-generation rule off: docs/testing.md, "generation gaps") run, and
-    #: the static phases are skipped. None: only on the embedded Tansu broker. On
-    #: Apache Kafka (embedded or ``--bootstrap-servers``) the demo runs every phase with none.
-    tansu_workarounds: bool | None = None
 
 
 #: Why the static-membership phases do not run on Tansu (docs/testing.md has the evidence).
@@ -149,7 +99,7 @@ class PhaseReport:
 
 @dataclass(slots=True)
 class _State:
-    ledger: OwnershipLedger
+    ledger: OwnershipAudit
     audit: OffsetAudit = field(default_factory=OffsetAudit)
     owned: dict[str, set[TopicPartition]] = field(default_factory=dict)
     generations: set[int] = field(default_factory=set)
@@ -325,7 +275,7 @@ class Demo:
             with open(os.path.join(log_dir, "events.jsonl"), "a") as events:
                 events.write(json.dumps({"kind": "demo", "t": self.t0, "wall": time.time()}) + "\n")
         partitions = [TopicPartition(topic, p) for p in range(self.o.partitions)]
-        self.state = _State(ledger=OwnershipLedger(partitions, monotonic_ms()))
+        self.state = _State(ledger=OwnershipAudit(partitions, monotonic_ms()))
         argv = [
             "--bootstrap-servers", group_bootstrap or settings.bootstrap_servers, "--group", group,
             "--topic", topic, "--report-offsets", *PROTOCOLS[self.o.protocol],

@@ -21,7 +21,7 @@ from streamtasks.runtime.connection import open_any
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, make_client_settings
 
 if TYPE_CHECKING:
-    from streamtasks.drills.demo import DemoOptions
+    from streamtasks.drills.demo_options import DemoOptions
 
 __all__ = [
     "PASSWORD_ENV",

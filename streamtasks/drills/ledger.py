@@ -1,6 +1,6 @@
 """Audits for live drills, fed from every member's rebalance callbacks and consumed records.
 
-:class:`OwnershipLedger` keeps who owns each partition over (injected) time and records a
+:class:`OwnershipAudit` keeps who owns each partition over (injected) time and records a
 :class:`DoubleOwnership` whenever a partition is handed to a member while another still holds
 it. It also measures how long partitions went without an owner. :class:`RecordAudit` compares
 produced and consumed record ids: duplicates are allowed (at-least-once), losses are not.
@@ -20,7 +20,7 @@ __all__ = [
     "CommitMark",
     "DoubleOwnership",
     "LedgerReport",
-    "OwnershipLedger",
+    "OwnershipAudit",
     "RecordAudit",
     "first_commits_past",
     "offset_id",
@@ -46,7 +46,7 @@ class LedgerReport:
     violations: tuple[DoubleOwnership, ...]
 
 
-class OwnershipLedger:
+class OwnershipAudit:
     """Who owns which partition, and since when. Every call takes the caller's ``now_ms``."""
 
     def __init__(self, partitions: Iterable[TopicPartition], start_ms: int) -> None:

@@ -8,7 +8,7 @@ every worker in turn on that stage's release, waiting after each restart until e
 has exactly one owner again. Then the producer stops, the workers drain and stop cleanly, and
 the audits give the verdict:
 
-* **ownership** (:class:`~streamtasks.drills.ledger.OwnershipLedger`, fed from every worker's
+* **ownership** (:class:`~streamtasks.drills.ledger.OwnershipAudit`, fed from every worker's
   reports: a consumer worker's rebalance callbacks, an app worker's task events, where a
   partition is owned while its active task exists): no partition may have two owners;
 * **records** (per input offset, from what the broker acknowledged): consumer workers report
@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaProducer
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
 from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED, CoordinatorProcess
-from streamtasks.drills.ledger import CommitMark, OwnershipLedger, first_commits_past, offset_runs
+from streamtasks.drills.ledger import CommitMark, OwnershipAudit, first_commits_past, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
 from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
 from streamtasks.drills.stateful_app import record_for
@@ -217,7 +217,7 @@ class _Run:
         self.audit_topic = f"{self.topic}-audit"
         self.t0 = _now_ms()
         self.partitions = [TopicPartition(self.topic, p) for p in range(options.partitions)]
-        self.ledger = OwnershipLedger(self.partitions, self.t0)
+        self.ledger = OwnershipAudit(self.partitions, self.t0)
         self.audit = OffsetAudit()
         self.owned: dict[str, set[TopicPartition]] = {}
         self.open: dict[TopicPartition, tuple[str, int]] = {}

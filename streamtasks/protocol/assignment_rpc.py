@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from streamtasks.errors import DecodeError, LocalProtocolError
 from streamtasks.protocol import _flex as F
 from streamtasks.protocol._buf import Reader, Writer
-from streamtasks.protocol.consumer_group import AssignmentError, TopicIdPartitions
+from streamtasks.protocol.consumer_group import ClientAssignmentErrorCode, TopicIdPartitions
 from streamtasks.protocol.consumer_group_codec import read_topic_id_partitions, write_topic_id_partitions
 from streamtasks.protocol.errors import KafkaErrorCode
 
@@ -119,7 +119,7 @@ class ConsumerGroupInstallAssignmentRequest:
     member_epoch: int
     group_epoch: int
     members: tuple[InstalledMember, ...]
-    error: int = AssignmentError.NONE
+    error: int = ClientAssignmentErrorCode.NONE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

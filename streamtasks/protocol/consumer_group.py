@@ -31,7 +31,7 @@ __all__ = [
     "TAG_METADATA_VERSION",
     "TAG_PENDING_TOPIC_PARTITIONS",
     "TAG_SHOULD_COMPUTE_ASSIGNMENT",
-    "AssignmentError",
+    "ClientAssignmentErrorCode",
     "ClientAssignor",
     "ConsumerGroupDescribeRequest",
     "ConsumerGroupDescribeResponse",
@@ -72,7 +72,7 @@ TAG_METADATA_VERSION = 84804
 TAG_METADATA_BYTES = 84805
 
 
-class AssignmentError(enum.IntEnum):
+class ClientAssignmentErrorCode(enum.IntEnum):
     """The seed KIP's assignment-metadata error (an int8 set by the client-side assignor)."""
 
     NONE = 0
@@ -135,7 +135,7 @@ class HeartbeatAssignment:
 
     topic_partitions: tuple[TopicIdPartitions, ...]
     pending_topic_partitions: tuple[TopicIdPartitions, ...] = ()
-    error: int = AssignmentError.NONE
+    error: int = ClientAssignmentErrorCode.NONE
     metadata_version: int = 0
     metadata_bytes: bytes = b""
 
@@ -173,7 +173,7 @@ class DescribedAssignment:
     """A member's current or target assignment; error and metadata are streamtasks tagged fields."""
 
     topic_partitions: tuple[DescribedTopicPartitions, ...]
-    error: int = AssignmentError.NONE
+    error: int = ClientAssignmentErrorCode.NONE
     metadata_version: int = 0
     metadata_bytes: bytes = b""
 

@@ -16,7 +16,7 @@ tools' ``--command-config``; ``STREAMTASKS_CLIENT_CONFIG``).
 
 Passwords and tokens are :class:`pydantic.SecretStr`: no repr, str, dump, JSON dump or error
 message shows them (``hide_input_in_errors``), and
-:func:`streamtasks.runtime.aiokafka_security.install_log_redaction` keeps them out of aiokafka's
+:func:`streamtasks.runtime.aiokafka_redaction.install_log_redaction` keeps them out of aiokafka's
 DEBUG log.
 """
 
@@ -230,16 +230,16 @@ class SecuritySettings(BaseModel):
         """Keyword arguments for AIOKafkaConsumer / AIOKafkaProducer / AIOKafkaAdminClient.
 
         Also installs the redaction of the SASL exchange and these secrets in aiokafka's logs."""
-        from streamtasks.runtime import aiokafka_security  # imports aiokafka: only when needed
+        from streamtasks.runtime import aiokafka_redaction  # imports aiokafka: only when needed
 
-        aiokafka_security.install_log_redaction(self.secrets())
+        aiokafka_redaction.install_log_redaction(self.secrets())
         kwargs: dict[str, Any] = {"security_protocol": self.security_protocol}
         if self.uses_ssl:
             kwargs["ssl_context"] = self.ssl_context()
         if self.uses_sasl:
             kwargs["sasl_mechanism"] = self.sasl_mechanism
             if self.sasl_mechanism == OAUTHBEARER:
-                kwargs["sasl_oauth_token_provider"] = aiokafka_security.aiokafka_token_provider(
+                kwargs["sasl_oauth_token_provider"] = aiokafka_redaction.aiokafka_token_provider(
                     self.sasl_oauth_token_provider
                 )
             else:

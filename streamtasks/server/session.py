@@ -18,7 +18,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 
-from streamtasks.errors import BrokerError, DecodeError, LocalProtocolError
+from streamtasks.errors import BrokerError, DecodeError, LocalProtocolError, StreamTasksError
 from streamtasks.runtime.framing import FrameDecoder
 from streamtasks.server import trust
 from streamtasks.server.guard import (
@@ -52,11 +52,11 @@ MAX_UNAUTHENTICATED_FRAME_BYTES = 512 * 1024
 _log = logging.getLogger("streamtasks.server")
 
 
-class _Close(Exception):
+class _Close(StreamTasksError):
     """End this connection (the reason is logged at debug level)."""
 
 
-class _Answered(Exception):
+class _Answered(StreamTasksError):
     """End this connection once the answers queued so far are written (a failed SASL step)."""
 
 

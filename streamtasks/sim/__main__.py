@@ -26,7 +26,6 @@ from collections.abc import Sequence
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError
-from streamtasks.sim.report import format_table
 from streamtasks.sim.runner import SAME_ASSIGNOR, BatchSummary, run_batch
 from streamtasks.sim.scenario import FAULT_KINDS, Timeouts, parse_faults
 from streamtasks.sim.soak import (
@@ -41,6 +40,7 @@ from streamtasks.sim.soak import (
     progress_line,
     run_soak,
 )
+from streamtasks.sim.summary_table import format_table
 
 __all__ = ["main"]
 

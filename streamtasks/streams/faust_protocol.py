@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from assignors.partition.types import GroupAssignment, GroupSubscription, MemberId, RebalanceProtocol
 from streamtasks.errors import AssignorError, DecodeError, TopologyError
-from streamtasks.membership.classic.leader import LeaderResult
+from streamtasks.membership.classic.leader_result import LeaderResult
 from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
 from streamtasks.protocol.faust_compat import (
     FAUST_ASSIGNOR_VERSION,

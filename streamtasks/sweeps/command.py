@@ -33,7 +33,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     """Run the sweep, write the report, print its headline; 1 when any scenario violated an
     invariant (as ``python -m streamtasks.sim``)."""
     from streamtasks.sweeps.job import read_rows, run_sweep
-    from streamtasks.sweeps.report import write_report
+    from streamtasks.sweeps.sweep_report import write_report
 
     grid = load_grid(args.grid)
     if args.chunk_size is not None:

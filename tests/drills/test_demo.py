@@ -11,7 +11,7 @@ import io
 import pytest
 
 from streamtasks.drills.demo import PROTOCOLS, Demo, DemoOptions, _State, _Worker, require_kip848
-from streamtasks.drills.ledger import OwnershipLedger
+from streamtasks.drills.ledger import OwnershipAudit
 from streamtasks.drills.worker import make_consumer, parse_args
 from streamtasks.embedded import EmbeddedBroker
 from streamtasks.errors import BrokerError
@@ -38,7 +38,7 @@ class _AnsweringWorker(_Worker):
 def _demo(answers: dict[str, list[bool]], timeout_s: float = 5.0) -> tuple[Demo, io.StringIO]:
     out = io.StringIO()
     demo = Demo(DemoOptions(refresh_timeout_s=timeout_s), out)
-    demo.state = _State(ledger=OwnershipLedger([TopicPartition("t", 0)], monotonic_ms()))
+    demo.state = _State(ledger=OwnershipAudit([TopicPartition("t", 0)], monotonic_ms()))
     demo.workers = {n: _AnsweringWorker(n, demo.state, a) for n, a in answers.items()}
     return demo, out
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streamtasks.drills import OwnershipLedger, RecordAudit
+import pytest
+
+from streamtasks.drills import OwnershipAudit, RecordAudit
 from streamtasks.drills.ledger import CommitMark, first_commits_past
 from streamtasks.drills.offset_audit import OffsetAudit
 from topology import TopicPartition
@@ -12,7 +14,7 @@ P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
 def test_cooperative_handover_has_no_violation_and_measures_the_gap() -> None:
-    ledger = OwnershipLedger([P0, P1], start_ms=0)
+    ledger = OwnershipAudit([P0, P1], start_ms=0)
     ledger.assigned("a", [P0, P1], 100)
     ledger.revoked("a", [P1], 1_000)
     ledger.assigned("b", [P1], 1_250)
@@ -25,7 +27,7 @@ def test_cooperative_handover_has_no_violation_and_measures_the_gap() -> None:
 
 
 def test_assigning_a_held_partition_is_a_double_ownership() -> None:
-    ledger = OwnershipLedger([P0], start_ms=0)
+    ledger = OwnershipAudit([P0], start_ms=0)
     ledger.assigned("a", [P0], 10)
     ledger.assigned("b", [P0], 20)
     (violation,) = ledger.report(30).violations
@@ -33,7 +35,7 @@ def test_assigning_a_held_partition_is_a_double_ownership() -> None:
 
 
 def test_a_dead_member_releases_and_open_gaps_count() -> None:
-    ledger = OwnershipLedger([P0, P1], start_ms=0)
+    ledger = OwnershipAudit([P0, P1], start_ms=0)
     ledger.assigned("a", [P0, P1], 0)
     ledger.member_gone("a", 500)
     ledger.assigned("b", [P0], 800)
@@ -44,7 +46,7 @@ def test_a_dead_member_releases_and_open_gaps_count() -> None:
 
 
 def test_revoking_what_you_do_not_own_changes_nothing() -> None:
-    ledger = OwnershipLedger([P0], start_ms=0)
+    ledger = OwnershipAudit([P0], start_ms=0)
     ledger.assigned("a", [P0], 0)
     ledger.revoked("b", [P0], 5)
     assert ledger.owners() == {P0: "a"}
@@ -102,3 +104,11 @@ def test_the_offset_audit_remembers_each_acknowledged_records_key() -> None:
     assert audit.lost() == ["2:177"]
     assert audit.key_of("2:177") == b"k7"
     assert audit.key_of("2:178") is None
+
+
+def test_the_old_name_warns_and_is_the_audit() -> None:
+    import streamtasks.drills
+
+    with pytest.warns(DeprecationWarning, match="OwnershipAudit"):
+        old = streamtasks.drills.OwnershipLedger
+    assert old is OwnershipAudit

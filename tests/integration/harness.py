@@ -1,6 +1,6 @@
 """Workers for live group tests: streamtasks consumers and peers no one here wrote
 (confluent-kafka, kafka-python, aiokafka, the Java ``KafkaConsumer``), all reporting their
-rebalance callbacks to one :class:`~streamtasks.drills.OwnershipLedger` and their records to
+rebalance callbacks to one :class:`~streamtasks.drills.OwnershipAudit` and their records to
 one :class:`~streamtasks.drills.RecordAudit`.
 
 Records are named by their value (the producer's id) unless a worker is given
@@ -25,7 +25,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from streamtasks.drills import OwnershipLedger, RecordAudit
+from streamtasks.drills import OwnershipAudit, RecordAudit
 from streamtasks.drills.ledger import offset_id
 from streamtasks.embedded import kafka_classpath
 from streamtasks.embedded._process import die_with_parent, log_tail
@@ -52,7 +52,7 @@ class Audit:
 
     def __init__(self, partitions: Iterable[TopicPartition]) -> None:
         self.lock = threading.Lock()
-        self.ledger = OwnershipLedger(partitions, start_ms=monotonic_ms())
+        self.ledger = OwnershipAudit(partitions, start_ms=monotonic_ms())
         self.records = RecordAudit()
         self.owned: dict[str, set[TopicPartition]] = {}
         #: (monotonic ms, member, what, partition numbers): every callback in order, for reports.

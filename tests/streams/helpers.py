@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from assignors.task.high_availability import HighAvailabilityTaskAssignor
 from assignors.types import AssignmentConfigs, TaskAssignor
-from streamtasks.membership.classic.leader import LeaderResult, lead
+from streamtasks.membership.classic.leader import lead
+from streamtasks.membership.classic.leader_result import LeaderResult
 from streamtasks.protocol.classic_group import JoinGroupMember
 from streamtasks.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,

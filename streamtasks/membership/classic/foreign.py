@@ -13,14 +13,12 @@ protocol's assignment layout (the same in every version and in aiokafka's).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from assignors.partition.types import RebalanceProtocol
+from streamtasks.membership.classic.leader_result import LeaderResult
 from streamtasks.protocol.classic_group import JoinGroupMember
 from topology.ids import TopicPartition
-
-if TYPE_CHECKING:
-    from streamtasks.membership.classic.leader import LeaderResult
 
 __all__ = ["ForeignProtocolAssignor"]
 

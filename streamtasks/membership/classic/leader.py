@@ -51,13 +51,14 @@ from assignors.partition.metadata import prune_unknown_topics
 from assignors.partition.types import GroupSubscription, MemberId, PartitionAssignor, Subscription
 from streamtasks.errors import AssignorError, DecodeError
 from streamtasks.membership.classic.foreign import ForeignProtocolAssignor
+from streamtasks.membership.classic.leader_result import LeaderResult
 from streamtasks.protocol.classic_group import JoinGroupMember, SyncGroupAssignment
 from streamtasks.protocol.consumer_bulk import AssignmentEncoder, SubscriptionDecoder
 from streamtasks.protocol.consumer_protocol import HIGHEST_CONSUMER_PROTOCOL_VERSION
 from topology.bulk import bulk
 from topology.ids import TopicPartition
 
-__all__ = ["DecodedGroup", "LeaderResult", "decode_members", "lead", "legacy_trust_claims"]
+__all__ = ["DecodedGroup", "decode_members", "lead", "legacy_trust_claims"]
 
 _member_id = attrgetter("member_id")
 
@@ -79,18 +80,6 @@ class DecodedGroup:
         # Members decoded from equal topic arrays share one tuple: read each tuple once.
         distinct = {id(s.topics): s.topics for s in self.subscriptions.values()}
         return tuple(sorted(set().union(*distinct.values())))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderResult:
-    """What the leader sends in SyncGroup, and what it learnt."""
-
-    assignments: tuple[SyncGroupAssignment, ...]
-    #: Partitions per member (every JoinGroup member, sorted), as encoded.
-    assignment: Mapping[MemberId, tuple[TopicPartition, ...]]
-    group_topics: tuple[str, ...]
-    followup_needed: bool
-    problems: tuple[str, ...]
 
 
 def _claims_from_user_data(

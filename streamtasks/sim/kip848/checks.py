@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from streamtasks.coordinator import (
     GroupCoordinator,
@@ -28,14 +28,34 @@ from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentResponse,
 )
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.sim.kip848.process import WorldProcess
+from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.trace import Violation
 from topology.ids import TopicPartition
 
-if TYPE_CHECKING:
-    from streamtasks.sim.kip848.process import WorldProcess
-    from streamtasks.sim.kip848.world import ConsumerWorld
+__all__ = ["CheckedWorld", "Checks", "install_problems"]
 
-__all__ = ["Checks", "install_problems"]
+
+class CheckedWorld(Protocol):
+    """What the checks read of a world (:class:`~streamtasks.sim.kip848.world.ConsumerWorld`),
+    and where they report."""
+
+    ghosts: set[str]
+    procs: dict[str, WorldProcess]
+    ledger: OwnershipLedger
+
+    @property
+    def now(self) -> int: ...
+
+    def group(self) -> Any: ...
+
+    def existing(self) -> frozenset[TopicPartition]: ...
+
+    def live(self) -> list[WorldProcess]: ...
+
+    def anyone_alive(self) -> bool: ...
+
+    def collect(self, found: list[Violation]) -> None: ...
 
 
 def install_problems(
@@ -75,7 +95,7 @@ def install_problems(
 class Checks:
     """The invariants of one world (module docstring)."""
 
-    def __init__(self, world: ConsumerWorld) -> None:
+    def __init__(self, world: CheckedWorld) -> None:
         self.world = world
         self.group_epoch = 0
         self.assignment_epoch = 0

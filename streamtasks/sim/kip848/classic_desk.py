@@ -11,9 +11,9 @@ NOT_COORDINATOR (the old coordinator's connections are gone; the new one has no 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from streamtasks.coordinator import Result
+from streamtasks.coordinator import GroupCoordinator, Result
 from streamtasks.coordinator.classic import LeaveGroupMember, LeaveGroupsRequest, LeaveGroupsResponse
 from streamtasks.coordinator.parked import AnswerJoin, ParkJoin
 from streamtasks.membership.classic import Request as ClassicRequest
@@ -31,14 +31,30 @@ from streamtasks.protocol.classic_group import (
 )
 from streamtasks.protocol.errors import KafkaErrorCode
 
-if TYPE_CHECKING:
-    from streamtasks.sim.kip848.world import ConsumerWorld
-
-__all__ = ["ClassicDesk", "ClassicResponse"]
+__all__ = ["ClassicDesk", "ClassicResponse", "DeskWorld"]
 
 ClassicResponse = (
     JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse | DescribeGroupResponse
 )
+
+
+class DeskWorld(Protocol):
+    """What the desk uses of its world (:class:`~streamtasks.sim.kip848.world.ConsumerWorld`):
+    the coordinator, whether it is up, the clock, the log and the members' connections."""
+
+    @property
+    def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def available(self) -> bool: ...
+
+    @property
+    def now(self) -> int: ...
+
+    def write(self, result: Result[Any]) -> Any: ...
+
+    def reply(self, conn: str, request_id: int, response: ClassicResponse) -> None: ...
+
 
 #: The JoinGroup version the simulated members speak (v4+: MEMBER_ID_REQUIRED first).
 JOIN_VERSION = 9
@@ -47,7 +63,7 @@ JOIN_VERSION = 9
 class ClassicDesk:
     """Serves one world's classic members; holds the parked joins' connections."""
 
-    def __init__(self, world: ConsumerWorld) -> None:
+    def __init__(self, world: DeskWorld) -> None:
         self.world = world
         #: Member id → the (connection, request id) of each of its parked JoinGroups.
         self.waiting: dict[str, list[tuple[str, int]]] = {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamtasks.sweeps.grid import Point
 from streamtasks.sweeps.metrics import run_point
-from streamtasks.sweeps.report import percentile, write_report
+from streamtasks.sweeps.sweep_report import percentile, write_report
 
 
 def test_percentile_is_nearest_rank() -> None:
