@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -209,10 +210,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status of a command whose reader went away (``| head``): 128 + SIGPIPE, as a shell
+#: reports a command that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit finds no broken pipe
+    to complain about (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout has no file descriptor (captured, replaced)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader of stdout went away (``| head -1``): stop, quietly
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
     except StreamTasksError as exc:
         message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
         print(f"streamtasks: error: {message}", file=sys.stderr)  # one line, whatever the error
