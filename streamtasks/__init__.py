@@ -7,6 +7,8 @@ drag in the runtime.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from streamtasks._version import __version__
 from streamtasks.errors import (
     AssignorError,
@@ -27,10 +29,23 @@ from streamtasks.errors import (
     StreamTasksError,
     TlsError,
     TopologyError,
+    UndeclaredTopicError,
     UnknownAssignorError,
     UnknownStoreError,
     UnsupportedVersionError,
 )
+
+if TYPE_CHECKING:  # what __getattr__ returns, as type checkers see it (``X as X``: re-exported)
+    from streamtasks.app import App as App
+    from streamtasks.app import AppConfig as AppConfig
+    from streamtasks.app import ProcessorContext as ProcessorContext
+    from streamtasks.app import Record as Record
+    from streamtasks.embedded import EmbeddedBroker as EmbeddedBroker
+    from streamtasks.embedded import KafkaBroker as KafkaBroker
+    from streamtasks.runtime.consumer import Consumer as Consumer
+    from streamtasks.runtime.security import ClientSettings as ClientSettings
+    from streamtasks.runtime.security import SecuritySettings as SecuritySettings
+    from streamtasks.runtime.security import load_client_config as load_client_config
 
 
 def __getattr__(name: str) -> object:
@@ -74,6 +89,7 @@ __all__ = [
     "StreamTasksError",
     "TlsError",
     "TopologyError",
+    "UndeclaredTopicError",
     "UnknownAssignorError",
     "UnknownStoreError",
     "UnsupportedVersionError",

@@ -143,7 +143,7 @@ def _tasks(tasks: Iterable[TaskId]) -> str:
 
 def render_text(report: AssignmentReport) -> str:
     """A plain-text table per process, the moves, and the follow-up verdict."""
-    headers = ("process", "threads", "rack", "active", "standby", "warm-up")
+    headers = ("process", "capacity", "rack", "active", "standby", "warm-up")
     table = [
         (r.name, str(r.capacity), r.rack or "-", _tasks(r.active), _tasks(r.standby), _tasks(r.warmup))
         for r in report.rows
@@ -164,7 +164,7 @@ def render_text(report: AssignmentReport) -> str:
     else:
         wait = report.followup_rebalance_ms - report.now_ms
         out.append(f"follow-up rebalance: due at {report.followup_rebalance_ms} ms (in {wait} ms)")
-    verdict = report.validation.value
+    verdict = "ok" if report.validation is AssignmentError.NONE else report.validation.value
     if report.unassigned:
         verdict += f"; {len(report.unassigned)} task(s) without an active: {_tasks(report.unassigned)}"
     out.append(f"validation: {verdict}")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import assignors
@@ -43,7 +45,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from streamtasks.drills.demo import DemoOptions, run_demo
 
     if clients_debug():  # $STREAMTASKS_DEMO_DEBUG: everything on stderr, aiokafka at DEBUG
-        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        logging.getLogger().setLevel(logging.DEBUG)  # main() has set up the handler
+        logging.getLogger("streamtasks").setLevel(logging.DEBUG)
     else:
         # aiokafka logs retriable errors it handles itself (NOT_LEADER_OR_FOLLOWER right after
         # a topic is created on Apache Kafka) as warnings; they are not the demo's to report.
@@ -100,8 +103,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_coordinator(args: argparse.Namespace) -> int:
-    import contextlib
-
     if getattr(args, "coordinator_command", None) == "add-user":
         from streamtasks.server import run_add_user
 
@@ -116,6 +117,76 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
         if not bootstrap:
             bootstrap = stack.enter_context(start_broker(args.broker)).bootstrap_servers
         return run_server(config_from_args(args, bootstrap), log_level=args.log_level)
+
+
+def _cmd_sim(args: argparse.Namespace) -> int:
+    from streamtasks.sim.__main__ import run_sim
+
+    return run_sim(args)
+
+
+#: The levels ``--log-level`` takes (any case), and its default: Python's own, warnings and errors.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_LEVEL = "WARNING"
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_LOG_LEVEL_HELP = f"the level of streamtasks' log lines on stderr: {', '.join(LOG_LEVELS)}"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (argparse's ArgumentDefaultsHelpFormatter,
+    except that a help which already says its default, a flag and an unset value add nothing)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        unset = any(action.default is quiet for quiet in (None, False, argparse.SUPPRESS))
+        if action.option_strings and action.nargs != 0 and not unset and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _sub_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser``'s commands, and theirs, depth first; each described by its line in the list."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            lines = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                child.description = child.description or lines.get(name)
+                found += [child, *_sub_parsers(child)]
+    return found
+
+
+def _finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """One help format for every command, and ``--log-level`` on each: the top-level parser
+    holds its default; a command's copy only sets it when given (``streamtasks assign --log-level
+    DEBUG`` and ``streamtasks --log-level DEBUG assign`` mean the same)."""
+    _add_log_level(parser, DEFAULT_LOG_LEVEL, _LOG_LEVEL_HELP)
+    for command in [parser, *_sub_parsers(parser)]:
+        command.formatter_class = _HelpFormatter
+        if command is not parser:
+            _add_log_level(command, argparse.SUPPRESS, f"{_LOG_LEVEL_HELP} (default: {DEFAULT_LOG_LEVEL})")
+    return parser
+
+
+def _add_log_level(parser: argparse.ArgumentParser, default: str, text: str) -> None:
+    parser.add_argument(
+        "--log-level", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL", default=default, help=text
+    )
+
+
+@contextlib.contextmanager
+def _logging(level: str) -> Iterator[None]:
+    """streamtasks' loggers at ``level`` while a command runs, on stderr (a handler is set up
+    unless one is already: an application's, pytest's)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format=_LOG_FORMAT)
+    logger = logging.getLogger("streamtasks")
+    before = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="live drill: rolling bounces (dynamic, static), then stateful tasks (crash, standbys, warm-ups)",
     )
-    demo.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of an embedded broker")
+    demo.add_argument(
+        "--bootstrap-servers", help="use this Kafka cluster (default: an embedded broker, see --broker)"
+    )
     demo.add_argument(
         "--broker",
         choices=("auto", "kafka", "tansu"),
@@ -172,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     listing = sub.add_parser("assignors", help="list the task and partition assignors available")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of lines")
     listing.set_defaults(func=_cmd_assignors)
 
     from streamtasks.drills.command import add_drill_arguments
@@ -206,13 +279,44 @@ def build_parser() -> argparse.ArgumentParser:
         "add-user", help="store a user's salted SCRAM credentials for the coordinator's SASL listener"
     )
     add_user_arguments(add_user)
-    return parser
+
+    from streamtasks.sim.__main__ import add_sim_arguments
+
+    sim = sub.add_parser(
+        "sim",
+        help="run seeded scenarios of the protocols in the simulator, with faults, and check the "
+        "invariants after every event (docs/simulation.md)",
+    )
+    add_sim_arguments(sim)
+    sim.set_defaults(func=_cmd_sim)
+    return _finish(parser)
+
+
+#: The exit status of a command whose reader went away (``| head``): 128 + SIGPIPE, as a shell
+#: reports a command that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit finds no broken pipe
+    to complain about (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout has no file descriptor (captured, replaced)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = args.func(args)
+        with _logging(args.log_level):
+            code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader of stdout went away (``| head -1``): stop, quietly
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
     except StreamTasksError as exc:
         message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
         print(f"streamtasks: error: {message}", file=sys.stderr)  # one line, whatever the error

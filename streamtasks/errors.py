@@ -139,6 +139,7 @@ __all__ += [
     "CommitFailedError",
     "ConsumerFailedError",
     "ProcessingError",
+    "UndeclaredTopicError",
     "UnknownStoreError",
 ]
 
@@ -159,3 +160,8 @@ class ProcessingError(StreamTasksError):
 
 class UnknownStoreError(StreamTasksError):
     """A processor asked for a store or repartition topic its subtopology does not declare."""
+
+
+class UndeclaredTopicError(UnknownStoreError):
+    """A processor forwarded to a repartition topic its subtopology does not declare
+    (``ctx.forward``; ``ctx.send`` writes to any topic)."""

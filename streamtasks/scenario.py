@@ -40,7 +40,7 @@ import json
 import reprlib
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -324,6 +324,7 @@ def _build(doc: _Scenario) -> Scenario:
         ),
     )
     tasks = [TaskSpec.of_task(t) for t in topo.tasks(doc.partitions)]
+    known = frozenset(spec.id for spec in tasks)
     try:
         configs = AssignmentConfigs(**doc.configs.model_dump(exclude_unset=True))
     except StreamTasksError as exc:
@@ -336,7 +337,9 @@ def _build(doc: _Scenario) -> Scenario:
             raise ConfigError(f"process {proc.name!r} has the same id as process {names[pid]!r}: {pid}")
         names[pid] = proc.name
         active = frozenset(_task(t, proc.name) for t in proc.previous_active)
+        standby = frozenset(_task(t, proc.name) for t in proc.previous_standby)
         lags = {_task(t, proc.name): lag for t, lag in proc.lags.items()}
+        _check_known(proc.name, known, previous=active | standby, lags=lags.keys())
         for t in active:
             lags.setdefault(t, RUNNING_LAG)
         clients.append(
@@ -346,7 +349,7 @@ def _build(doc: _Scenario) -> Scenario:
                 rack=proc.rack,
                 client_tags=proc.client_tags,
                 previous_active=active,
-                previous_standby=frozenset(_task(t, proc.name) for t in proc.previous_standby),
+                previous_standby=standby,
                 task_lags=lags,
             )
         )
@@ -359,3 +362,26 @@ def _task(text: str, process: str) -> TaskId:
         return TaskId.parse(text)
     except StreamTasksError as exc:
         raise ConfigError(f"process {process!r}: {exc}") from None
+
+
+def _check_known(
+    process: str, known: frozenset[TaskId], *, previous: Iterable[TaskId], lags: Iterable[TaskId]
+) -> None:
+    """A process's previous tasks and lags name tasks the topology has (the process by its name)."""
+    for what, tasks in (("previous tasks", previous), ("lags for tasks", lags)):
+        unknown = sorted(t for t in tasks if t not in known)
+        if unknown:
+            raise ConfigError(
+                f"process {process!r} reports {what} {', '.join(map(str, unknown))} that the topology "
+                f"does not have (its tasks: {_span(known)})"
+            )
+
+
+def _span(tasks: frozenset[TaskId]) -> str:
+    """The topology's tasks, briefly: each subtopology's partition range."""
+    parts: dict[int, list[int]] = {}
+    for t in sorted(tasks):
+        parts.setdefault(t.subtopology, []).append(t.partition)
+    return ", ".join(
+        f"{s}_{p[0]}" if len(p) == 1 else f"{s}_{p[0]}..{s}_{p[-1]}" for s, p in sorted(parts.items())
+    )

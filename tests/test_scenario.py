@@ -336,3 +336,21 @@ def test_the_issue_12_examples_from_a_file(tmp_path: Path, yaml_text: str, probl
     with pytest.raises(ConfigError, match=problem) as info:
         load_scenario(path)
     assert "not supported between" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("process", "message"),
+    [
+        ({"previous_active": ["0_0", "3_1"]}, "process 'a' reports previous tasks 3_1 that the topology"),
+        ({"previous_standby": ["0_5"]}, "process 'a' reports previous tasks 0_5 that the topology"),
+        ({"lags": {"0_1": 7, "2_0": 9, "0_9": 1}}, "process 'a' reports lags for tasks 0_9, 2_0 that the"),
+    ],
+)
+def test_tasks_the_topology_does_not_have_are_named_with_the_process(
+    process: dict[str, object], message: str
+) -> None:
+    doc = minimal(processes=[{"name": "a", **process}, {"name": "b"}])
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_scenario(doc)
+    assert "its tasks: 0_0..0_1" in str(info.value)
+    assert str(uuid.uuid5(PROCESS_NAMESPACE, "a")) not in str(info.value)

@@ -5,7 +5,7 @@ See :class:`streamtasks.app.App` and ``docs/app.md``.
 
 from streamtasks.app.app import App
 from streamtasks.app.config import AppConfig, make_app_config
-from streamtasks.app.context import Output, ProcessorContext, Record, UnknownStoreError
+from streamtasks.app.context import Output, ProcessorContext, Record, UndeclaredTopicError, UnknownStoreError
 from streamtasks.app.events import (
     AppEvent,
     OffsetsCommitted,
@@ -37,6 +37,7 @@ __all__ = [
     "TaskClosed",
     "TaskCreated",
     "TaskRecycled",
+    "UndeclaredTopicError",
     "UnknownStoreError",
     "event_to_json",
     "make_app_config",

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from streamtasks.errors import UnknownStoreError
+from streamtasks.errors import UndeclaredTopicError, UnknownStoreError
 from streamtasks.state import TypedStore
 from topology.ids import TaskId
 
-__all__ = ["Output", "ProcessorContext", "Record", "UnknownStoreError"]
+__all__ = ["Output", "ProcessorContext", "Record", "UndeclaredTopicError", "UnknownStoreError"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,9 +80,10 @@ class ProcessorContext:
         """Write to the repartition topic ``name`` (declared by this subtopology)."""
         topic = self._repartition.get(name)
         if topic is None:
-            raise UnknownStoreError(
-                f"task {self.task_id} does not write repartition topic {name!r} "
-                f"(it writes: {sorted(self._repartition) or 'none'})"
+            declared = ", ".join(repr(t) for t in sorted(self._repartition)) or "none"
+            raise UndeclaredTopicError(
+                f"task {self.task_id} forwards to repartition topic {name!r}, which its subtopology "
+                f"does not declare (it declares: {declared}); ctx.send(topic, ...) writes to any topic"
             )
         self._emit(Output(topic=topic, key=key, value=value))
 

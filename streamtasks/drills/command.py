@@ -27,23 +27,25 @@ __all__ = ["add_drill_arguments", "run_drill_command"]
 def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="drill_command", required=True)
     listing = sub.add_parser("list", help="the drills, one line each (unavailable ones say why)")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print the list as JSON")
     run = sub.add_parser("run", help="run one drill live; exit status 0 = PASS, 1 = FAIL")
     run.add_argument("name", help="a drill name from `streamtasks drill list`")
-    run.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of an embedded broker")
+    run.add_argument(
+        "--bootstrap-servers", help="use this Kafka cluster (default: an embedded broker, see --broker)"
+    )
     run.add_argument(
         "--broker",
         choices=("auto", "kafka", "tansu"),
         help="embedded broker (default: $STREAMTASKS_BROKER, else auto)",
     )
     add_client_config_argument(run)
-    run.add_argument("--workers", type=int, default=3)
-    run.add_argument("--partitions", type=int, default=6)
+    run.add_argument("--workers", type=int, default=3, help="workers in the group")
+    run.add_argument("--partitions", type=int, default=6, help="partitions of the input topic")
     run.add_argument("--rate", type=int, default=200, help="records produced per second")
     run.add_argument(
         "--peer",
         choices=("kafka-python", "confluent"),
-        help="consumer drills: one consumer of this library in the group too, bounced last",
+        help="consumer drills: one consumer of this library in the group too, bounced last (default: none)",
     )
     run.add_argument(
         "--coordinator",
@@ -52,7 +54,7 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
         "bootstrap to it), instead of the cluster's own group coordinator",
     )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    run.add_argument("--report", metavar="DIR", help="write report.json and report.html here")
+    run.add_argument("--report", metavar="DIR", help="write report.json and report.html here (default: none)")
     run.add_argument(
         "--simulate",
         action="store_true",

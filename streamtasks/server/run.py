@@ -48,7 +48,12 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="host:port FindCoordinator answers with (default: the listen address)",
     )
-    parser.add_argument("--bootstrap-servers", default=None, help="the backing Kafka cluster")
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="the backing Kafka cluster (default: the --client-config file's bootstrap.servers, else an "
+        "embedded broker, see --broker)",
+    )
     parser.add_argument(
         "--client-config",
         default=None,
@@ -74,14 +79,32 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         "no client can ask a broker for Kafka's own coordinator; direct (default, and the only choice, "
         "on a secured listener): the real brokers (see docs/coordinator.md, docs/security.md)",
     )
-    parser.add_argument("--proxy-port-base", type=int, default=None, help="first per-broker listener port")
-    parser.add_argument("--node-id", type=int, default=DEFAULT_NODE_ID)
-    parser.add_argument("--max-frame-bytes", type=int, default=16 * 1024 * 1024)
-    parser.add_argument("--max-connections", type=int, default=10_000)
-    parser.add_argument("--max-groups", type=int, default=10_000)
-    parser.add_argument("--max-members-per-group", type=int, default=None)
-    parser.add_argument("--session-timeout-ms", type=int, default=45_000)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=5_000)
+    parser.add_argument(
+        "--proxy-port-base",
+        type=int,
+        default=None,
+        help="first per-broker listener port (default: any free port)",
+    )
+    parser.add_argument(
+        "--node-id", type=int, default=DEFAULT_NODE_ID, help="the broker node id FindCoordinator answers with"
+    )
+    parser.add_argument(
+        "--max-frame-bytes", type=int, default=16 * 1024 * 1024, help="the largest request or response frame"
+    )
+    parser.add_argument("--max-connections", type=int, default=10_000, help="client connections open at once")
+    parser.add_argument("--max-groups", type=int, default=10_000, help="groups this coordinator serves")
+    parser.add_argument(
+        "--max-members-per-group",
+        type=int,
+        default=None,
+        help="members a group admits; more get GROUP_MAX_SIZE_REACHED (default: no limit)",
+    )
+    parser.add_argument(
+        "--session-timeout-ms", type=int, default=45_000, help="KIP-848 members' session timeout"
+    )
+    parser.add_argument(
+        "--heartbeat-interval-ms", type=int, default=5_000, help="KIP-848 members' heartbeat interval"
+    )
     parser.add_argument(
         "--assignment-interval-ms",
         type=int,
@@ -90,40 +113,58 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         "group.consumer.assignment.interval.ms, default 1000 there; 0 computes one per epoch bump, "
         "fine for small groups; set 1000 for groups of thousands of members)",
     )
-    parser.add_argument("--status-interval-s", type=float, default=5.0)
     parser.add_argument(
-        "--log-level", default="WARNING", help="INFO logs every error a member is answered with"
+        "--status-interval-s", type=float, default=5.0, help="seconds between status lines (groups, epochs)"
     )
     sec = parser.add_argument_group("the listener's security (docs/security.md)")
-    sec.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (chain): TLS on --listen")
-    sec.add_argument("--tls-key", type=Path, default=None, help="its PEM private key")
     sec.add_argument(
-        "--tls-key-password-file", type=Path, default=None, help="a file holding the key's password"
+        "--tls-cert",
+        type=Path,
+        default=None,
+        help="PEM certificate (chain): TLS on --listen (default: none, plaintext)",
+    )
+    sec.add_argument("--tls-key", type=Path, default=None, help="its PEM private key (default: none)")
+    sec.add_argument(
+        "--tls-key-password-file",
+        type=Path,
+        default=None,
+        help="a file holding the key's password (default: none, an unencrypted key)",
     )
     sec.add_argument(
         "--tls-client-ca",
         type=Path,
         default=None,
-        help="require client certificates signed by this CA (principal User:<the certificate's DN>)",
+        help="require client certificates signed by this CA (principal User:<the certificate's DN>; "
+        "default: none, no client certificates)",
     )
     sec.add_argument(
         "--sasl-mechanisms",
         default=None,
-        help="comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (needs --credentials)",
+        help="comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (needs --credentials; "
+        "default: none, no SASL)",
     )
-    sec.add_argument("--credentials", type=Path, default=None, help="the users file written by add-user")
-    sec.add_argument("--acl-file", type=Path, default=None, help="per-group rights, deny by default")
+    sec.add_argument(
+        "--credentials", type=Path, default=None, help="the users file written by add-user (default: none)"
+    )
+    sec.add_argument(
+        "--acl-file",
+        type=Path,
+        default=None,
+        help="per-group allow rules; what no rule allows is denied (default: none, every client "
+        "may do everything)",
+    )
     sec.add_argument(
         "--session-lifetime-ms",
         type=int,
         default=None,
-        help="KIP-368: clients must re-authenticate within this (Kafka's connections.max.reauth.ms)",
+        help="KIP-368: clients must re-authenticate within this (Kafka's connections.max.reauth.ms; default: "
+        "no re-authentication)",
     )
 
 
 def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--credentials", type=Path, required=True, help="the users file (created if missing)")
-    parser.add_argument("--user", required=True)
+    parser.add_argument("--user", required=True, help="the user name")
     parser.add_argument(
         "--mechanism",
         action="append",
@@ -131,7 +172,7 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="repeat for several (default: both); PLAIN logs in against these",
     )
-    parser.add_argument("--iterations", type=int, default=8192)
+    parser.add_argument("--iterations", type=int, default=8192, help="SCRAM's PBKDF2 iterations")
     parser.add_argument(
         "--password-stdin", action="store_true", help="read the password from stdin's first line (no prompt)"
     )

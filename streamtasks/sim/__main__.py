@@ -1,13 +1,13 @@
-"""``python -m streamtasks.sim``: run seeded scenarios and print a summary.
+"""``streamtasks sim`` (also ``python -m streamtasks.sim``): run seeded scenarios and print a summary.
 
 Examples::
 
-    python -m streamtasks.sim --protocol cooperative --seeds 200 --faults all
-    python -m streamtasks.sim --protocol both --seeds 1000 --same-assignor --json
-    python -m streamtasks.sim --protocol eager --seeds 1 --seed-base 4242   # replay one seed
-    python -m streamtasks.sim --protocol consumer-client --seeds 1000 --json  # KIP-848, client-side
-    python -m streamtasks.sim --protocol mixed --seeds 200   # classic and KIP-848 members, one group
-    python -m streamtasks.sim --soak 10                 # every protocol on fresh seeds for 10 minutes
+    streamtasks sim --protocol cooperative --seeds 200 --faults all
+    streamtasks sim --protocol both --seeds 1000 --same-assignor --json
+    streamtasks sim --protocol eager --seeds 1 --seed-base 4242   # replay one seed
+    streamtasks sim --protocol consumer-client --seeds 1000 --json  # KIP-848, client-side
+    streamtasks sim --protocol mixed --seeds 200   # classic and KIP-848 members, one group
+    streamtasks sim --soak 10                 # every protocol on fresh seeds for 10 minutes
 
 Progress goes to stderr; the table (or ``--json``) to stdout. The exit status is 1 when any
 scenario violated an invariant (each failure is printed with its seed, the minimal scenario
@@ -42,11 +42,17 @@ from streamtasks.sim.soak import (
 )
 from streamtasks.sim.summary_table import format_table
 
-__all__ = ["main"]
+__all__ = ["add_sim_arguments", "main", "run_sim"]
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m streamtasks.sim", description=__doc__.split("\n\n")[0])
+    add_sim_arguments(p)
+    return p
+
+
+def add_sim_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``streamtasks sim`` and ``python -m streamtasks.sim`` (the same command)."""
     p.add_argument(
         "--protocol",
         default=None,
@@ -71,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="MINUTES",
         help="run every --protocol on fresh random seeds until MINUTES have passed, in chunks "
-        "round-robin over the protocols; prints each failing seed's replay command",
+        "round-robin over the protocols; prints each failing seed's replay command (default: none, "
+        "one batch of --seeds)",
     )
     p.add_argument(
         "--chunk",
@@ -109,14 +116,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
     p.add_argument("--progress-every", type=int, default=100, help="scenarios between progress lines")
     p.add_argument("--trace-lines", type=int, default=60, help="trace lines printed per failure")
-    return p
 
 
 _BATCH_PROTOCOLS = ("eager", "cooperative", "both", "consumer", "consumer-client", "mixed")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    return run_sim(_parser().parse_args(argv))
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    """Run what the flags of :func:`add_sim_arguments` ask for; the exit status."""
     try:
         faults = parse_faults(args.faults)
         soak = _soak_plan(args, faults) if args.soak is not None else None

@@ -112,7 +112,7 @@ class Point:
     @property
     def key(self) -> str:
         """``protocol=eager/assignor=range/…``: the Parquet directory of its rows, and what
-        ``python -m streamtasks.sweeps replay`` takes."""
+        ``streamtasks sweep replay`` takes."""
         return "/".join(f"{d}={getattr(self, d)}" for d in DIMENSIONS)
 
     def fault_kinds(self) -> frozenset[str]:

@@ -216,8 +216,9 @@ def run_sweep(
 Result = tuple[list[list[Chunk]], list[list[list[dict[str, object]]]], float]
 
 #: Chunks one Spark task runs when there are enough of them: fewer, longer tasks pay each
-#: task's start (a Python worker, a closure) less often (docs/spark.md: 1.49x with one chunk
-#: per task, 2.01x with three, against a single-process loop on local[2]).
+#: task's start (a Python worker, a closure) less often (docs/measurements.md, "Sweeps on
+#: Spark": 1.49x with one chunk per task, 2.01x with three, against a single-process loop on
+#: local[2]).
 CHUNKS_PER_TASK = 3
 
 

@@ -137,7 +137,7 @@ def _max_events(point: Point) -> int:
 
 def simulate(scenario: Scenario, point: Point) -> Outcome:
     """Run ``scenario`` in the point's simulator; an exception from the simulated parts is a
-    ``no-exception`` violation (as ``python -m streamtasks.sim`` reports it)."""
+    ``no-exception`` violation (as ``streamtasks sim`` reports it)."""
     return _simulate(scenario, point, mark_drill_start=False)[0]
 
 
@@ -229,7 +229,7 @@ def _figures(world: Any, **run: Any) -> Outcome:
 
 
 def replay_command(point: Point, seed: int) -> str:
-    return f"python -m streamtasks.sweeps replay {point.key} --seed {seed}"
+    return f"streamtasks sweep replay {point.key} --seed {seed}"
 
 
 def run_point(point: Point, seed: int) -> dict[str, object]:

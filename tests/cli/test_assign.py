@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
 from streamtasks.cli import main
+from streamtasks.scenario import PROCESS_NAMESPACE
 
 SAMPLE = str(Path(__file__).parents[2] / "streamtasks" / "scenarios" / "sample.yaml")
 
@@ -25,7 +28,7 @@ def test_assign_prints_a_table_per_process_and_followup(capsys: pytest.CaptureFi
     for name in ("alpha", "bravo", "charlie", "delta"):
         assert name in out
     assert "follow-up rebalance: due" in out  # delta has no state: warm-ups, then a probing rebalance
-    assert "validation: NONE" in out
+    assert "validation: ok" in out
 
 
 def test_assign_json_is_complete_and_valid(capsys: pytest.CaptureFixture[str]) -> None:
@@ -230,3 +233,41 @@ def test_a_file_in_the_working_directory_wins_over_a_packaged_example(
     code, _, err = run(capsys, "assign", "sample")
     assert code == 2
     assert "scenario sample is not valid YAML" in err
+
+
+def test_the_table_names_processes_and_their_capacity(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "assign", SAMPLE)
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("process"))
+    assert header.split() == ["process", "capacity", "rack", "active", "standby", "warm-up"]
+    assert "NONE" not in out
+
+
+def test_an_unknown_task_is_named_with_its_process_not_its_uuid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_bytes(_scenario_with_task("7_0"))
+    code, out, err = run(capsys, "assign", str(path))
+    assert (code, out) == (2, "")
+    assert_one_line_error(err, "s.yaml", "process 'a' reports previous tasks 7_0")
+    assert str(uuid.uuid5(PROCESS_NAMESPACE, "a")) not in err
+
+
+def test_a_closed_stdout_ends_the_command_quietly() -> None:
+    """``streamtasks assign sample | head -1``: the reader is gone before the table is written;
+    the command stops with 141 (128 + SIGPIPE, what a shell shows) and no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "streamtasks", "assign", "sample"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
