@@ -147,8 +147,7 @@ def print_verdict(result: Any, out: TextIO) -> None:
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
-    from streamtasks.drills.rolling import DrillOptions, run_live_drill
-    from streamtasks.embedded import ExternalCluster, start_broker
+    from streamtasks.drills.rolling import DrillOptions
 
     spec = get_drill(args.name)
     if not spec.available:
@@ -163,7 +162,19 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     )  # fmt: skip
     if options.workers < 2 or options.partitions < 1 or options.rate < 1:
         raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    aiokafka_log = logging.getLogger("aiokafka")
+    quiet_from = aiokafka_log.level
+    aiokafka_log.setLevel(logging.ERROR)  # for the run only: main() may be called in-process
+    try:
+        return _run_live(args, spec, options, out)
+    finally:
+        aiokafka_log.setLevel(quiet_from)
+
+
+def _run_live(args: argparse.Namespace, spec: Any, options: Any, out: TextIO) -> int:
+    from streamtasks.drills.rolling import run_live_drill
+    from streamtasks.embedded import ExternalCluster, start_broker
+
     bootstrap = args.bootstrap_servers or os.environ.get("STREAMTASKS_BOOTSTRAP")
     settings: ClientSettings | None = None
     if client_config_path(args.client_config) is not None:  # the cluster's TLS/SASL settings
