@@ -61,7 +61,11 @@ def test_take_answers_what_a_scan_of_the_pool_answers(
     case: tuple[Ranked, list[int], list[int], list[_Query]],
 ) -> None:
     ranked, tasks, destination, queries = case
-    partners = SwapPartners(ranked, tasks, destination, num_processes=1 + max(destination))
+    # Every process a row, a pool or a query names (the assignor passes them all): with fewer,
+    # a row naming a higher process was filed under the wrong pool (hypothesis found it: one
+    # task in pool 0 whose row names process 1, num_processes 1).
+    named = [*destination, *ranked.items, *(q[0] for q in queries), *(q[1] for q in queries)]
+    partners = SwapPartners(ranked, tasks, destination, num_processes=1 + max(named))
     pools: dict[int, list[int]] = {}
     for j in tasks:
         pools.setdefault(destination[j], []).append(j)
