@@ -1,7 +1,9 @@
 """The restorer: one owner of everything the app reads from changelogs.
 
 It owns the :class:`~streamtasks.app.changelog.ChangelogReader`, the restore progress of active
-tasks (which changelogs are read, when a restore is done and its ``RestoreCompleted`` event),
+tasks (which changelogs are read, when a restore is done and its ``RestoreCompleted`` event; the
+per-task fields are a :class:`~streamtasks.app.restore_progress.RestoreProgress`, written only by
+its methods and read by the task),
 the changelog end offsets the leader computes lags from (refreshed by :meth:`read_lags`), and the
 standby and warm-up lags. The app calls down into it; it never calls back up: what it needs from
 the member's consumer (pausing the source partitions of restoring tasks) is passed to the calls
@@ -123,13 +125,8 @@ class Restorer:
 
     def _restored(self, task: StreamTask) -> None:
         now = wall_ms()
-        started = task.restore_started_ms or now
-        task.restore_target = None
-        self._emit(
-            RestoreCompleted(
-                at_ms=now, task=task.id, records=task.restored_records, duration_ms=now - started
-            )
-        )
+        records, duration_ms = task.restore.finish(now_ms=now)
+        self._emit(RestoreCompleted(at_ms=now, task=task.id, records=records, duration_ms=duration_ms))
 
     # -- reading changelogs --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from streamtasks.app.restore_progress import RestoreProgress
 from streamtasks.state import (
     CacheBudget,
     CachedStore,
@@ -82,11 +83,9 @@ class StreamTask:
         self._cache_budget = cache if cache is not None and cache.max_bytes > 0 else None
         self.changelog_offsets: dict[TopicPartition, int] = {}
         self.pending: list[PendingWrite] = []
-        #: Active task: changelog end offsets to restore up to before processing; None when running.
-        self.restore_target: dict[TopicPartition, int] | None = None
-        self.restored_records = 0
+        #: Active task: its restore up to the changelog ends (written only by its own methods).
+        self.restore = RestoreProgress()
         self.applied_records = 0
-        self.restore_started_ms: int | None = None
         self.closed = False
 
     @property
@@ -99,7 +98,20 @@ class StreamTask:
 
     @property
     def restoring(self) -> bool:
-        return self.role is Role.ACTIVE and self.restore_target is not None
+        return self.role is Role.ACTIVE and self.restore.target is not None
+
+    @property
+    def restore_target(self) -> Mapping[TopicPartition, int] | None:
+        """Changelog end offsets to restore up to before processing; None when running."""
+        return self.restore.target
+
+    @property
+    def restored_records(self) -> int:
+        return self.restore.records
+
+    @property
+    def restore_started_ms(self) -> int | None:
+        return self.restore.started_ms
 
     @property
     def changelog_partitions(self) -> tuple[TopicPartition, ...]:
@@ -183,14 +195,12 @@ class StreamTask:
         self.changelog_offsets[tp] = max(self.changelog_offsets.get(tp, 0), next_offset)
         self.applied_records += applied
         if self.restoring:
-            self.restored_records += applied
+            self.restore.count(applied)
         return applied
 
     def restore_done(self) -> bool:
         """Whether a restoring active task reached the end offsets captured when it started."""
-        if self.restore_target is None:
-            return True
-        return all(self.changelog_offsets.get(tp, 0) >= end for tp, end in self.restore_target.items())
+        return self.restore.done(self.changelog_offsets)
 
     def lag(self, end_offsets: Mapping[TopicPartition, int]) -> int | None:
         """Records the local stores are behind the changelog ends; None if an end is unknown."""

@@ -176,7 +176,8 @@ class TaskSet:
         for tid in plan.recycle_to_standby:
             task = self.tasks[tid]
             task.checkpoint()
-            task.role, task.warmup, task.restore_target = Role.STANDBY, tid in info.warmup_tasks, None
+            task.role, task.warmup = Role.STANDBY, tid in info.warmup_tasks
+            task.restore.stop()
             self._contexts.pop(tid, None)
             self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
         opening = (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)
@@ -219,9 +220,7 @@ class TaskSet:
 
     def _start_restore(self, task: StreamTask, ends: Mapping[TopicPartition, int]) -> None:
         target = {tp: ends.get(tp, 0) for tp in task.changelog_partitions}
-        task.restore_target = target
-        task.restored_records = 0
-        task.restore_started_ms = wall_ms()
+        task.restore.start(target, now_ms=wall_ms())
 
     @staticmethod
     def _role_name(task: StreamTask) -> str:

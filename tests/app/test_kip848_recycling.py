@@ -68,7 +68,7 @@ class Process:
                 task.apply_changelog(tp, rows, WRITTEN)
             if task.is_active:
                 assert task.restore_done()
-                task.restore_target = None  # the restorer's finish_restores: it runs
+                task.restore.finish(now_ms=0)  # the restorer's finish_restores: it runs
 
     def close(self) -> None:
         asyncio.run(self.tasks.close_all(clean=True))

@@ -277,7 +277,7 @@ def test_a_restoring_active_counts_restored_records_and_is_done_at_its_target(
 ) -> None:
     task = make_task(directory)
     task.open({CHANGELOG: 5})
-    task.restore_target = {CHANGELOG: 5}
+    task.restore.start({CHANGELOG: 5}, now_ms=0)
     assert task.restoring
     assert not task.restore_done()
     task.apply_changelog(CHANGELOG, [(b"a", b"1"), (b"b", b"1")], 2)
@@ -287,7 +287,7 @@ def test_a_restoring_active_counts_restored_records_and_is_done_at_its_target(
     assert task.restore_done()
     assert task.restored_records == 3
     assert task.pending == []
-    task.restore_target = None
+    task.restore.finish(now_ms=0)
     assert not task.restoring
     assert task.restore_done()
     task.close(clean=False)

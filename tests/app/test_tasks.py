@@ -186,7 +186,7 @@ def test_second_assignment_recycles_in_place_closes_dropped_and_keeps_the_rest(f
     fx.reconcile([text(0), text(1), words(0)], standby=["1_1"], warmup=["1_2"])
     was = dict(fx.tasks.tasks)
     stores = {tid: task.stores.get("counts") for tid, task in was.items()}
-    was[t("1_0")].restore_target = None  # restored: it runs
+    was[t("1_0")].restore.finish(now_ms=0)  # restored: it runs
     was[t("1_1")].apply_changelog(cl(1), [(b"kafka", (2).to_bytes(8, "big"))], 3)
 
     fx.ends = {cl(0): 0, cl(1): 3, cl(2): 0}
@@ -288,7 +288,7 @@ def test_an_active_task_named_as_standby_too_runs_active(fx: Fixture) -> None:
 def test_tasks_of_lost_partitions_close_dirty_and_drop_their_checkpoint(fx: Fixture) -> None:
     fx.reconcile([text(0), words(0), words(1)])
     for task in fx.tasks.tasks.values():
-        task.restore_target = None
+        task.restore.finish(now_ms=0)
     fx.tasks.checkpoint_all()
     events = fx.reconcile([text(0)], lost=[words(0)])
     closed = {str(e.task): e.clean for e in events if isinstance(e, TaskClosed)}
@@ -326,8 +326,8 @@ def test_offset_sums_running_restoring_standby_and_closed_tasks(fx: Fixture) -> 
     fx.ends = {cl(0): 10, cl(1): 10, cl(2): 10, cl(3): 10}
     fx.reconcile([text(0), words(0), words(1), words(3)], standby=["1_2"])
     tasks = fx.tasks.tasks
-    tasks[t("0_0")].restore_target = None  # restored: running
-    tasks[t("1_0")].restore_target = None
+    tasks[t("0_0")].restore.finish(now_ms=0)  # restored: running
+    tasks[t("1_0")].restore.finish(now_ms=0)
     tasks[t("1_1")].apply_changelog(cl(1), [(b"a", b"\x00" * 8)], 4)  # still restoring, at 4
     tasks[t("1_2")].apply_changelog(cl(2), [(b"a", b"\x00" * 8)], 6)  # standby at 6
     tasks[t("1_3")].apply_changelog(cl(3), [(b"a", b"\x00" * 8)], 9)
@@ -366,7 +366,7 @@ def test_offset_sums_report_state_left_by_an_earlier_run(tmp_path: Path) -> None
 def running(fx: Fixture, owned: list[TopicPartition]) -> None:
     fx.reconcile(owned)
     for task in fx.tasks.tasks.values():
-        task.restore_target = None  # restored (what the changelog loop does when done)
+        task.restore.finish(now_ms=0)  # restored (what the changelog loop does when done)
 
 
 def test_process_runs_sync_and_async_processors(fx: Fixture) -> None:
