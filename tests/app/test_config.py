@@ -97,3 +97,24 @@ def test_emulate_release_is_for_classic_groups_and_excludes_upgrade_from() -> No
         make_app_config(
             application_id="o", bootstrap_servers="h:1", upgrade_from="0.3", emulate_release="0.3"
         )
+
+
+def test_exactly_once_v2_reads_committed_and_keeps_classic_groups() -> None:
+    cfg = AppConfig.model_validate(
+        {"application.id": "a", "bootstrap.servers": "h:1", "processing.guarantee": "exactly_once_v2"}
+    )
+    assert cfg.exactly_once
+    assert cfg.transaction_timeout_ms == 10_000  # Kafka Streams' default under exactly-once
+    assert cfg.consumer_settings()["isolation_level"] == "read_committed"
+    at_least_once = make_app_config(application_id="a", bootstrap_servers="h:1")
+    assert not at_least_once.exactly_once
+    assert at_least_once.consumer_settings()["isolation_level"] == "read_uncommitted"
+    with pytest.raises(ConfigError, match="exactly_once_v2 needs group.protocol=classic"):
+        make_app_config(
+            application_id="a",
+            bootstrap_servers="h:1",
+            processing_guarantee="exactly_once_v2",
+            group_protocol="consumer",
+        )
+    with pytest.raises(ConfigError, match="processing"):
+        make_app_config(application_id="a", bootstrap_servers="h:1", processing_guarantee="exactly_once")
