@@ -109,7 +109,7 @@ def test_exactly_once_v2_reads_committed_and_keeps_classic_groups() -> None:
     at_least_once = make_app_config(application_id="a", bootstrap_servers="h:1")
     assert not at_least_once.exactly_once
     assert at_least_once.consumer_settings()["isolation_level"] == "read_uncommitted"
-    with pytest.raises(ConfigError, match="exactly_once_v2 needs group.protocol=classic"):
+    with pytest.raises(ConfigError, match=r"exactly_once_v2 needs group\.protocol=classic"):
         make_app_config(
             application_id="a",
             bootstrap_servers="h:1",
