@@ -46,7 +46,7 @@ def test_an_unstable_partition_is_fetched_only_once_its_offset_is_stable() -> No
         isolation_level="read_committed",
         retry_backoff_ms=0,
     )
-    consumer._fetcher = fetcher  # type: ignore[assignment]
+    consumer._fetcher = fetcher
     consumer._client = coordinator  # type: ignore[assignment]
     consumer._owned = frozenset({T0, T1})
     fetcher.assign([A0, A1])
