@@ -354,6 +354,8 @@ class App:
         owned partition's offsets are committed in the transaction now, and the member commits
         nothing more."""
         async with self.lock:
+            if self._aborted is not None:
+                return {}  # exactly-once, aborted: the active tasks are closed, nothing to commit
             await self.flush()
             if self.eos is not None:
                 await self._commit_transaction(self.tasks.committable(self.consumer.assignment()))
