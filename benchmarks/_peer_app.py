@@ -83,6 +83,7 @@ def run_quix(args: argparse.Namespace, progress: Progress) -> None:
         state_dir=args.state_dir,
         commit_interval=5.0,
         commit_every=args.commit_every,
+        processing_guarantee=args.processing_guarantee,
         use_changelog_topics=True,
         loglevel="ERROR",
     )
@@ -110,6 +111,12 @@ def main() -> int:
     parser.add_argument("--state-dir", required=True)
     parser.add_argument(
         "--commit-every", type=int, default=0, help="quix: commit every N records (0: by time)"
+    )
+    parser.add_argument(
+        "--processing-guarantee",
+        choices=("at-least-once", "exactly-once"),
+        default="at-least-once",
+        help="quix: its processing_guarantee",
     )
     args = parser.parse_args()
     os.makedirs(args.state_dir, exist_ok=True)

@@ -10,6 +10,10 @@ of its own produced the same way, in interleaved rounds (one of each per round):
 * ``quixstreams``, when ``--quix-python`` names a Python with it installed: its defaults (commit
   every 5 s, state written per commit), and ``commit_every=2000`` (nearly every update written).
 
+Row 7 (``exactly_once=True``): the App at-least-once and ``exactly_once_v2`` (both cached, commit
+every 5 s), and quixstreams at-least-once and ``processing_guarantee="exactly-once"`` (its
+defaults otherwise, commit every 5 s), the same way.
+
 The rate is records over the span from the first record processed to the last, measured inside
 each process. The changelog records each wrote are the end offsets of its changelog topics
 summed after it stopped (what reached the broker), so rows that merge updates say so.
@@ -59,7 +63,10 @@ class PeerResults:
         self.written.setdefault(name, []).append(written)
 
 
-def contenders(quix_python: str | None) -> list[str]:
+def contenders(quix_python: str | None, *, exactly_once: bool = False) -> list[str]:
+    if exactly_once:
+        names = ["streamtasks App, at-least-once", "streamtasks App, exactly-once"]
+        return names + (["quixstreams, at-least-once", "quixstreams, exactly-once"] if quix_python else [])
     names = ["streamtasks App, cached", "streamtasks App, uncached", "faust-streaming"]
     if quix_python:
         names += ["quixstreams, defaults", "quixstreams, commit every 2000"]
@@ -118,11 +125,17 @@ async def _input(w: Workload, app_id: str) -> str:
     return topic
 
 
-async def _streamtasks(w: Workload, cache_max_bytes: int | None) -> tuple[float, int]:
+async def _streamtasks(
+    w: Workload, cache_max_bytes: int | None, guarantee: str = "at_least_once"
+) -> tuple[float, int]:
     records = w.records
     app_id = f"peer-st-{uuid.uuid4().hex[:6]}"
     topic = await _input(w, app_id)
-    settings: dict[str, Any] = {"bootstrap_servers": w.bootstrap, "state_dir": str(w.root)}
+    settings: dict[str, Any] = {
+        "bootstrap_servers": w.bootstrap,
+        "state_dir": str(w.root),
+        "processing_guarantee": guarantee,
+    }
     if cache_max_bytes is not None:
         settings["cache_max_bytes"] = cache_max_bytes
     times: list[float] = []
@@ -144,7 +157,9 @@ async def _streamtasks(w: Workload, cache_max_bytes: int | None) -> tuple[float,
     return rate, await _changelog_records(w.bootstrap, app_id, w.partitions)
 
 
-async def _peer(w: Workload, python: str, framework: str, commit_every: int = 0) -> tuple[float, int]:
+async def _peer(
+    w: Workload, python: str, framework: str, commit_every: int = 0, guarantee: str = "at-least-once"
+) -> tuple[float, int]:
     records = w.records
     app_id = f"peer-{framework}-{uuid.uuid4().hex[:6]}"
     topic = await _input(w, app_id)
@@ -159,6 +174,7 @@ async def _peer(w: Workload, python: str, framework: str, commit_every: int = 0)
         python, "-P", str(HERE / "_peer_app.py"), framework, "--bootstrap-servers", w.bootstrap,
         "--app-id", app_id, "--topic", topic, "--records", str(records), "--partitions", str(w.partitions),
         "--state-dir", str(w.root / app_id), "--commit-every", str(commit_every),
+        "--processing-guarantee", guarantee,
     ]  # fmt: skip
     log = w.root / f"{app_id}.log"
     with log.open("wb") as err:  # the child keeps its own descriptor
@@ -192,12 +208,23 @@ async def _peer(w: Workload, python: str, framework: str, commit_every: int = 0)
 
 
 async def peer_round(
-    results: PeerResults, w: Workload, *, quix_python: str | None, step: Callable[[str], None]
+    results: PeerResults,
+    w: Workload,
+    *,
+    quix_python: str | None,
+    step: Callable[[str], None],
+    exactly_once: bool = False,
 ) -> None:
     """One round: every contender once, in :func:`contenders` order."""
-    for name in contenders(quix_python):
-        step(f"5: {name} ...")
-        if name.startswith("streamtasks"):
+    for name in contenders(quix_python, exactly_once=exactly_once):
+        step(f"{7 if exactly_once else 5}: {name} ...")
+        if exactly_once and name.startswith("streamtasks"):
+            guarantee = "exactly_once_v2" if name.endswith("exactly-once") else "at_least_once"
+            rate, written = await _streamtasks(w, None, guarantee)
+        elif exactly_once:
+            assert quix_python is not None
+            rate, written = await _peer(w, quix_python, "quix", 0, name.removeprefix("quixstreams, "))
+        elif name.startswith("streamtasks"):
             cache = None if name.endswith(", cached") else 0
             rate, written = await _streamtasks(w, cache)
         elif name == "faust-streaming":
@@ -209,7 +236,7 @@ async def peer_round(
         results.add(name, rate, written)
 
 
-def peer_rows(results: PeerResults, spread: Callable[[list[float], str], str]) -> list[Row]:
+def peer_rows(results: PeerResults, spread: Callable[[list[float], str], str], label: str = "5") -> list[Row]:
     """Table rows: rate (median, range), changelog records written, and the ratios of the
     streamtasks rows to each peer's median."""
     import statistics
@@ -224,5 +251,5 @@ def peer_rows(results: PeerResults, spread: Callable[[list[float], str], str]) -
                 f"{med[name] / med[p]:.2f}x {p}" for p in med if not p.startswith("streamtasks") and med[p]
             ]
             detail += ("; " + ", ".join(ratios)) if ratios else ""
-        rows.append(("5", name, spread(rates, "{:,.0f}"), detail))
+        rows.append((label, name, spread(rates, "{:,.0f}"), detail))
     return rows

@@ -1,7 +1,7 @@
 """The stateful runtime of issue 6, measured on a real broker, in one table.
 
     .venv/bin/python benchmarks/state.py [--records 100000] [--keys 20000] [--partitions 6]
-        [--repeat 1] [--rows 1,2,3,4,5,6] [--quix-python PATH] [--bootstrap-servers HOST:PORT]
+        [--repeat 1] [--rows 1,2,3,4,5,6,7] [--quix-python PATH] [--bootstrap-servers HOST:PORT]
 
 Uses ``--bootstrap-servers``, else ``$STREAMTASKS_BOOTSTRAP``, else the embedded broker
 ``$STREAMTASKS_BROKER`` picks (Apache Kafka where Java and Maven are installed, else Tansu).
@@ -37,6 +37,11 @@ two changelog writes per input record. Rows:
    ``python3 -m venv /tmp/quixenv && /tmp/quixenv/bin/pip install 'quixstreams==3.28.*'``), on
    the same workload (count + latest, no audit topic) and broker, in ``--repeat`` interleaved
    rounds; records/s, changelog records written, and the streamtasks rows' ratios to each peer.
+7. exactly-once (:mod:`_peers`, not in the default ``--rows``): the App at-least-once and
+   ``exactly_once_v2``, and quixstreams at-least-once and ``processing_guarantee="exactly-once"``
+   (with ``--quix-python``), cached / by-time commits every 5 s on both sides, in interleaved
+   rounds; the ratios of the streamtasks rows to each quixstreams row, and each framework's
+   exactly-once rate over its at-least-once rate.
 
 6. memory: RSS growth of a process that writes 1,000,000 keys into one store and reads them back
    (:mod:`_memory`), without the cache, with the default 10 MiB, and with a cache holding them all.
@@ -560,19 +565,36 @@ async def measure(args: argparse.Namespace, bootstrap: str, root: Path) -> tuple
                 runs.append(await crash_run(bootstrap, sb, n, args.keys, args.partitions))
         rows += crash_rows(runs)
         problems += [f"--standbys {c.standbys}: {p}" for c in runs for p in c.problems]
+    work = Workload(
+        bootstrap=bootstrap, root=root, records=n, keys=args.keys, partitions=args.partitions,
+        produce=produce, run_until=run_until,
+    )  # fmt: skip
     if "5" in wanted:
         peers = PeerResults()
-        work = Workload(
-            bootstrap=bootstrap, root=root, records=n, keys=args.keys, partitions=args.partitions,
-            produce=produce, run_until=run_until,
-        )  # fmt: skip
         for i in range(r):
             step(f"5: streamtasks and its peers, round {i + 1}/{r} ...")
             await peer_round(peers, work, quix_python=args.quix_python, step=step)
         rows += peer_rows(peers, spread)
     if "6" in wanted:
         rows += memory_rows(root)
+    if "7" in wanted:
+        eos = PeerResults()
+        for i in range(r):
+            step(f"7: exactly-once against at-least-once and quixstreams, round {i + 1}/{r} ...")
+            await peer_round(eos, work, quix_python=args.quix_python, step=step, exactly_once=True)
+        rows += peer_rows(eos, spread, label="7") + eos_cost_rows(eos)
     return rows, problems
+
+
+def eos_cost_rows(results: PeerResults) -> list[Row]:
+    """Row 7's last line: what exactly-once costs against at-least-once, per framework."""
+    med = {name: statistics.median(rates) for name, rates in results.rates.items()}
+    costs = [
+        f"{who}: {med[f'{who}, exactly-once'] / med[f'{who}, at-least-once']:.2f}x"
+        for who in ("streamtasks App", "quixstreams")
+        if med.get(f"{who}, at-least-once") and f"{who}, exactly-once" in med
+    ]
+    return rows_of("7", "exactly-once / at-least-once records/s", ", ".join(costs) or "—", "")
 
 
 def memory_rows(root: Path, keys: int = 1_000_000) -> list[Row]:

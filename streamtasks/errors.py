@@ -139,6 +139,7 @@ __all__ += [
     "CommitFailedError",
     "ConsumerFailedError",
     "ProcessingError",
+    "TransactionAbortedError",
     "UndeclaredTopicError",
     "UnknownStoreError",
 ]
@@ -156,6 +157,13 @@ class ConsumerFailedError(StreamTasksError):
 class ProcessingError(StreamTasksError):
     """A processor raised, or a changelog / output record could not be delivered. The app
     stops; offsets are committed only up to the last record whose effects were delivered."""
+
+
+class TransactionAbortedError(ProcessingError):
+    """Exactly-once: the transaction holding the latest changelog, output and offset writes was
+    aborted (this process was fenced: the group or a newer producer moved on; or a write or the
+    commit failed). None of those writes became visible; the active tasks were closed dirty
+    and are restored from their changelogs when the app is started again."""
 
 
 class UnknownStoreError(StreamTasksError):

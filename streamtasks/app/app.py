@@ -16,7 +16,9 @@ tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, an
   (its source partitions stay paused meanwhile); keeps standby tasks reading their changelog;
 * on a cooperative rebalance only closes, creates or recycles the tasks that change;
 * commits input offsets only after the stores and every changelog / output record are flushed
-  (at-least-once), on ``commit_interval_ms``, before a revocation, and on close;
+  (at-least-once), on ``commit_interval_ms``, before a revocation, and on close; under
+  ``processing_guarantee="exactly_once_v2"`` the records and the offsets are committed in one
+  transaction of the process's transactional producer (:mod:`streamtasks.app.transactions`);
 * measures standby and warm-up lags every ``lag_check_interval_ms`` and asks for a rebalance
   (KIP-568 ``enforce_rebalance``) when a warm-up is caught up or a standby keeps falling
   behind (:class:`streamtasks.streams.LagTrigger`), and when the leader's probing deadline
@@ -37,7 +39,6 @@ reaches :meth:`App.on_assignment`, which reconciles the tasks and tells the rest
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections import deque
@@ -56,7 +57,14 @@ from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
-from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
+from streamtasks.app.transactions import ExactlyOnce, transactional_id
+from streamtasks.errors import (
+    CommitFailedError,
+    ConfigError,
+    DecodeError,
+    StreamTasksError,
+    TransactionAbortedError,
+)
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
@@ -126,10 +134,13 @@ class App:
             store_serdes=dict(stores or {}),
             emit=self.emit,
             cache_max_bytes=cfg.cache_max_bytes,
+            exactly_once=cfg.exactly_once,
         )
         #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.
         self.restorer = Restorer(
-            ChangelogReader(cfg.client_settings(), client_id=cfg.client_id),
+            ChangelogReader(
+                cfg.client_settings(), client_id=cfg.client_id, isolation_level=cfg.isolation_level
+            ),
             self.tasks,
             topics=topology.subscribed_topics(),
             emit=self.emit,
@@ -169,6 +180,10 @@ class App:
             **cfg.consumer_settings(),
         )
         self.producer: AIOKafkaProducer | None = None
+        #: Exactly-once: the process's transactions (None under at-least-once).
+        self.eos: ExactlyOnce | None = None
+        #: Exactly-once: the abort that closed the active tasks; no commit happens after it.
+        self._aborted: TransactionAbortedError | None = None
         self.lock = asyncio.Lock()
         self._loops: Loops | None = None
         self._started = False
@@ -185,10 +200,24 @@ class App:
         self.process_id = self.directory.process_id()
         try:
             settings = cfg.client_settings()
+            txn: dict[str, Any] = {}
+            if cfg.exactly_once:
+                txn = {
+                    "transactional_id": transactional_id(cfg.application_id, str(self.process_id)),
+                    "transaction_timeout_ms": cfg.transaction_timeout_ms,
+                    "enable_idempotence": True,
+                }
             self.producer = AIOKafkaProducer(
-                **settings.aiokafka_kwargs(), client_id=cfg.client_id, acks="all", linger_ms=5
+                **settings.aiokafka_kwargs(), client_id=cfg.client_id, acks="all", linger_ms=5, **txn
             )
             await start_aiokafka(self.producer, settings, "the app's producer")
+            if cfg.exactly_once:
+                self.eos = ExactlyOnce(
+                    self.producer,
+                    self.consumer,
+                    group_id=cfg.application_id,
+                    request_timeout_ms=cfg.request_timeout_ms,
+                )
             await self.restorer.start()
             counts = await self._source_partition_counts()
             await self._create_internal_topics(counts)
@@ -204,7 +233,7 @@ class App:
             tasks=self.tasks,
             restorer=self.restorer,
             trigger=self.trigger,
-            producer=self.producer,
+            send_pending=self.send_pending,
             lock=self.lock,
             commit=self.commit,
             emit=self.emit,
@@ -231,10 +260,20 @@ class App:
         self._closed = True
         if self._loops is not None:
             await self._loops.stop()
-        with contextlib.suppress(StreamTasksError):
+        committed = True
+        try:
             await self.commit()
+        except CommitFailedError:
+            pass  # exactly-once, rebalancing: the member's leave commits (below)
+        except StreamTasksError:
+            committed = False
         await self.consumer.stop()
         async with self.lock:
+            eos = self.eos
+            if eos is not None and (not committed or self._aborted is not None or eos.in_transaction):
+                # Exactly-once: the stores may hold writes no transaction committed.
+                await eos.abort()
+                self.tasks.close_actives_dirty()
             await self.tasks.close_all(clean=True)
         await self._shutdown_clients()
         self.directory.unlock()
@@ -248,35 +287,79 @@ class App:
 
     async def _shutdown_clients(self) -> None:
         await self.restorer.stop()
-        if self.producer is not None:
+        if self.eos is not None:
+            await self.eos.stop()
+        elif self.producer is not None:
             await self.producer.stop()
 
     # -- commits -----------------------------------------------------------------------------
 
+    async def send_pending(self) -> None:
+        """Hand every pending changelog and output record to the producer (exactly-once: in
+        the open transaction, begun first if none is)."""
+        assert self.producer is not None
+        if self._aborted is not None:
+            raise self._aborted
+        if self.eos is not None:
+            await self.eos.begin()
+        await self.tasks.send_pending(self.producer)
+
     async def flush(self) -> None:
         """Flush the record caches, deliver every pending changelog and output record, then
-        checkpoint every task."""
+        checkpoint every task (exactly-once: standbys only)."""
         assert self.producer is not None
         self.tasks.flush_caches()
-        await self.tasks.send_pending(self.producer)
+        await self.send_pending()
         await self.producer.flush()
         self.tasks.raise_send_failures()
         self.tasks.checkpoint_all()
 
     async def commit(self) -> None:
-        """Flush, then commit the processed input offsets of owned partitions."""
+        """Flush, then commit the processed input offsets of owned partitions (exactly-once:
+        in the transaction that holds the records, under the lock)."""
+        if self.eos is not None and not self.consumer.stable:
+            # The offsets would carry a generation the group is leaving; the revocation commit
+            # (or the next interval) commits them.
+            raise CommitFailedError("exactly-once commit deferred: the group is rebalancing")
         async with self.lock:
             await self.flush()
             offsets = self.tasks.committable(self.consumer.assignment())
+            if self.eos is not None:
+                await self._commit_transaction(offsets)
+                return
         if offsets:
             await self.consumer.commit(offsets)
             self._committed(offsets, confirmed=True)
 
+    async def _commit_transaction(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Exactly-once, under the lock: commit the open transaction with ``offsets``; on an
+        abort close the active tasks dirty and raise (every later commit raises it too)."""
+        assert self.eos is not None
+        try:
+            await self.eos.commit(offsets)
+        except TransactionAbortedError as exc:
+            self._abort(exc)
+            raise
+        if offsets:
+            self._committed(offsets, confirmed=True)
+
+    def _abort(self, exc: TransactionAbortedError) -> None:
+        log.error("%s; closing the active tasks dirty", exc)
+        self._aborted = self._aborted or exc
+        self.tasks.close_actives_dirty()
+
     async def _flushed_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Before the member commits ``partitions`` (a revocation): flush under the app lock
-        (no batch is half-processed), then their processed input offsets."""
+        (no batch is half-processed), then their processed input offsets. Exactly-once: every
+        owned partition's offsets are committed in the transaction now, and the member commits
+        nothing more."""
         async with self.lock:
+            if self._aborted is not None:
+                return {}  # exactly-once, aborted: the active tasks are closed, nothing to commit
             await self.flush()
+            if self.eos is not None:
+                await self._commit_transaction(self.tasks.committable(self.consumer.assignment()))
+                return {}
             offsets = self.tasks.committable(partitions)
         if offsets:
             self._committed(offsets, confirmed=False)
@@ -330,6 +413,11 @@ class App:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
         async with self.lock:
+            if self.eos is not None and change.lost and self._aborted is None:
+                # The open transaction holds writes of the lost tasks, which run elsewhere now:
+                # it must not commit, and the other active tasks' writes go with it.
+                await self.eos.abort()
+                self._abort(TransactionAbortedError(f"partitions lost: {sorted(map(str, change.lost))}"))
             read: AssignmentRead | None = None
             if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
                 try:

@@ -32,8 +32,17 @@ log = logging.getLogger("streamtasks.app.changelog")
 class ChangelogReader:
     """Reads changelog partitions into task stores (see the module docstring)."""
 
-    def __init__(self, bootstrap: str | ClientSettings, *, client_id: str, max_records: int = 10_000) -> None:
+    def __init__(
+        self,
+        bootstrap: str | ClientSettings,
+        *,
+        client_id: str,
+        max_records: int = 10_000,
+        isolation_level: str = "read_uncommitted",
+    ) -> None:
         self._settings = ClientSettings.of(bootstrap)
+        #: ``read_committed`` under exactly-once: aborted writes never reach a store.
+        self._isolation_level = isolation_level
         self._client_id = client_id
         self._max_records = max_records
         self._owners: dict[TopicPartition, StreamTask] = {}
@@ -67,7 +76,7 @@ class ChangelogReader:
             client_id=f"{self._client_id}-restore",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
-            isolation_level="read_uncommitted",
+            isolation_level=self._isolation_level,
         )
         self._probe_obj = AIOKafkaConsumer(
             **self._settings.aiokafka_kwargs(),

@@ -66,9 +66,14 @@ class AppConfig(SecuritySettings):
     group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
     rack: str | None = Field(default=None, alias="client.rack", min_length=1)
     client_tags: dict[str, str] = Field(default_factory=dict, alias="client.tags")
-    processing_guarantee: Literal["at_least_once"] = Field(
+    #: ``exactly_once_v2``: changelog, output and offset writes committed in one transaction
+    #: per commit (KIP-447; docs/app.md, "Exactly-once"); inputs and restores read committed.
+    processing_guarantee: Literal["at_least_once", "exactly_once_v2"] = Field(
         default="at_least_once", alias="processing.guarantee"
     )
+    #: Exactly-once: how long the broker keeps a transaction of a crashed process open before
+    #: aborting it (read_committed readers of its partitions wait that long). Kafka Streams: 10 s.
+    transaction_timeout_ms: int = Field(default=10_000, alias="transaction.timeout.ms", ge=1_000)
     commit_interval_ms: int = Field(default=5_000, alias="commit.interval.ms", ge=10)
     #: How often standby and warm-up lags are measured (changelog end offsets are listed).
     lag_check_interval_ms: int = Field(default=500, alias="lag.check.interval.ms", ge=50)
@@ -110,11 +115,25 @@ class AppConfig(SecuritySettings):
             raise ValueError(
                 "emulate_release is for group.protocol=classic (releases before 0.4 had no KIP-848)"
             )
+        if self.exactly_once and self.group_protocol == "consumer":
+            raise ValueError(
+                "processing.guarantee=exactly_once_v2 needs group.protocol=classic (the streamtasks "
+                "coordinator that serves the consumer protocol does not take TxnOffsetCommit)"
+            )
         if self.upgrade_from is not None and self.emulate_release is not None:
             raise ValueError(
                 "set upgrade.from or emulate_release, not both (an emulated release pins its wire)"
             )
         return self
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == "exactly_once_v2"
+
+    @property
+    def isolation_level(self) -> Literal["read_uncommitted", "read_committed"]:
+        """What the app's consumers read: committed records only under exactly-once."""
+        return "read_committed" if self.exactly_once else "read_uncommitted"
 
     def client_settings(self) -> ClientSettings:
         """The bootstrap servers and security settings, for every connection the app opens."""
@@ -140,6 +159,7 @@ class AppConfig(SecuritySettings):
             "enable_auto_commit": False,
             "lose_on_missed_generation": self.lose_on_missed_generation,
             "group_protocol": self.group_protocol,
+            "isolation_level": self.isolation_level,
         }
 
 

@@ -22,8 +22,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaProducer
-
 from streamtasks.app.events import AppEvent, RebalanceTriggered, wall_ms
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
@@ -58,7 +56,7 @@ class Loops:
         tasks: TaskSet,
         restorer: Restorer,
         trigger: LagTrigger,
-        producer: AIOKafkaProducer,
+        send_pending: Callable[[], Awaitable[None]],
         lock: asyncio.Lock,
         commit: Callable[[], Awaitable[None]],
         emit: Callable[[AppEvent], None],
@@ -68,7 +66,7 @@ class Loops:
         self._tasks = tasks
         self._restorer = restorer
         self._trigger = trigger
-        self._producer = producer
+        self._send_pending = send_pending
         self._lock = lock
         self._commit = commit
         self._emit = emit
@@ -129,7 +127,7 @@ class Loops:
                 async with self._lock:
                     await tasks.process(batch)
                     consumer.rewind(tasks.take_unprocessed())
-                    await tasks.send_pending(self._producer)
+                    await self._send_pending()
                 # Neither a buffered getmany nor a batched send suspends: yield once per batch so
                 # heartbeats, the changelog and lag loops run during a long backlog.
                 await asyncio.sleep(0)

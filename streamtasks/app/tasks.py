@@ -51,8 +51,12 @@ class TaskSet:
         store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
         emit: Callable[[AppEvent], None],
         cache_max_bytes: int = 0,
+        exactly_once: bool = False,
     ) -> None:
         self._topology = topology
+        #: Exactly-once: an active task's checkpoint is removed once read, and written again
+        #: only when its stores hold exactly what was committed (clean close, recycling).
+        self._exactly_once = exactly_once
         #: The record cache's byte budget, shared by every task's stores (0: no cache).
         self.cache = CacheBudget(cache_max_bytes)
         self._processors = dict(processors)
@@ -187,6 +191,7 @@ class TaskSet:
             task = self.tasks[tid]
             before = self._role_name(task)
             task.role, task.warmup = Role.ACTIVE, False
+            self._drop_checkpoint_if_eos(tid)
             self._start_restore(task, ends)
             self._emit(TaskRecycled(at_ms=now, task=tid, from_role=before, to_role="active"))
         for tid in (*plan.create_active, *plan.create_standby):
@@ -204,6 +209,7 @@ class TaskSet:
             task.open(ends)
             self.tasks[tid] = task
             if role is Role.ACTIVE:
+                self._drop_checkpoint_if_eos(tid)
                 self._start_restore(task, ends)
             self._emit(
                 TaskCreated(at_ms=now, task=tid, role=self._role_name(task), offset_sum=task.offset_sum())
@@ -217,6 +223,13 @@ class TaskSet:
         for tp in list(self._processed):
             if tp not in self._by_partition:
                 del self._processed[tp]
+
+    def _drop_checkpoint_if_eos(self, tid: TaskId) -> None:
+        # Exactly-once: the stores of an active task get uncommitted writes from now on; were the
+        # process to crash, a checkpoint left on disk would vouch for them. Without one the
+        # changelogged stores are wiped and restored (StreamTask.open).
+        if self._exactly_once:
+            self._directory.checkpoint_path(tid).unlink(missing_ok=True)
 
     def _start_restore(self, task: StreamTask, ends: Mapping[TopicPartition, int]) -> None:
         target = {tp: ends.get(tp, 0) for tp in task.changelog_partitions}
@@ -381,8 +394,26 @@ class TaskSet:
         return {tp: off for tp, off in sorted(self._processed.items()) if tp in owned_set}
 
     def checkpoint_all(self) -> None:
+        """Checkpoint every task (exactly-once: standbys only, see :meth:`_drop_checkpoint_if_eos`)."""
         for task in self.tasks.values():
-            task.checkpoint()
+            if not (self._exactly_once and task.is_active):
+                task.checkpoint()
+
+    def close_actives_dirty(self) -> None:
+        """Exactly-once, after an abort: close every active task without a checkpoint and
+        forget what it processed and queued; its stores are restored from the changelog when
+        the task runs again."""
+        now = wall_ms()
+        for tid, task in sorted(self.tasks.items()):
+            if task.is_active:
+                task.close(clean=False)
+                self._directory.checkpoint_path(tid).unlink(missing_ok=True)
+                del self.tasks[tid]
+                self._contexts.pop(tid, None)
+                self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
+        self._by_partition = {}
+        self._processed.clear()
+        self._outbox = []
 
     async def close_all(self, *, clean: bool) -> None:
         now = wall_ms()

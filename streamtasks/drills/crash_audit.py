@@ -6,6 +6,15 @@ group while a producer writes a steady stream. At a random moment one worker is 
 little later the producer stops. The run passes when every input offset the broker
 acknowledged was processed (:mod:`streamtasks.drills.offset_audit`). The moments come from a
 seeded ``random.Random``: the seed printed with every result replays its timing.
+
+``guarantee="exactly_once_v2"`` runs the workers exactly-once and reads the audit topic (an
+output of the app) with ``read_committed``: the run passes only when every acknowledged input
+offset appears there exactly once. ``bounce=True`` adds a rolling bounce after the scale-out:
+each surviving worker in turn is stopped (SIGTERM, a clean close) and started again on its
+state directory, at jittered intervals, while the producer goes on. ``kill_busy=True`` kills
+the victim only once it reported processing records (on a loaded machine a worker may take
+longer to start than the jittered moment, and killing it before it processed anything tests
+nothing).
 """
 
 from __future__ import annotations
@@ -32,15 +41,27 @@ class CrashAuditReport:
     produce_after_s: float
     complete: bool
     offsets: OffsetAuditReport
+    guarantee: str = "at_least_once"
+    #: How many workers the rolling bounce restarted (0: no bounce).
+    bounced: int = 0
+
+    @property
+    def exactly_once(self) -> bool:
+        """Every acknowledged input offset appears exactly once in the committed output."""
+        return self.complete and self.offsets.lost == 0 and self.offsets.duplicates == 0
 
     @property
     def ok(self) -> bool:
+        """The run kept its guarantee: nothing lost, and under exactly-once nothing twice."""
+        if self.guarantee == "exactly_once_v2":
+            return self.exactly_once
         return self.complete and self.offsets.lost == 0
 
     def line(self) -> str:
+        bounce = f", rolling bounce of {self.bounced} workers" if self.bounced else ""
         return (
-            f"seed {self.seed}: kill -9 at {self.kill_after_s:.1f}s, fresh worker "
-            f"{self.join_after_s:.1f}s later, producing {self.produce_after_s:.1f}s more; "
+            f"seed {self.seed} ({self.guarantee}): kill -9 at {self.kill_after_s:.1f}s, fresh worker "
+            f"{self.join_after_s:.1f}s later{bounce}, producing {self.produce_after_s:.1f}s more; "
             f"{self.offsets.line()}"
         )
 
@@ -55,14 +76,19 @@ async def run_crash_audit(
     keys: int = 3_000,
     rate: int = 600,
     drain_timeout_s: float = 90.0,
+    guarantee: str = "at_least_once",
+    bounce: bool = False,
+    kill_busy: bool = False,
 ) -> CrashAuditReport:
     """One jittered run (see the module docstring)."""
     rng = random.Random(seed)
     kill_after, join_after = rng.uniform(2.0, 9.0), rng.uniform(0.5, 8.0)
     produce_after = rng.uniform(2.0, 8.0)
     run = DrillRun(bootstrap, out, partitions, keys, rate)
+    run.worker_args = ["--processing-guarantee", guarantee]
     await create_topics_async(bootstrap, {run.topic: partitions, run.audit_topic: 1})
-    reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets)
+    reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets, isolation_level="read_committed")
+    bounced = 0
     await reader.start()
     stop_producing = asyncio.Event()
     try:
@@ -74,12 +100,23 @@ async def run_crash_audit(
             try:
                 await asyncio.sleep(kill_after)
                 victim = first[rng.randrange(len(first))]
+                for _ in range(600):
+                    if not kill_busy or victim.processed > 0:
+                        break
+                    await asyncio.sleep(0.1)
                 await victim.kill()
                 run.say(f"seed {seed}: kill -9 {victim.name}")
                 await asyncio.sleep(join_after)
                 fresh = run.worker("fresh", state_root)
                 await fresh.start()
                 run.say(f"seed {seed}: fresh worker joins")
+                if bounce:
+                    for w in [w for w in first if w is not victim] + [fresh]:
+                        await asyncio.sleep(rng.uniform(1.0, 4.0))
+                        await w.stop()
+                        await w.start()
+                        bounced += 1
+                        run.say(f"seed {seed}: bounced {w.name}")
                 await asyncio.sleep(produce_after)
             finally:
                 stop_producing.set()
@@ -97,6 +134,8 @@ async def run_crash_audit(
         produce_after_s=produce_after,
         complete=complete,
         offsets=run.offsets.report(),
+        guarantee=guarantee,
+        bounced=bounced,
     )
     run.say(report.line())
     if not report.ok:

@@ -105,8 +105,17 @@ class AuditTopicReader:
     a loss if the audit records were never written, not if this reader missed them
     (:func:`reread_audit_topic` reads the topic again to tell)."""
 
-    def __init__(self, bootstrap: str | ClientSettings, topic: str, audit: OffsetAudit) -> None:
+    def __init__(
+        self,
+        bootstrap: str | ClientSettings,
+        topic: str,
+        audit: OffsetAudit,
+        *,
+        isolation_level: str = "read_uncommitted",
+    ) -> None:
         self._settings, self._topic, self._audit = ClientSettings.of(bootstrap), topic, audit
+        #: ``read_committed`` for an exactly-once app: only what its transactions committed counts.
+        self._isolation_level = isolation_level
         self._task: asyncio.Task[None] | None = None
         self._next: dict[int, int] = {}
         self.skipped: list[tuple[int, int, int]] = []
@@ -118,6 +127,7 @@ class AuditTopicReader:
             group_id=None,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            isolation_level=self._isolation_level,
         )
         await start_aiokafka(consumer, self._settings, "the audit topic's reader")
         self._task = asyncio.get_running_loop().create_task(self._read(consumer))

@@ -169,6 +169,8 @@ class DrillRun:
         self.produced_per_key: dict[str, int] = {}
         self.started = time.monotonic()
         self.last_processed: tuple[int, float] | None = None
+        #: More arguments for every worker started from now on (``--processing-guarantee ...``).
+        self.worker_args: list[str] = []
 
     def say(self, text: str) -> None:
         self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
@@ -180,7 +182,7 @@ class DrillRun:
             "--app-id", self.app_id, "--topic", self.topic,
             "--state-dir", os.path.join(state_root, name), "--standbys", "1",
             "--acceptable-recovery-lag", str(ACCEPTABLE_RECOVERY_LAG), "--audit-topic", self.audit_topic,
-            *self.client_args,
+            *self.client_args, *self.worker_args,
         ]  # fmt: skip
         w = WorkerProcess(name, argv, self.lines.append)
         self.workers[name] = w

@@ -3,7 +3,7 @@ that reports every app event as a JSON line on stdout.
 
     python -m streamtasks.drills.stateful_worker --bootstrap-servers H:P --app-id A --topic T \
         --name w1 --state-dir DIR [--standbys 1] [--instance-id w1] [--audit-topic A] [--upgrade-from R] \
-        [--emulate-release R] [--group-protocol consumer]
+        [--emulate-release R] [--group-protocol consumer] [--processing-guarantee exactly_once_v2]
 
 Lines: ``{"worker": "w1", "kind": "event", "event": "TaskCreated", "task": "0_3", ...}`` for each
 :class:`~streamtasks.app.AppEvent`, ``{"kind": "started"}``, ``{"kind": "progress", "processed": n,
@@ -26,6 +26,7 @@ from typing import Any
 from streamtasks.app import App, AppEvent, event_to_json
 from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.stateful_app import faust_counts_app, make_app
+from streamtasks.errors import TransactionAbortedError
 from streamtasks.runtime.client_file import add_client_config_argument, security_kwargs, settings_from_args
 from streamtasks.runtime.consumer import ConsumerFailedError
 
@@ -63,6 +64,7 @@ async def run(args: argparse.Namespace) -> None:
         "upgrade_from": args.upgrade_from,
         "emulate_release": args.emulate_release,
         "group_protocol": args.group_protocol,
+        "processing_guarantee": args.processing_guarantee,
     }
     processed = 0
     while not stop.is_set():
@@ -73,10 +75,11 @@ async def run(args: argparse.Namespace) -> None:
         reporter = loop.create_task(_progress(args.name, app, processed))
         try:
             await app.run(until=stop.is_set)
-        except ConsumerFailedError as exc:
+        except (ConsumerFailedError, TransactionAbortedError) as exc:
             # As a process supervisor would: a fatal group error (the embedded broker once
-            # answered a first JoinGroup INCONSISTENT_GROUP_PROTOCOL) restarts the app on the
-            # same state directory.
+            # answered a first JoinGroup INCONSISTENT_GROUP_PROTOCOL), or an aborted transaction
+            # under exactly-once (its tasks were closed dirty), restarts the app on the same
+            # state directory.
             emit(worker=args.name, kind="restarted", reason=str(exc))
         finally:
             reporter.cancel()
@@ -133,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=("classic", "consumer"),
         default="classic",
         help="consumer: KIP-848, the app's assignor client-side (needs streamtasks coordinator)",
+    )
+    parser.add_argument(
+        "--processing-guarantee", choices=("at_least_once", "exactly_once_v2"), default="at_least_once"
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)

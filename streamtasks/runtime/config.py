@@ -70,6 +70,12 @@ class ConsumerConfig(SecuritySettings):
     #: (``MemberConfig.lose_on_missed_generation``). Set false on Tansu, which skips generation
     #: numbers for members that took part (docs/testing.md, "generation gaps").
     lose_on_missed_generation: bool = Field(default=True, alias="lose.on.missed.generation")
+    #: ``read_committed``: records of open or aborted transactions are not handed out, and the
+    #: committed offsets of a new assignment are read once no transaction holds them (KIP-447's
+    #: ``require_stable``).
+    isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
+        default="read_uncommitted", alias="isolation.level"
+    )
 
     @field_validator("assignors", mode="before")
     @classmethod

@@ -42,6 +42,7 @@ from streamtasks.membership.classic import (
 from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.protocol.txn_offsets import TxnOffsetCommitResponse
 from streamtasks.runtime.aio import AioTopicPartition, from_aio
 from streamtasks.runtime.aio import to_aio as _tp
 from streamtasks.runtime.aiokafka_security import start_aiokafka
@@ -61,6 +62,7 @@ from streamtasks.runtime.group_member import (
     member_metrics,
     read_topic_metadata,
     send_offset_commit,
+    send_txn_offset_commit,
     wait_for_new_epoch,
 )
 from topology.ids import TopicPartition
@@ -116,6 +118,10 @@ class Consumer:
         self._paused: set[TopicPartition] = set()
         #: Partitions the application paused (:meth:`pause`).
         self._user_paused: set[TopicPartition] = set()
+        #: ``read_committed``: new partitions whose committed offset a pending transaction
+        #: still holds (UNSTABLE_OFFSET_COMMIT); not fetched until it is read (:meth:`_await_stable`).
+        self._unstable: set[TopicPartition] = set()
+        self._stable_task: asyncio.Task[None] | None = None
         #: aiokafka partition → ours, for the owned partitions that are not paused.
         self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
         #: Per owned partition, the offset after the last record handed out (or the committed offset).
@@ -153,6 +159,7 @@ class Consumer:
                 max_poll_records=cfg.max_poll_records,
                 metadata_max_age_ms=cfg.metadata_max_age_ms,
                 request_timeout_ms=cfg.request_timeout_ms,
+                isolation_level=cfg.isolation_level,
             )
             await start_aiokafka(self._fetcher, settings, "the consumer's fetcher")
         except BaseException:
@@ -199,6 +206,10 @@ class Consumer:
             self._commit_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._commit_task
+        if self._stable_task is not None:
+            self._stable_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._stable_task
         if self._driver is not None and self._driver_task is not None:
             await self._driver.leave("consumer closed", timeout_s=self.config.request_timeout_ms / 1000)
             self._driver_task.cancel()
@@ -233,6 +244,13 @@ class Consumer:
     def generation(self) -> int:
         """The classic generation, or the KIP-848 member epoch."""
         return member_epoch(self._member)
+
+    @property
+    def stable(self) -> bool:
+        """Whether the member holds the assignment of its current generation (epoch) and no
+        rebalance of its own is under way: what a transactional commit needs, since its offsets
+        carry that generation."""
+        return bool(self._member.state.value == "stable")
 
     def enforce_rebalance(self, reason: str = "") -> bool:
         """Ask for a new assignment, keeping owned partitions. Returns whether it took effect.
@@ -470,6 +488,32 @@ class Consumer:
                 )
             chosen = {tp: chosen[tp] for tp in stale}
 
+    async def commit_in_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> TxnOffsetCommitResponse:
+        """Send ``offsets`` to the transaction of ``producer_id``/``producer_epoch`` with this
+        member's group metadata (TxnOffsetCommit v3, KIP-447); they become the committed offsets
+        when that transaction commits. The caller reads the answer
+        (:func:`~streamtasks.protocol.txn_offsets.txn_commit_verdict`). It is also what a
+        closing member commits with before it leaves (so it does not refuse after :meth:`stop`
+        began)."""
+        if self._client is None:
+            raise StreamTasksError("consumer is not started")
+        return await send_txn_offset_commit(
+            self._client,
+            self._member,
+            self.config,
+            offsets,
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+        )
+
     async def _auto_commit(self) -> None:
         while True:
             await asyncio.sleep(self.config.auto_commit_interval_ms / 1000)
@@ -497,7 +541,7 @@ class Consumer:
         self._fetchable = {
             _tp(tp): tp
             for tp in sorted(self._owned)
-            if tp not in self._paused and tp not in self._user_paused
+            if tp not in self._paused and tp not in self._user_paused and tp not in self._unstable
         }
         if self._fetcher is None or not self._owned:
             return
@@ -514,17 +558,18 @@ class Consumer:
             self._gap_probes.pop(tp, None)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
-        new = [tp for tp in sorted(owned) if tp not in self._positions]
+        self._unstable.intersection_update(owned)
+        new = [tp for tp in sorted(owned) if tp not in self._positions and tp not in self._unstable]
         if new:
             try:
-                fetched = await self._client.send(
-                    OffsetFetchRequest(group_id=self.config.group_id, partitions=tuple(new))
-                )
-                for tp, offset, err in fetched.offsets:
-                    if err is KafkaErrorCode.NONE and offset >= 0:
-                        self._positions[tp] = offset
+                unstable = await self._fetch_committed(new)
             except StreamTasksError as exc:
                 log.warning("committed offsets unavailable, using auto.offset.reset: %s", exc)
+            else:
+                if unstable:
+                    self._unstable.update(unstable)
+                    if self._stable_task is None or self._stable_task.done():
+                        self._stable_task = asyncio.get_running_loop().create_task(self._await_stable())
         # Positions keyed by the very objects the fetchable partitions are (both from ``owned``):
         # getmany looks a partition up in both for every batch, and a lookup by an equal but
         # distinct key (one decoded from the OffsetFetch response, one kept from an earlier
@@ -538,6 +583,47 @@ class Consumer:
                 self._fetcher.seek(_tp(tp), self._positions[tp])
         self._owned = owned
         self._refresh_fetchable()
+
+    async def _fetch_committed(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        """Read the committed offsets of ``partitions`` into the positions; return those a
+        pending transaction still holds (``read_committed`` asks with ``require_stable``)."""
+        assert self._client is not None
+        stable = self.config.isolation_level == "read_committed"
+        fetched = await self._client.send(
+            OffsetFetchRequest(
+                group_id=self.config.group_id, partitions=tuple(partitions), require_stable=stable
+            )
+        )
+        unstable: list[TopicPartition] = []
+        for tp, offset, err in fetched.offsets:
+            if KafkaErrorCode.UNSTABLE_OFFSET_COMMIT in (err, fetched.error):
+                unstable.append(tp)
+            elif err is KafkaErrorCode.NONE and offset >= 0:
+                self._positions[tp] = offset
+        return unstable
+
+    async def _await_stable(self) -> None:
+        """Ask again (every ``retry_backoff_ms``) for the committed offsets a transaction held,
+        then hand their partitions out from there. Meanwhile they stay owned but unfetched:
+        heartbeats and the other partitions go on (KIP-447: the new owner of a partition waits
+        until the old owner's transaction is committed or aborted)."""
+        while self._unstable and not self._closed:
+            await asyncio.sleep(max(self.config.retry_backoff_ms, 20) / 1000)
+            waiting = sorted(self._unstable & self._owned)
+            try:
+                still = set(await self._fetch_committed(waiting)) if waiting else set()
+            except StreamTasksError as exc:
+                log.info("committed offsets still unavailable: %s", exc)
+                continue
+            ready = [tp for tp in waiting if tp not in still and tp in self._owned]
+            self._unstable = still & self._owned
+            assert self._fetcher is not None
+            for tp in ready:
+                if tp in self._positions:
+                    self._fetcher.seek(_tp(tp), self._positions[tp])
+            if ready:
+                log.info("committed offsets of %s are stable now", ready)
+                self._refresh_fetchable()
 
     async def invoke_listener(self, call: InvokeListener) -> None:
         if self._listener is None:

@@ -17,6 +17,8 @@ from streamtasks.errors import AuthorizationError, ConfigError
 from streamtasks.membership.classic import ClassicMember, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
 from streamtasks.protocol.classic_group import CommittedOffset, OffsetCommitRequest, OffsetCommitResponse
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.protocol.txn_offsets import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from streamtasks.runtime.admin import metadata_request
 from streamtasks.runtime.config import ConsumerConfig
 from streamtasks.runtime.connection import AsyncConnection, GroupCoordinatorClient
@@ -32,6 +34,7 @@ __all__ = [
     "member_metrics",
     "read_topic_metadata",
     "send_offset_commit",
+    "send_txn_offset_commit",
     "wait_for_new_epoch",
 ]
 
@@ -136,6 +139,37 @@ async def send_offset_commit(
         )
     else:
         response = await client.send(request, timeout_s=timeout_s)
+    return response
+
+
+async def send_txn_offset_commit(
+    client: GroupCoordinatorClient,
+    member: GroupMember,
+    config: ConsumerConfig,
+    offsets: Mapping[TopicPartition, int],
+    *,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+) -> TxnOffsetCommitResponse:
+    """TxnOffsetCommit v3: ``offsets`` join the producer's transaction with the member's id,
+    generation (KIP-848: member epoch) and instance id, so the coordinator rejects them once the
+    member was fenced (KIP-447). An answer that says the coordinator moved makes the client look
+    it up again."""
+    request = TxnOffsetCommitRequest(
+        transactional_id=transactional_id,
+        group_id=config.group_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        generation_id=member_epoch(member),
+        member_id=member.member_id,
+        group_instance_id=config.group_instance_id,
+        offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(offsets.items())),
+    )
+    response: TxnOffsetCommitResponse = await client.send(request, timeout_s=config.request_timeout_ms / 1000)
+    moved = {KafkaErrorCode.NOT_COORDINATOR, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE}
+    if any(code in moved for _, code in response.errors):
+        await client.reset()
     return response
 
 

@@ -1,7 +1,8 @@
 """Map the decoded classic-group messages (``streamtasks.protocol.classic_group``) to kio's wire
 entities and back: JoinGroup v9, SyncGroup v5, Heartbeat v4, LeaveGroup v5, OffsetCommit v8,
 DescribeGroups v5, FindCoordinator v3. These are the versions Apache Kafka 2.4+ and the
-embedded broker both speak (static membership, KIP-814's ``SkipAssignment``, KIP-800 reasons)."""
+embedded broker both speak (static membership, KIP-814's ``SkipAssignment``, KIP-800 reasons).
+Also TxnOffsetCommit v3 (Apache Kafka 2.5+; KIP-447's group metadata), for exactly-once."""
 
 from __future__ import annotations
 
@@ -35,11 +36,14 @@ from kio.schema.offset_fetch.v7.response import OffsetFetchResponse as KOffsetFe
 from kio.schema.sync_group.v5.request import SyncGroupRequest as KSyncGroupRequest
 from kio.schema.sync_group.v5.request import SyncGroupRequestAssignment
 from kio.schema.sync_group.v5.response import SyncGroupResponse as KSyncGroupResponse
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.schema.txn_offset_commit.v3 import request as txn_commit_v3
+from kio.schema.txn_offset_commit.v3.response import TxnOffsetCommitResponse as KTxnOffsetCommitResponse
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.protocol.txn_offsets import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from topology.ids import TopicPartition
 
 __all__ = [
@@ -60,6 +64,7 @@ GroupRequest = (
     | cg.OffsetCommitRequest
     | cg.OffsetFetchRequest
     | cg.DescribeGroupRequest
+    | TxnOffsetCommitRequest
 )
 
 _RESPONSE_TYPES: dict[type[Any], type[Any]] = {
@@ -70,6 +75,7 @@ _RESPONSE_TYPES: dict[type[Any], type[Any]] = {
     cg.OffsetCommitRequest: KOffsetCommitResponse,
     cg.OffsetFetchRequest: KOffsetFetchResponse,
     cg.DescribeGroupRequest: KDescribeGroupsResponse,
+    TxnOffsetCommitRequest: KTxnOffsetCommitResponse,
 }
 
 
@@ -157,34 +163,59 @@ def to_wire(request: GroupRequest) -> Any:
             ),
             require_stable=request.require_stable,
         )
+    if isinstance(request, TxnOffsetCommitRequest):
+        return _txn_offset_commit(request)
     raise LocalProtocolError(f"not a classic group request: {type(request).__name__}")
+
+
+def _offset_topics(
+    offsets: tuple[cg.CommittedOffset, ...], topic_entity: Any, partition_entity: Any
+) -> tuple[Any, ...]:
+    """The per-topic offset entities of an OffsetCommit or a TxnOffsetCommit."""
+    by_topic: dict[str, list[cg.CommittedOffset]] = defaultdict(list)
+    for o in offsets:
+        by_topic[o.partition.topic].append(o)
+    return tuple(
+        topic_entity(
+            name=topic,
+            partitions=tuple(
+                partition_entity(
+                    partition_index=i32(o.partition.partition),
+                    committed_offset=i64(o.offset),
+                    committed_leader_epoch=i32(-1),
+                    committed_metadata=o.metadata,
+                )
+                for o in sorted(in_topic, key=lambda o: o.partition.partition)
+            ),
+        )
+        for topic, in_topic in sorted(by_topic.items())
+    )
 
 
 def _offset_commit(
     request: cg.OffsetCommitRequest, entity: Any, topic_entity: Any, partition_entity: Any
 ) -> Any:
-    by_topic: dict[str, list[cg.CommittedOffset]] = defaultdict(list)
-    for o in request.offsets:
-        by_topic[o.partition.topic].append(o)
     return entity(
         group_id=request.group_id,
         generation_id_or_member_epoch=i32(request.generation_id),
         member_id=request.member_id,
         group_instance_id=request.group_instance_id,
-        topics=tuple(
-            topic_entity(
-                name=topic,
-                partitions=tuple(
-                    partition_entity(
-                        partition_index=i32(o.partition.partition),
-                        committed_offset=i64(o.offset),
-                        committed_leader_epoch=i32(-1),
-                        committed_metadata=o.metadata,
-                    )
-                    for o in sorted(offsets, key=lambda o: o.partition.partition)
-                ),
-            )
-            for topic, offsets in sorted(by_topic.items())
+        topics=_offset_topics(request.offsets, topic_entity, partition_entity),
+    )
+
+
+def _txn_offset_commit(request: TxnOffsetCommitRequest) -> Any:
+    m = txn_commit_v3
+    return m.TxnOffsetCommitRequest(
+        transactional_id=request.transactional_id,  # type: ignore[arg-type]
+        group_id=request.group_id,  # type: ignore[arg-type]
+        producer_id=i64(request.producer_id),  # type: ignore[arg-type]
+        producer_epoch=i16(request.producer_epoch),
+        generation_id=i32(request.generation_id),
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        topics=_offset_topics(
+            request.offsets, m.TxnOffsetCommitRequestTopic, m.TxnOffsetCommitRequestPartition
         ),
     )
 
@@ -256,6 +287,14 @@ def from_wire(response: Any) -> Any:
                 for t in response.topics
                 for p in t.partitions
             ),
+        )
+    if isinstance(response, KTxnOffsetCommitResponse):
+        return TxnOffsetCommitResponse(
+            errors=tuple(
+                (TopicPartition(str(t.name), int(p.partition_index)), _err(p.error_code))
+                for t in response.topics
+                for p in t.partitions
+            )
         )
     raise LocalProtocolError(f"not a classic group response: {type(response).__name__}")
 

@@ -112,3 +112,24 @@ def test_replication_factor_defaults_to_the_brokers_like_kafka_streams() -> None
 def test_replication_factor_refuses_zero_and_below_minus_one(factor: int) -> None:
     with pytest.raises(ConfigError, match=r"replication_factor.*must be -1 \(the broker's default"):
         make_app_config(application_id="a", bootstrap_servers="h:1", replication_factor=factor)
+
+
+def test_exactly_once_v2_reads_committed_and_keeps_classic_groups() -> None:
+    cfg = AppConfig.model_validate(
+        {"application.id": "a", "bootstrap.servers": "h:1", "processing.guarantee": "exactly_once_v2"}
+    )
+    assert cfg.exactly_once
+    assert cfg.transaction_timeout_ms == 10_000  # Kafka Streams' default under exactly-once
+    assert cfg.consumer_settings()["isolation_level"] == "read_committed"
+    at_least_once = make_app_config(application_id="a", bootstrap_servers="h:1")
+    assert not at_least_once.exactly_once
+    assert at_least_once.consumer_settings()["isolation_level"] == "read_uncommitted"
+    with pytest.raises(ConfigError, match=r"exactly_once_v2 needs group\.protocol=classic"):
+        make_app_config(
+            application_id="a",
+            bootstrap_servers="h:1",
+            processing_guarantee="exactly_once_v2",
+            group_protocol="consumer",
+        )
+    with pytest.raises(ConfigError, match="processing"):
+        make_app_config(application_id="a", bootstrap_servers="h:1", processing_guarantee="exactly_once")

@@ -1,0 +1,179 @@
+"""Exactly-once v2 (KIP-447): one transactional producer per App process.
+
+Every changelog and output record the process writes between two commits goes out in one
+transaction, and the input offsets those records came from join the same transaction, so the
+three become visible together or not at all::
+
+    begin  → records (changelogs, outputs, repartition topics) → AddOffsetsToTxn →
+    TxnOffsetCommit (with the group's metadata) → EndTxn(commit)
+
+(the order of Kafka Streams' ``StreamsProducer.commitTransaction`` and Kafka's
+``TransactionManager``). The ``transactional_id`` is ``<application id>-<process id>``: the
+process id lives in the state directory, so a restarted process bumps the producer epoch of
+its predecessor (which aborts whatever transaction the predecessor left open).
+
+What aiokafka lacks: its ``send_offsets_to_transaction`` sends TxnOffsetCommit v0, with the group
+id only. With one producer per process (not per task) a member that lost its partitions is not
+fenced by its ``transactional_id`` any more; the group coordinator must see the member's
+generation, member id and group instance id (TxnOffsetCommit v3) to reject its offsets. Here
+aiokafka keeps the transaction coordinator's part (InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn) and the TxnOffsetCommit step of its sender is replaced by
+:meth:`ExactlyOnce._txn_offset_commit`, which sends v3 through the member's own coordinator
+connection (:meth:`streamtasks.Consumer.commit_in_transaction`) with the member's metadata.
+
+A failed commit aborts the transaction and raises
+:class:`~streamtasks.errors.TransactionAbortedError`: the caller closes the active tasks dirty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from streamtasks.errors import StreamTasksError, TransactionAbortedError
+from streamtasks.protocol.txn_offsets import TxnCommitVerdict, txn_commit_verdict
+from streamtasks.runtime.aio import from_aio, to_aio
+from streamtasks.runtime.consumer import Consumer
+from topology.ids import TopicPartition
+
+__all__ = ["ExactlyOnce", "transactional_id"]
+
+log = logging.getLogger("streamtasks.app.transactions")
+
+
+def transactional_id(application_id: str, process_id: str) -> str:
+    """The process's ``transactional_id`` (Kafka Streams' eos-v2 naming, one producer per
+    process)."""
+    return f"{application_id}-{process_id}"
+
+
+class ExactlyOnce:
+    """The transactions of one App process (see the module docstring)."""
+
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        consumer: Consumer,
+        *,
+        group_id: str,
+        request_timeout_ms: int,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        self._producer = producer
+        self._consumer = consumer
+        self._group_id = group_id
+        self._timeout_s = request_timeout_ms / 1000
+        self._backoff_s = retry_backoff_ms / 1000
+        self._deadline = 0.0
+        self.commits = 0
+        self.aborts = 0
+        sender: Any = getattr(producer, "_sender", None)
+        if not hasattr(sender, "_do_txn_offset_commit") or not hasattr(producer, "_txn_manager"):
+            raise StreamTasksError(
+                "this aiokafka has no transactional sender step to extend (exactly_once_v2 needs "
+                "aiokafka 0.11 to 0.14's Sender._do_txn_offset_commit)"
+            )
+        sender._do_txn_offset_commit = self._txn_offset_commit
+
+    @property
+    def _txn(self) -> Any:
+        return self._producer._txn_manager
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self._txn.is_in_transaction())
+
+    async def begin(self) -> None:
+        """Open a transaction unless one is open (before any record is handed to the producer)."""
+        if not self.in_transaction:
+            await self._producer.begin_transaction()
+
+    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit the open transaction with ``offsets`` in it (every record the producer was
+        handed since :meth:`begin` is flushed first). Raises ``TransactionAbortedError`` after
+        aborting when any step fails."""
+        if not offsets and not self.in_transaction:
+            return
+        try:
+            await self.begin()
+            self._deadline = time.monotonic() + self._timeout_s
+            if offsets:
+                aio = {to_aio(tp): off for tp, off in sorted(offsets.items())}
+                await self._producer.send_offsets_to_transaction(aio, self._group_id)
+            await self._producer.commit_transaction()
+        except Exception as exc:
+            await self.abort()
+            raise TransactionAbortedError(f"transaction aborted: {exc!r}") from exc
+        self.commits += 1
+
+    async def abort(self) -> None:
+        """Abort the open transaction, if the producer can still say so (a fenced producer
+        cannot: the broker aborts its transaction when the next epoch starts or on timeout)."""
+        txn = self._txn
+        if txn.is_fatal_error() or not (self.in_transaction or txn.state.name == "ABORTABLE_ERROR"):
+            return
+        self.aborts += 1
+        waiter = getattr(txn, "_transaction_waiter", None)  # its error was raised to commit()
+        if waiter is not None and waiter.done() and not waiter.cancelled():
+            waiter.exception()
+        try:
+            await asyncio.wait_for(self._producer.abort_transaction(), self._timeout_s)
+        except Exception as exc:
+            log.warning("aborting the transaction failed (the broker aborts it on timeout): %r", exc)
+
+    async def _txn_offset_commit(self, offsets: dict[Any, Any], group_id: str) -> None:
+        """aiokafka's sender step for the offsets it was handed (``{aiokafka tp: OffsetAndMetadata}``),
+        sent as TxnOffsetCommit v3. It must not raise (that would end aiokafka's sender): every
+        outcome is told to the transaction manager; a retriable answer returns and the sender
+        calls again with the partitions still pending."""
+        txn = self._txn
+        if not offsets:
+            return
+        wanted = {from_aio(atp): (atp, meta.offset) for atp, meta in offsets.items()}
+        try:
+            response = await self._consumer.commit_in_transaction(
+                {tp: off for tp, (_, off) in wanted.items()},
+                transactional_id=txn.transactional_id,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+            )
+        except Exception as exc:  # the connection: retried until the commit's deadline
+            self._retry_or_fail(f"TxnOffsetCommit could not be sent: {exc!r}")
+            if txn.is_in_transaction():
+                await asyncio.sleep(self._backoff_s)
+            return
+        verdict = txn_commit_verdict(response)
+        for tp, code in response.errors:
+            if code.name == "NONE" and tp in wanted:
+                atp, off = wanted[tp]
+                txn.offset_committed(atp, off, group_id)
+        if verdict is TxnCommitVerdict.DONE:
+            return
+        detail = ", ".join(f"{tp}: {code.name}" for tp, code in response.errors if code.name != "NONE")
+        if verdict is TxnCommitVerdict.RETRY:
+            self._retry_or_fail(f"TxnOffsetCommit answered {detail}")
+            if txn.is_in_transaction():
+                await asyncio.sleep(self._backoff_s)
+            return
+        what = "fenced" if verdict is TxnCommitVerdict.FENCED else "rejected"
+        log.warning("offsets %s by the group coordinator: %s", what, detail)
+        txn.error_transaction(TransactionAbortedError(f"offsets {what} by the group coordinator ({detail})"))
+
+    def _retry_or_fail(self, why: str) -> None:
+        if time.monotonic() >= self._deadline:
+            self._txn.error_transaction(
+                TransactionAbortedError(f"{why}; gave up after {self._timeout_s:.0f} s")
+            )
+        else:
+            log.info("%s; retrying", why)
+
+    async def stop(self) -> None:
+        """Stop the producer; a fenced producer's sender ended with an error, which is not news."""
+        with contextlib.suppress(Exception):
+            await self._producer.stop()
