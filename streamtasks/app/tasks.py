@@ -6,7 +6,10 @@ that change are closed, created or recycled. Active tasks are the tasks of the o
 partitions (the partition list is the source of truth); standby and warm-up tasks come from
 the userdata. :meth:`TaskSet.process` runs the processors over a fetched batch and records the
 input offsets that become committable once :meth:`send_pending` and a producer flush have
-delivered what the batch wrote.
+delivered what the batch wrote. A record a source serde cannot read, or one its processor raises
+on, goes to the app's exception handlers (:mod:`streamtasks.app.handlers`): CONTINUE skips it
+(its offset becomes committable, as if processed), FAIL raises :class:`ProcessingError`. An
+output record the broker refused goes to the production handler when its batch fails.
 """
 
 from __future__ import annotations
@@ -18,9 +21,18 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from streamtasks.app.context import Output, ProcessorContext, Record
+from streamtasks.app.context import Output, ProcessorContext, Record, SourceSerdes
 from streamtasks.app.events import AppEvent, ProcessingStarted, TaskClosed, TaskCreated, TaskRecycled, wall_ms
-from streamtasks.app.sending import Keyed, by_partition, partition_for, partitions_of, send_rows
+from streamtasks.app.handlers import (
+    ErrorContext,
+    ErrorHandler,
+    ErrorHandling,
+    HandlerResponse,
+    Stage,
+    dead_letter_headers,
+    decide,
+)
+from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
@@ -37,6 +49,8 @@ log = logging.getLogger("streamtasks.app.tasks")
 
 #: A processor: ``fn(ctx, record)``, sync or async.
 Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
+#: An output waiting to be sent, with the input record being processed when it was written.
+Queued = tuple[Output, ConsumerRecord[Any, Any] | None]
 
 
 class TaskSet:
@@ -51,8 +65,14 @@ class TaskSet:
         store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
         emit: Callable[[AppEvent], None],
         cache_max_bytes: int = 0,
+        errors: ErrorHandling | None = None,
+        source_serdes: Mapping[str, SourceSerdes] | None = None,
     ) -> None:
         self._topology = topology
+        self._errors = errors or ErrorHandling()
+        self._source_serdes = dict(source_serdes or {})
+        #: The input record being processed (outputs take its timestamp and headers).
+        self._current: ConsumerRecord[Any, Any] | None = None
         #: The record cache's byte budget, shared by every task's stores (0: no cache).
         self.cache = CacheBudget(cache_max_bytes)
         self._processors = dict(processors)
@@ -74,10 +94,12 @@ class TaskSet:
         #: Per partition, the first offset of records :meth:`process` was handed but could not
         #: run (see :meth:`take_unprocessed`).
         self._unprocessed: dict[TopicPartition, int] = {}
-        self._outbox: list[Output] = []
+        self._outbox: list[Queued] = []
         self._send_errors: list[BaseException] = []
         self.info = AssignmentInfo()
         self.records_processed = 0
+        #: Records a handler answered CONTINUE for (skipped inputs, dropped outputs).
+        self.records_dropped = 0
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -273,27 +295,58 @@ class TaskSet:
                 )
             ctx = self._context(task)
             fn = self._processors[task.id.subtopology]
+            serdes = self._source_serdes.get(tp.topic)
             for r in records:
-                record = Record(
-                    topic=r.topic,
-                    partition=r.partition,
-                    offset=r.offset,
-                    key=r.key,
-                    value=r.value,
-                    timestamp=r.timestamp,
-                )
+                self._current = r
+                task.record_timestamp = r.timestamp
                 try:
-                    result = fn(ctx, record)
-                    if inspect.isawaitable(result):
-                        await result
+                    record = Record.of(r, serdes)
                 except Exception as exc:
-                    raise ProcessingError(
-                        f"processor of task {task.id} failed on {tp}@{r.offset}: {exc!r}"
-                    ) from exc
+                    self._handle("deserialization", task, r, exc, self._errors.deserialization)
+                else:
+                    try:
+                        result = fn(ctx, record)
+                        if inspect.isawaitable(result):
+                            await result
+                    except Exception as exc:
+                        self._handle("processing", task, r, exc, self._errors.processing)
                 self._processed[tp] = r.offset + 1
                 done += 1
+            self._current = None
         self.records_processed += done
         return done
+
+    def _handle(
+        self,
+        stage: Stage,
+        task: StreamTask,
+        r: ConsumerRecord[Any, Any],
+        exc: Exception,
+        handler: ErrorHandler,
+    ) -> None:
+        """Ask ``handler`` about ``r``: dead-letter it if told to, raise on FAIL."""
+        context = ErrorContext.of(stage, task.id, r, self._errors.dead_letter_topic)
+        decision = decide(handler, context, exc)
+        self._dead_letter(decision.dead_letter, context, exc)
+        if decision.response is HandlerResponse.FAIL:
+            self._current = None
+            what = "processor" if stage == "processing" else "source serde"
+            tp = TopicPartition(r.topic, r.partition)
+            raise ProcessingError(f"{what} of task {task.id} failed on {tp}@{r.offset}: {exc!r}") from exc
+        self.records_dropped += 1
+
+    def _dead_letter(self, wanted: bool, context: ErrorContext, exc: BaseException) -> None:
+        topic = self._errors.dead_letter_topic
+        if wanted and topic is not None:
+            headers = dead_letter_headers(context, exc)
+            out = Output(
+                topic=topic,
+                key=context.key,
+                value=context.value,
+                timestamp=context.timestamp,
+                headers=headers,
+            )
+            self._outbox.append((out, None))
 
     def take_unprocessed(self) -> dict[TopicPartition, int]:
         """Where the records :meth:`process` could not run begin, per partition (and forget
@@ -315,7 +368,12 @@ class TaskSet:
     def _queue_output(self, output: Output) -> None:
         # Looked up on every call: send_pending swaps in a new outbox, and a context that held
         # the old list's append would write into a list nobody sends.
-        self._outbox.append(output)
+        self._outbox.append((output, self._current))
+
+    def has_unsent(self) -> bool:
+        """Whether outputs wait for :meth:`send_pending` (a dead-letter record a production
+        failure queued while the producer flushed, say)."""
+        return bool(self._outbox)
 
     def flush_caches(self) -> int:
         """Write every task's dirty cached store entries to its stores (their changelog records
@@ -330,36 +388,73 @@ class TaskSet:
             for task in list(self.tasks.values()):
                 pending = task.take_pending()
                 if pending:
-                    for tp, rows in by_partition(pending).items():
-                        await send_rows(producer, tp, rows, self._ack_callback(task, tp))
+                    keyed = ((tp, key, value, ts, ()) for tp, key, value, ts in pending)
+                    for tp, tp_rows in by_partition(keyed).items():
+                        await send_rows(producer, tp, tp_rows, self._ack_callback(task, tp))
             outbox, self._outbox = self._outbox, []
-            if outbox:
-                keyed: list[Keyed] = []
-                parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
-                for out in outbox:
-                    part = out.partition
-                    if part is None:
-                        known = parts.get(out.topic)
-                        if known is None:
-                            known = parts[out.topic] = await partitions_of(producer, out.topic)
-                        part = partition_for(out.key, known)
-                    keyed.append((TopicPartition(out.topic, part), out.key, out.value))
-                for tp, rows in by_partition(keyed).items():
-                    await send_rows(producer, tp, rows, self._ack_callback(None, None))
+            rows: dict[TopicPartition, list[Row]] = {}
+            origins: dict[TopicPartition, list[ConsumerRecord[Any, Any] | None]] = {}
+            parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
+            for out, origin in outbox:
+                part = out.partition
+                if part is None:
+                    known = parts.get(out.topic)
+                    if known is None:
+                        known = parts[out.topic] = await partitions_of(producer, out.topic)
+                    part = partition_for(out.key, known)
+                tp = TopicPartition(out.topic, part)
+                timestamp = out.timestamp if out.timestamp is not None or origin is None else origin.timestamp
+                headers = out.headers if out.headers is not None or origin is None else tuple(origin.headers)
+                rows.setdefault(tp, []).append((out.key, out.value, timestamp, headers or ()))
+                origins.setdefault(tp, []).append(origin)
+            for tp, tp_rows in rows.items():
+                await send_rows(producer, tp, tp_rows, self._output_callback(tp, origins[tp]))
         except Exception as exc:
             self._send_errors.append(exc)
             raise
 
-    def _ack_callback(self, task: StreamTask | None, tp: TopicPartition | None) -> Callable[[int, Any], None]:
-        def done(count: int, future: Any) -> None:
+    def _ack_callback(self, task: StreamTask, tp: TopicPartition) -> Callable[[int, int, Any], None]:
+        """A changelog batch's callback: its acknowledgement moves the task's changelog offset;
+        its failure is fatal (no handler may skip a store's write)."""
+
+        def done(first: int, count: int, future: Any) -> None:
             if future.cancelled():
                 self._send_errors.append(ProcessingError("a record send was cancelled"))
                 return
             exc = future.exception()
             if exc is not None:
                 self._send_errors.append(exc)
-            elif task is not None and tp is not None:
+            else:
                 task.acknowledged(tp, future.result().offset + count - 1)
+
+        return done
+
+    def _output_callback(
+        self, tp: TopicPartition, origins: list[ConsumerRecord[Any, Any] | None]
+    ) -> Callable[[int, int, Any], None]:
+        """An output batch's callback: each record of a failed batch goes to the production
+        handler (a dead-letter record, or one written outside processing, fails the app)."""
+
+        def done(first: int, count: int, future: Any) -> None:
+            if future.cancelled():
+                self._send_errors.append(ProcessingError("a record send was cancelled"))
+                return
+            exc = future.exception()
+            if exc is None:
+                return
+            for origin in origins[first : first + count]:
+                if origin is None or tp.topic == self._errors.dead_letter_topic:
+                    self._send_errors.append(exc)
+                    continue
+                task = self._by_partition.get(TopicPartition(origin.topic, origin.partition))
+                tid = task.id if task is not None else None
+                context = ErrorContext.of("production", tid, origin, self._errors.dead_letter_topic, tp.topic)
+                decision = decide(self._errors.production, context, exc)
+                self._dead_letter(decision.dead_letter, context, exc)
+                if decision.response is HandlerResponse.FAIL:
+                    self._send_errors.append(exc)
+                else:
+                    self.records_dropped += 1
 
         return done
 
@@ -396,6 +491,7 @@ class TaskSet:
     def metrics(self) -> dict[str, float]:
         return {
             "records-processed-total": float(self.records_processed),
+            "dropped-records-total": float(self.records_dropped),
             "active-tasks": float(sum(1 for t in self.tasks.values() if t.is_active)),
             "standby-tasks": float(sum(1 for t in self.tasks.values() if not t.is_active)),
             "restoring-tasks": float(len(self.restoring())),
