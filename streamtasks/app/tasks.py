@@ -23,15 +23,8 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 
 from streamtasks.app.context import Output, ProcessorContext, Record, SourceSerdes
 from streamtasks.app.events import AppEvent, ProcessingStarted, TaskClosed, TaskCreated, TaskRecycled, wall_ms
-from streamtasks.app.handlers import (
-    ErrorContext,
-    ErrorHandler,
-    ErrorHandling,
-    HandlerResponse,
-    Stage,
-    dead_letter_headers,
-    decide,
-)
+from streamtasks.app.handlers import ErrorHandling
+from streamtasks.app.poison import PoisonRecords
 from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
@@ -69,7 +62,7 @@ class TaskSet:
         source_serdes: Mapping[str, SourceSerdes] | None = None,
     ) -> None:
         self._topology = topology
-        self._errors = errors or ErrorHandling()
+        self._poison = PoisonRecords(errors or ErrorHandling(), lambda out: self._outbox.append((out, None)))
         self._source_serdes = dict(source_serdes or {})
         #: The input record being processed (outputs take its timestamp and headers).
         self._current: ConsumerRecord[Any, Any] | None = None
@@ -98,8 +91,11 @@ class TaskSet:
         self._send_errors: list[BaseException] = []
         self.info = AssignmentInfo()
         self.records_processed = 0
-        #: Records a handler answered CONTINUE for (skipped inputs, dropped outputs).
-        self.records_dropped = 0
+
+    @property
+    def records_dropped(self) -> int:
+        """Records a handler answered CONTINUE for (skipped inputs, dropped outputs)."""
+        return self._poison.dropped
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -300,53 +296,33 @@ class TaskSet:
                 self._current = r
                 task.record_timestamp = r.timestamp
                 try:
-                    record = Record.of(r, serdes)
+                    if serdes is None:  # the common case, inline: no serde, no call
+                        headers = tuple(r.headers) if r.headers else ()
+                        record = Record(
+                            topic=r.topic,
+                            partition=r.partition,
+                            offset=r.offset,
+                            key=r.key,
+                            value=r.value,
+                            timestamp=r.timestamp,
+                            headers=headers,
+                        )
+                    else:
+                        record = Record.of(r, serdes)
                 except Exception as exc:
-                    self._handle("deserialization", task, r, exc, self._errors.deserialization)
+                    self._poison.input_failed("deserialization", task.id, r, exc)
                 else:
                     try:
                         result = fn(ctx, record)
                         if inspect.isawaitable(result):
                             await result
                     except Exception as exc:
-                        self._handle("processing", task, r, exc, self._errors.processing)
+                        self._poison.input_failed("processing", task.id, r, exc)
                 self._processed[tp] = r.offset + 1
                 done += 1
             self._current = None
         self.records_processed += done
         return done
-
-    def _handle(
-        self,
-        stage: Stage,
-        task: StreamTask,
-        r: ConsumerRecord[Any, Any],
-        exc: Exception,
-        handler: ErrorHandler,
-    ) -> None:
-        """Ask ``handler`` about ``r``: dead-letter it if told to, raise on FAIL."""
-        context = ErrorContext.of(stage, task.id, r, self._errors.dead_letter_topic)
-        decision = decide(handler, context, exc)
-        self._dead_letter(decision.dead_letter, context, exc)
-        if decision.response is HandlerResponse.FAIL:
-            self._current = None
-            what = "processor" if stage == "processing" else "source serde"
-            tp = TopicPartition(r.topic, r.partition)
-            raise ProcessingError(f"{what} of task {task.id} failed on {tp}@{r.offset}: {exc!r}") from exc
-        self.records_dropped += 1
-
-    def _dead_letter(self, wanted: bool, context: ErrorContext, exc: BaseException) -> None:
-        topic = self._errors.dead_letter_topic
-        if wanted and topic is not None:
-            headers = dead_letter_headers(context, exc)
-            out = Output(
-                topic=topic,
-                key=context.key,
-                value=context.value,
-                timestamp=context.timestamp,
-                headers=headers,
-            )
-            self._outbox.append((out, None))
 
     def take_unprocessed(self) -> dict[TopicPartition, int]:
         """Where the records :meth:`process` could not run begin, per partition (and forget
@@ -392,8 +368,8 @@ class TaskSet:
                     for tp, tp_rows in by_partition(keyed).items():
                         await send_rows(producer, tp, tp_rows, self._ack_callback(task, tp))
             outbox, self._outbox = self._outbox, []
-            rows: dict[TopicPartition, list[Row]] = {}
-            origins: dict[TopicPartition, list[ConsumerRecord[Any, Any] | None]] = {}
+            # per partition: the rows and, at the same index, the input each was written for
+            groups: dict[TopicPartition, tuple[list[Row], list[ConsumerRecord[Any, Any] | None]]] = {}
             parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
             for out, origin in outbox:
                 part = out.partition
@@ -405,10 +381,13 @@ class TaskSet:
                 tp = TopicPartition(out.topic, part)
                 timestamp = out.timestamp if out.timestamp is not None or origin is None else origin.timestamp
                 headers = out.headers if out.headers is not None or origin is None else tuple(origin.headers)
-                rows.setdefault(tp, []).append((out.key, out.value, timestamp, headers or ()))
-                origins.setdefault(tp, []).append(origin)
-            for tp, tp_rows in rows.items():
-                await send_rows(producer, tp, tp_rows, self._output_callback(tp, origins[tp]))
+                group = groups.get(tp)
+                if group is None:
+                    group = groups[tp] = ([], [])
+                group[0].append((out.key, out.value, timestamp, headers or ()))
+                group[1].append(origin)
+            for tp, (tp_rows, origins) in groups.items():
+                await send_rows(producer, tp, tp_rows, self._output_callback(tp, origins))
         except Exception as exc:
             self._send_errors.append(exc)
             raise
@@ -443,18 +422,13 @@ class TaskSet:
             if exc is None:
                 return
             for origin in origins[first : first + count]:
-                if origin is None or tp.topic == self._errors.dead_letter_topic:
+                task = (
+                    None
+                    if origin is None
+                    else self._by_partition.get(TopicPartition(origin.topic, origin.partition))
+                )
+                if self._poison.output_refused(None if task is None else task.id, origin, tp.topic, exc):
                     self._send_errors.append(exc)
-                    continue
-                task = self._by_partition.get(TopicPartition(origin.topic, origin.partition))
-                tid = task.id if task is not None else None
-                context = ErrorContext.of("production", tid, origin, self._errors.dead_letter_topic, tp.topic)
-                decision = decide(self._errors.production, context, exc)
-                self._dead_letter(decision.dead_letter, context, exc)
-                if decision.response is HandlerResponse.FAIL:
-                    self._send_errors.append(exc)
-                else:
-                    self.records_dropped += 1
 
         return done
 
