@@ -18,12 +18,16 @@ from streamtasks.app.events import (
     TaskRecycled,
     event_to_json,
 )
+from streamtasks.app.handlers import ErrorContext, HandlerResponse, HandlerResult
 from streamtasks.app.tasks import ProcessingError, Processor
 
 __all__ = [
     "App",
     "AppConfig",
     "AppEvent",
+    "ErrorContext",
+    "HandlerResponse",
+    "HandlerResult",
     "OffsetsCommitted",
     "Output",
     "ProcessingError",

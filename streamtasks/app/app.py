@@ -52,7 +52,9 @@ from assignors.partition.hooks import MemberAssignment
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
+from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
+from streamtasks.app.handlers import ErrorHandling, resolve_handler
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
@@ -95,6 +97,7 @@ class App:
         *,
         config: Mapping[str, Any] | AppConfig | None = None,
         stores: Mapping[str, tuple[Serde[Any], Serde[Any]]] | None = None,
+        source_serdes: Mapping[str, SourceSerdes] | None = None,
         on_event: Callable[[AppEvent], None] | None = None,
         **settings: Any,
     ) -> None:
@@ -135,6 +138,13 @@ class App:
             emit=self.emit,
             cache_max_bytes=cfg.cache_max_bytes,
             exactly_once=cfg.exactly_once,
+            errors=ErrorHandling(
+                deserialization=resolve_handler(cfg.deserialization_exception_handler),
+                processing=resolve_handler(cfg.processing_exception_handler),
+                production=resolve_handler(cfg.production_exception_handler),
+                dead_letter_topic=cfg.dead_letter_queue_topic,
+            ),
+            source_serdes=source_serdes,
         )
         #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.
         self.restorer = Restorer(
@@ -220,6 +230,8 @@ class App:
                 )
             await self.restorer.start()
             counts = await self._source_partition_counts()
+            if cfg.dead_letter_queue_topic is not None:  # as Kafka Streams, the app does not create it
+                await self._partition_count(cfg.dead_letter_queue_topic, "dead-letter")
             await self._create_internal_topics(counts)
             self.tasks.set_partition_counts(self.topology.partition_counts(counts))
             await self.restorer.refresh_end_offsets()
@@ -311,6 +323,9 @@ class App:
         self.tasks.flush_caches()
         await self.send_pending()
         await self.producer.flush()
+        if self.tasks.has_unsent():  # dead-letter records of outputs the broker refused
+            await self.tasks.send_pending(self.producer)
+            await self.producer.flush()
         self.tasks.raise_send_failures()
         self.tasks.checkpoint_all()
 
@@ -372,18 +387,17 @@ class App:
     # -- what the group protocol asks of us ---------------------------------------------------
 
     async def _source_partition_counts(self) -> dict[str, int]:
+        topics = sorted(self.topology.source_topics)
+        return {topic: await self._partition_count(topic, "source") for topic in topics}
+
+    async def _partition_count(self, topic: str, kind: str) -> int:
         assert self.producer is not None
-        counts: dict[str, int] = {}
-        for topic in sorted(self.topology.source_topics):
-            for _ in range(50):
-                parts = await self.producer.partitions_for(topic)
-                if parts:
-                    counts[topic] = len(parts)
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise ConfigError(f"source topic {topic!r} does not exist (create it first)")
-        return counts
+        for _ in range(50):
+            parts = await self.producer.partitions_for(topic)
+            if parts:
+                return len(parts)
+            await asyncio.sleep(0.1)
+        raise ConfigError(f"{kind} topic {topic!r} does not exist (create it first)")
 
     async def _create_internal_topics(self, source_counts: Mapping[str, int]) -> None:
         counts = self.topology.partition_counts(source_counts)

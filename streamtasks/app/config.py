@@ -19,8 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
+from streamtasks.app.handlers import HANDLER_NAMES, ErrorHandler
 from streamtasks.runtime.config import validate_settings
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, security_fields
 from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES
@@ -99,6 +100,36 @@ class AppConfig(SecuritySettings):
     #: the app's assignor runs client-side (PrepareAssignment / InstallAssignment), which only a
     #: ``streamtasks coordinator`` serves; lag triggers travel as the heartbeat's reason.
     group_protocol: Literal["classic", "consumer"] = Field(default="classic", alias="group.protocol")
+
+    #: What to do with an input record a source serde cannot read (KIP-161), a record the
+    #: processor raised on (KIP-1033), an output record the broker refused (KIP-210):
+    #: ``"log_and_fail"`` (the default, as in Kafka Streams), ``"log_and_continue"``, or a
+    #: callable (:mod:`streamtasks.app.handlers`).
+    deserialization_exception_handler: str | ErrorHandler = Field(
+        default="log_and_fail", alias="deserialization.exception.handler"
+    )
+    processing_exception_handler: str | ErrorHandler = Field(
+        default="log_and_fail", alias="processing.exception.handler"
+    )
+    production_exception_handler: str | ErrorHandler = Field(
+        default="log_and_fail", alias="production.exception.handler"
+    )
+    #: KIP-1034: the built-in handlers write each record they handle to this topic (which must
+    #: exist, as in Kafka Streams) with the error in its headers.
+    dead_letter_queue_topic: str | None = Field(
+        default=None, alias="errors.dead.letter.queue.topic.name", min_length=1
+    )
+
+    @field_validator(
+        "deserialization_exception_handler", "processing_exception_handler", "production_exception_handler"
+    )
+    @classmethod
+    def _known_handler(cls, value: str | ErrorHandler) -> str | ErrorHandler:
+        if isinstance(value, str) and value not in HANDLER_NAMES:
+            raise ValueError(
+                f"unknown handler {value!r} (known: {', '.join(sorted(HANDLER_NAMES))} or a callable)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> AppConfig:

@@ -14,6 +14,11 @@ Processors are plain Python functions, sync or async, registered per subtopology
 (partitioned by key, so the downstream task of that key reads it); ``ctx.send(topic, ...)``
 writes to any other topic. Every write and every store change is flushed before the input
 offset that caused it is committed (at-least-once).
+
+Timestamps and headers follow Kafka Streams: a record written while processing an input record
+carries that input's timestamp and headers unless the processor passes ``timestamp=`` (ms) or
+``headers=`` (``()`` for none); a store's changelog record carries the timestamp of the input
+record whose processing wrote it.
 """
 
 from __future__ import annotations
@@ -22,33 +27,71 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streamtasks.app.handlers import Headers
 from streamtasks.errors import UndeclaredTopicError, UnknownStoreError
 from streamtasks.state import TypedStore
+from streamtasks.state.serdes import Serde
 from topology.ids import TaskId
 
-__all__ = ["Output", "ProcessorContext", "Record", "UndeclaredTopicError", "UnknownStoreError"]
+__all__ = [
+    "Output",
+    "ProcessorContext",
+    "Record",
+    "SourceSerdes",
+    "UndeclaredTopicError",
+    "UnknownStoreError",
+]
+
+
+#: A source serde pair: (key serde, value serde) for the records of one input topic.
+SourceSerdes = tuple[Serde[Any], Serde[Any]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
-    """One input record."""
+    """One input record: ``key`` and ``value`` are its bytes, or what the App's source serdes
+    for its topic read from them; ``timestamp`` in ms; ``headers`` as they arrived."""
 
     topic: str
     partition: int
     offset: int
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     timestamp: int
+    headers: Headers = ()
+
+    @classmethod
+    def of(cls, r: Any, serdes: SourceSerdes | None = None) -> Record:
+        """The record a processor sees for the consumer record ``r`` (an aiokafka
+        ``ConsumerRecord``), its key and value read by ``serdes`` when given (a serde's error
+        propagates: the deserialization handler's case)."""
+        key, value = r.key, r.value
+        if serdes is not None:
+            key = None if key is None else serdes[0].deserialize(key)
+            value = None if value is None else serdes[1].deserialize(value)
+        headers = tuple(r.headers) if r.headers else ()
+        return cls(
+            topic=r.topic,
+            partition=r.partition,
+            offset=r.offset,
+            key=key,
+            value=value,
+            timestamp=r.timestamp,
+            headers=headers,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Output:
-    """A record a processor emitted: to ``topic`` (partition chosen by key when None)."""
+    """A record a processor emitted: to ``topic`` (partition chosen by key when None); a None
+    ``timestamp`` / ``headers`` is the input record's (see the module docstring)."""
 
     topic: str
     key: bytes | None
     value: bytes | None
     partition: int | None = None
+    timestamp: int | None = None
+    headers: Headers | None = None
 
 
 class ProcessorContext:
@@ -76,8 +119,17 @@ class ProcessorContext:
                 f"task {self.task_id} has no store {name!r} (its stores: {sorted(self._stores) or 'none'})"
             ) from None
 
-    def forward(self, name: str, *, key: bytes | None, value: bytes | None) -> None:
-        """Write to the repartition topic ``name`` (declared by this subtopology)."""
+    def forward(
+        self,
+        name: str,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        """Write to the repartition topic ``name`` (declared by this subtopology); ``timestamp``
+        and ``headers`` default to the input record's."""
         topic = self._repartition.get(name)
         if topic is None:
             declared = ", ".join(repr(t) for t in sorted(self._repartition)) or "none"
@@ -85,10 +137,21 @@ class ProcessorContext:
                 f"task {self.task_id} forwards to repartition topic {name!r}, which its subtopology "
                 f"does not declare (it declares: {declared}); ctx.send(topic, ...) writes to any topic"
             )
-        self._emit(Output(topic=topic, key=key, value=value))
+        self._emit(Output(topic=topic, key=key, value=value, timestamp=timestamp, headers=headers))
 
     def send(
-        self, topic: str, *, key: bytes | None, value: bytes | None, partition: int | None = None
+        self,
+        topic: str,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers: Headers | None = None,
     ) -> None:
-        """Write to any topic (a sink)."""
-        self._emit(Output(topic=topic, key=key, value=value, partition=partition))
+        """Write to any topic (a sink); ``timestamp`` and ``headers`` default to the input
+        record's."""
+        out = Output(
+            topic=topic, key=key, value=value, partition=partition, timestamp=timestamp, headers=headers
+        )
+        self._emit(out)

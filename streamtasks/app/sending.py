@@ -16,29 +16,33 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
+from streamtasks.app.handlers import Headers
 from streamtasks.errors import ProcessingError
 from topology.ids import TopicPartition
 
 __all__ = ["BatchDone", "Keyed", "Row", "by_partition", "partition_for", "partitions_of", "send_rows"]
 
-#: One record to send: (key, value).
-Row = tuple[bytes | None, bytes | None]
-#: Called when a batch is done: (records in the batch, its future).
-BatchDone = Callable[[int, Any], None]
-#: A record for a partition: (partition, key, value).
-Keyed = tuple[TopicPartition, bytes | None, bytes | None]
+#: One record to send: (key, value, timestamp in ms or None for the producer's clock, headers).
+Row = tuple[bytes | None, bytes | None, int | None, Headers]
+#: Called when a batch is done: (index in ``rows`` of the batch's first record, records in the
+#: batch, its future).
+BatchDone = Callable[[int, int, Any], None]
+#: A record for a partition: (partition, key, value, timestamp, headers).
+Keyed = tuple[TopicPartition, bytes | None, bytes | None, int | None, Headers]
 
 _partitioner = DefaultPartitioner()
+#: Handed for a record without headers (aiokafka only reads it).
+_NO_HEADERS: list[tuple[str, bytes]] = []
 
 
 def by_partition(records: Iterable[Keyed]) -> dict[TopicPartition, list[Row]]:
     """Group records per partition, each group in the order given."""
     out: dict[TopicPartition, list[Row]] = {}
-    for tp, key, value in records:
+    for tp, key, value, timestamp, headers in records:
         rows = out.get(tp)
         if rows is None:
             rows = out[tp] = []
-        rows.append((key, value))
+        rows.append((key, value, timestamp, headers))
     return out
 
 
@@ -58,21 +62,22 @@ async def send_rows(
     """Hand ``rows`` for ``tp`` to the producer in as few batches as they fit in; ``done`` is
     attached to each batch's future (its result's ``offset`` is the batch's first offset)."""
     batch = producer.create_batch()
-    count = 0
-    for key, value in rows:
-        if batch.append(timestamp=None, key=key, value=value) is None:
-            await _submit(producer, batch, tp, count, done)
-            batch, count = producer.create_batch(), 0
-            if batch.append(timestamp=None, key=key, value=value) is None:
+    first = count = 0
+    for i, (key, value, timestamp, row_headers) in enumerate(rows):
+        headers = list(row_headers) if row_headers else _NO_HEADERS  # aiokafka's C builder: a list
+        if batch.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
+            await _submit(producer, batch, tp, first=first, count=count, done=done)
+            batch, first, count = producer.create_batch(), i, 0
+            if batch.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
                 raise ProcessingError(f"a record for {tp} does not fit in an empty batch")
         count += 1
     if count:
-        await _submit(producer, batch, tp, count, done)
+        await _submit(producer, batch, tp, first=first, count=count, done=done)
 
 
 async def _submit(
-    producer: AIOKafkaProducer, batch: Any, tp: TopicPartition, count: int, done: BatchDone
+    producer: AIOKafkaProducer, batch: Any, tp: TopicPartition, *, first: int, count: int, done: BatchDone
 ) -> None:
     batch.close()
     future = await producer.send_batch(batch, tp.topic, partition=tp.partition)
-    future.add_done_callback(lambda f: done(count, f))
+    future.add_done_callback(lambda f: done(first, count, f))

@@ -11,17 +11,23 @@ partition ``tp``: for a standby or a restoring active task the next offset to re
 running active task one past the last changelog record the broker acknowledged. It is what the
 checkpoint file records on commit and on clean close, and what the subscription reports as the
 task's offset sum.
+
+A changelog record carries the timestamp of the write: that of the input record being processed
+when the store was written (:attr:`StreamTask.record_timestamp`), kept per key through the record
+cache until the cache writes the key out, as Kafka Streams' caching store keeps each entry's
+record context.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from streamtasks.app.restore_progress import RestoreProgress
 from streamtasks.state import (
+    ByteStore,
     CacheBudget,
     CachedStore,
     CheckpointError,
@@ -38,8 +44,9 @@ __all__ = ["PendingWrite", "Role", "StreamTask"]
 
 log = logging.getLogger("streamtasks.app.task")
 
-#: A changelog record waiting to be sent: (changelog partition, key, value or None).
-PendingWrite = tuple[TopicPartition, bytes, bytes | None]
+#: A changelog record waiting to be sent: (changelog partition, key, value or None, timestamp
+#: of the write in ms, None when no input record was being processed).
+PendingWrite = tuple[TopicPartition, bytes, bytes | None, int | None]
 
 
 class Role(enum.Enum):
@@ -83,6 +90,10 @@ class StreamTask:
         self._cache_budget = cache if cache is not None and cache.max_bytes > 0 else None
         self.changelog_offsets: dict[TopicPartition, int] = {}
         self.pending: list[PendingWrite] = []
+        #: The timestamp of the input record being processed (set by the task set).
+        self.record_timestamp: int | None = None
+        #: Per cached store, the timestamp of each key's last write not yet written out.
+        self._stamps: dict[str, dict[bytes, int | None]] = {}
         #: Active task: its restore up to the changelog ends (written only by its own methods).
         self.restore = RestoreProgress()
         self.applied_records = 0
@@ -151,7 +162,8 @@ class StreamTask:
                 self.typed[name] = TypedStore(store, key_serde, value_serde)
             else:
                 cached = self.caches[name] = CachedStore(store, self._cache_budget)
-                self.typed[name] = TypedStore(cached, key_serde, value_serde)
+                stamps = self._stamps.setdefault(name, {})
+                self.typed[name] = TypedStore(_Stamped(cached, stamps, self), key_serde, value_serde)
         # A checkpointed offset counts only for a store whose database was still there.
         held = checkpoint or {}
         self.changelog_offsets = {
@@ -173,10 +185,12 @@ class StreamTask:
 
     def _sink_for(self, name: str) -> Any:
         tp = self.changelog_of[name]
+        stamps = self._stamps.setdefault(name, {})
 
         def sink(key: bytes, value: bytes | None) -> None:
+            stamped = stamps.pop(key, self.record_timestamp) if stamps else self.record_timestamp
             if self.role is Role.ACTIVE:
-                self.pending.append((tp, key, value))
+                self.pending.append((tp, key, value, stamped))
 
         return sink
 
@@ -191,6 +205,7 @@ class StreamTask:
         cache = self.caches.get(name)
         if cache is not None and len(cache):
             cache.invalidate()  # restore and standby reads write around the cache
+            self._stamps[name].clear()
         applied = self.stores[name].restore_batch(records)
         self.changelog_offsets[tp] = max(self.changelog_offsets.get(tp, 0), next_offset)
         self.applied_records += applied
@@ -253,3 +268,37 @@ class StreamTask:
             for store in self.stores.values():
                 store.close()
             self.closed = True
+
+
+class _Stamped:
+    """A cached store that notes the timestamp of each key's write (the task's current record),
+    for the changelog record the cache writes later."""
+
+    __slots__ = ("_stamps", "_store", "_task")
+
+    def __init__(self, store: ByteStore, stamps: dict[bytes, int | None], task: StreamTask) -> None:
+        self._store, self._stamps, self._task = store, stamps, task
+
+    @property
+    def name(self) -> str:
+        return self._store.name
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._store.get(key)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._stamps[key] = self._task.record_timestamp
+        self._store.put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self._stamps[key] = self._task.record_timestamp
+        self._store.delete(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._store
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.items()
+
+    def count(self) -> int:
+        return self._store.count()

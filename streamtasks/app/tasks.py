@@ -6,7 +6,10 @@ that change are closed, created or recycled. Active tasks are the tasks of the o
 partitions (the partition list is the source of truth); standby and warm-up tasks come from
 the userdata. :meth:`TaskSet.process` runs the processors over a fetched batch and records the
 input offsets that become committable once :meth:`send_pending` and a producer flush have
-delivered what the batch wrote.
+delivered what the batch wrote. A record a source serde cannot read, or one its processor raises
+on, goes to the app's exception handlers (:mod:`streamtasks.app.handlers`): CONTINUE skips it
+(its offset becomes committable, as if processed), FAIL raises :class:`ProcessingError`. An
+output record the broker refused goes to the production handler when its batch fails.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from streamtasks.app.context import Output, ProcessorContext, Record
+from streamtasks.app.context import Output, ProcessorContext, Record, SourceSerdes
 from streamtasks.app.events import AppEvent, ProcessingStarted, TaskClosed, TaskCreated, TaskRecycled, wall_ms
-from streamtasks.app.sending import Keyed, by_partition, partition_for, partitions_of, send_rows
+from streamtasks.app.handlers import ErrorHandling
+from streamtasks.app.poison import PoisonRecords
+from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
@@ -37,6 +42,8 @@ log = logging.getLogger("streamtasks.app.tasks")
 
 #: A processor: ``fn(ctx, record)``, sync or async.
 Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
+#: An output waiting to be sent, with the input record being processed when it was written.
+Queued = tuple[Output, ConsumerRecord[Any, Any] | None]
 
 
 class TaskSet:
@@ -52,11 +59,17 @@ class TaskSet:
         emit: Callable[[AppEvent], None],
         cache_max_bytes: int = 0,
         exactly_once: bool = False,
+        errors: ErrorHandling | None = None,
+        source_serdes: Mapping[str, SourceSerdes] | None = None,
     ) -> None:
         self._topology = topology
         #: Exactly-once: an active task's checkpoint is removed once read, and written again
         #: only when its stores hold exactly what was committed (clean close, recycling).
         self._exactly_once = exactly_once
+        self._poison = PoisonRecords(errors or ErrorHandling(), lambda out: self._outbox.append((out, None)))
+        self._source_serdes = dict(source_serdes or {})
+        #: The input record being processed (outputs take its timestamp and headers).
+        self._current: ConsumerRecord[Any, Any] | None = None
         #: The record cache's byte budget, shared by every task's stores (0: no cache).
         self.cache = CacheBudget(cache_max_bytes)
         self._processors = dict(processors)
@@ -78,10 +91,15 @@ class TaskSet:
         #: Per partition, the first offset of records :meth:`process` was handed but could not
         #: run (see :meth:`take_unprocessed`).
         self._unprocessed: dict[TopicPartition, int] = {}
-        self._outbox: list[Output] = []
+        self._outbox: list[Queued] = []
         self._send_errors: list[BaseException] = []
         self.info = AssignmentInfo()
         self.records_processed = 0
+
+    @property
+    def records_dropped(self) -> int:
+        """Records a handler answered CONTINUE for (skipped inputs, dropped outputs)."""
+        return self._poison.dropped
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -286,25 +304,36 @@ class TaskSet:
                 )
             ctx = self._context(task)
             fn = self._processors[task.id.subtopology]
+            serdes = self._source_serdes.get(tp.topic)
             for r in records:
-                record = Record(
-                    topic=r.topic,
-                    partition=r.partition,
-                    offset=r.offset,
-                    key=r.key,
-                    value=r.value,
-                    timestamp=r.timestamp,
-                )
+                self._current = r
+                task.record_timestamp = r.timestamp
                 try:
-                    result = fn(ctx, record)
-                    if inspect.isawaitable(result):
-                        await result
+                    if serdes is None:  # the common case, inline: no serde, no call
+                        headers = tuple(r.headers) if r.headers else ()
+                        record = Record(
+                            topic=r.topic,
+                            partition=r.partition,
+                            offset=r.offset,
+                            key=r.key,
+                            value=r.value,
+                            timestamp=r.timestamp,
+                            headers=headers,
+                        )
+                    else:
+                        record = Record.of(r, serdes)
                 except Exception as exc:
-                    raise ProcessingError(
-                        f"processor of task {task.id} failed on {tp}@{r.offset}: {exc!r}"
-                    ) from exc
+                    self._poison.input_failed("deserialization", task.id, r, exc)
+                else:
+                    try:
+                        result = fn(ctx, record)
+                        if inspect.isawaitable(result):
+                            await result
+                    except Exception as exc:
+                        self._poison.input_failed("processing", task.id, r, exc)
                 self._processed[tp] = r.offset + 1
                 done += 1
+            self._current = None
         self.records_processed += done
         return done
 
@@ -328,7 +357,12 @@ class TaskSet:
     def _queue_output(self, output: Output) -> None:
         # Looked up on every call: send_pending swaps in a new outbox, and a context that held
         # the old list's append would write into a list nobody sends.
-        self._outbox.append(output)
+        self._outbox.append((output, self._current))
+
+    def has_unsent(self) -> bool:
+        """Whether outputs wait for :meth:`send_pending` (a dead-letter record a production
+        failure queued while the producer flushed, say)."""
+        return bool(self._outbox)
 
     def flush_caches(self) -> int:
         """Write every task's dirty cached store entries to its stores (their changelog records
@@ -343,36 +377,71 @@ class TaskSet:
             for task in list(self.tasks.values()):
                 pending = task.take_pending()
                 if pending:
-                    for tp, rows in by_partition(pending).items():
-                        await send_rows(producer, tp, rows, self._ack_callback(task, tp))
+                    keyed = ((tp, key, value, ts, ()) for tp, key, value, ts in pending)
+                    for tp, tp_rows in by_partition(keyed).items():
+                        await send_rows(producer, tp, tp_rows, self._ack_callback(task, tp))
             outbox, self._outbox = self._outbox, []
-            if outbox:
-                keyed: list[Keyed] = []
-                parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
-                for out in outbox:
-                    part = out.partition
-                    if part is None:
-                        known = parts.get(out.topic)
-                        if known is None:
-                            known = parts[out.topic] = await partitions_of(producer, out.topic)
-                        part = partition_for(out.key, known)
-                    keyed.append((TopicPartition(out.topic, part), out.key, out.value))
-                for tp, rows in by_partition(keyed).items():
-                    await send_rows(producer, tp, rows, self._ack_callback(None, None))
+            # per partition: the rows and, at the same index, the input each was written for
+            groups: dict[TopicPartition, tuple[list[Row], list[ConsumerRecord[Any, Any] | None]]] = {}
+            parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
+            for out, origin in outbox:
+                part = out.partition
+                if part is None:
+                    known = parts.get(out.topic)
+                    if known is None:
+                        known = parts[out.topic] = await partitions_of(producer, out.topic)
+                    part = partition_for(out.key, known)
+                tp = TopicPartition(out.topic, part)
+                timestamp = out.timestamp if out.timestamp is not None or origin is None else origin.timestamp
+                headers = out.headers if out.headers is not None or origin is None else tuple(origin.headers)
+                group = groups.get(tp)
+                if group is None:
+                    group = groups[tp] = ([], [])
+                group[0].append((out.key, out.value, timestamp, headers or ()))
+                group[1].append(origin)
+            for tp, (tp_rows, origins) in groups.items():
+                await send_rows(producer, tp, tp_rows, self._output_callback(tp, origins))
         except Exception as exc:
             self._send_errors.append(exc)
             raise
 
-    def _ack_callback(self, task: StreamTask | None, tp: TopicPartition | None) -> Callable[[int, Any], None]:
-        def done(count: int, future: Any) -> None:
+    def _ack_callback(self, task: StreamTask, tp: TopicPartition) -> Callable[[int, int, Any], None]:
+        """A changelog batch's callback: its acknowledgement moves the task's changelog offset;
+        its failure is fatal (no handler may skip a store's write)."""
+
+        def done(first: int, count: int, future: Any) -> None:
             if future.cancelled():
                 self._send_errors.append(ProcessingError("a record send was cancelled"))
                 return
             exc = future.exception()
             if exc is not None:
                 self._send_errors.append(exc)
-            elif task is not None and tp is not None:
+            else:
                 task.acknowledged(tp, future.result().offset + count - 1)
+
+        return done
+
+    def _output_callback(
+        self, tp: TopicPartition, origins: list[ConsumerRecord[Any, Any] | None]
+    ) -> Callable[[int, int, Any], None]:
+        """An output batch's callback: each record of a failed batch goes to the production
+        handler (a dead-letter record, or one written outside processing, fails the app)."""
+
+        def done(first: int, count: int, future: Any) -> None:
+            if future.cancelled():
+                self._send_errors.append(ProcessingError("a record send was cancelled"))
+                return
+            exc = future.exception()
+            if exc is None:
+                return
+            for origin in origins[first : first + count]:
+                task = (
+                    None
+                    if origin is None
+                    else self._by_partition.get(TopicPartition(origin.topic, origin.partition))
+                )
+                if self._poison.output_refused(None if task is None else task.id, origin, tp.topic, exc):
+                    self._send_errors.append(exc)
 
         return done
 
@@ -427,6 +496,7 @@ class TaskSet:
     def metrics(self) -> dict[str, float]:
         return {
             "records-processed-total": float(self.records_processed),
+            "dropped-records-total": float(self.records_dropped),
             "active-tasks": float(sum(1 for t in self.tasks.values() if t.is_active)),
             "standby-tasks": float(sum(1 for t in self.tasks.values() if not t.is_active)),
             "restoring-tasks": float(len(self.restoring())),

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from streamtasks.app.sending import by_partition, partition_for, partitions_of, send_rows
+from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.embedded import Cluster
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.aio import to_aio
@@ -35,8 +35,9 @@ async def _read_all(bootstrap: str, tp: TopicPartition, count: int) -> list[Any]
 
 def test_by_partition_keeps_the_order_within_each_partition() -> None:
     a, b = TopicPartition("t", 0), TopicPartition("t", 1)
-    grouped = by_partition([(a, b"1", b"x"), (b, b"2", None), (a, b"3", b"y")])
-    assert grouped == {a: [(b"1", b"x"), (b"3", b"y")], b: [(b"2", None)]}
+    h = (("trace", b"t1"),)
+    grouped = by_partition([(a, b"1", b"x", 5, h), (b, b"2", None, None, ()), (a, b"3", b"y", 7, ())])
+    assert grouped == {a: [(b"1", b"x", 5, h), (b"3", b"y", 7, ())], b: [(b"2", None, None, ())]}
 
 
 def test_rows_span_several_batches_in_order(kafka: Cluster) -> None:
@@ -48,11 +49,13 @@ def test_rows_span_several_batches_in_order(kafka: Cluster) -> None:
         )
         await producer.start()
         tp = TopicPartition(topic, 2)
-        rows = [(f"k{i % 7}".encode(), f"{i:0100d}".encode()) for i in range(300)]
-        rows.append((b"gone", None))  # a tombstone
-        done: list[tuple[int, int]] = []
+        rows: list[Row] = [
+            (f"k{i % 7}".encode(), f"{i:0100d}".encode(), 1_000 + i, ((f"h{i}", b"x"),)) for i in range(300)
+        ]
+        rows.append((b"gone", None, None, ()))  # a tombstone, timestamped by the producer's clock
+        done: list[tuple[int, int, int]] = []
         try:
-            await send_rows(producer, tp, rows, lambda n, f: done.append((f.result().offset, n)))
+            await send_rows(producer, tp, rows, lambda i, n, f: done.append((f.result().offset, n, i)))
             await producer.flush()
             known = await partitions_of(producer, topic)
             keyed = {partition_for(k, known) for k in (b"k1", b"k2", b"other")}
@@ -62,10 +65,16 @@ def test_rows_span_several_batches_in_order(kafka: Cluster) -> None:
         assert keyed == {m.partition for m in sent}
         assert len(done) > 1  # 30 KB of rows do not fit in one 1 KB batch
         spans = sorted(done)
-        assert sum(n for _, n in spans) == len(rows)
-        assert all(o + n == nxt for (o, n), (nxt, _) in itertools.pairwise(spans))
+        assert sum(n for _, n, _ in spans) == len(rows)
+        assert all(o + n == nxt for (o, n, _), (nxt, _, _) in itertools.pairwise(spans))
+        # each batch names the index of its first row: offsets and indexes move together
+        assert all(o - spans[0][0] == i for o, _, i in spans)
         read = await _read_all(kafka.bootstrap_servers, tp, len(rows))
-        assert [(r.key, r.value) for r in read[: len(rows)]] == rows
+        assert [(r.key, r.value) for r in read[: len(rows)]] == [(k, v) for k, v, _, _ in rows]
+        # timestamps and headers go out as given; a None timestamp is the producer's clock
+        got = [(r.timestamp, tuple(r.headers)) for r in read[:300]]
+        assert got == [(ts, h) for _, _, ts, h in rows[:300]]
+        assert read[300].timestamp > 1_000_000_000_000
         assert read[0].offset == spans[0][0]
 
     asyncio.run(run())

@@ -214,7 +214,7 @@ def test_a_logged_store_without_checkpoint_is_wiped_but_an_unlogged_one_of_the_t
     first.open({})
     first.stores["counts"].put(b"a", b"1")
     first.stores["cache"].put(b"k", b"v")
-    assert first.take_pending() == [(tp, b"a", b"1")]
+    assert first.take_pending() == [(tp, b"a", b"1", None)]
     first.close(clean=False)  # crash: no checkpoint
     again = make_task(directory, topology=topology, task=TaskId(0, 0))
     again.open({tp: 1})
@@ -234,13 +234,13 @@ def test_store_writes_of_an_active_task_queue_changelog_records(directory: State
     counts.put("kafka", 3)
     counts.delete("gone")
     assert task.pending == [
-        (CHANGELOG, b"kafka", (3).to_bytes(8, "big")),
-        (CHANGELOG, b"gone", None),
+        (CHANGELOG, b"kafka", (3).to_bytes(8, "big"), None),
+        (CHANGELOG, b"gone", None, None),
     ]
     assert counts.get("kafka") == 3
     assert task.take_pending() == [
-        (CHANGELOG, b"kafka", (3).to_bytes(8, "big")),
-        (CHANGELOG, b"gone", None),
+        (CHANGELOG, b"kafka", (3).to_bytes(8, "big"), None),
+        (CHANGELOG, b"gone", None, None),
     ]
     assert task.pending == []
     assert task.changelog_offsets == {CHANGELOG: 0}  # moves only when the broker acknowledges
@@ -254,7 +254,7 @@ def test_store_writes_of_a_standby_task_queue_nothing(directory: StateDirectory)
     assert task.pending == []
     task.role = Role.ACTIVE  # recycled: the same store now logs its writes
     task.stores["counts"].put(b"k", b"w")
-    assert task.pending == [(CHANGELOG, b"k", b"w")]
+    assert task.pending == [(CHANGELOG, b"k", b"w", None)]
     task.close(clean=False)
 
 

@@ -41,13 +41,13 @@ def make_task(directory: StateDirectory, budget: CacheBudget, role: Role = Role.
 def test_updates_reach_store_and_changelog_once_per_flush(directory: StateDirectory) -> None:
     task = make_task(directory, CacheBudget(1 << 20))
     counts = task.typed["counts"]
-    assert isinstance(counts.store, CachedStore)
+    assert isinstance(task.caches["counts"], CachedStore)
     for _ in range(5):
         counts.put("a", (counts.get("a") or 0) + 1)
     assert task.pending == []
     assert task.stores["counts"].get(b"a") is None
     assert task.flush_caches() == 1
-    assert task.take_pending() == [(CHANGELOG, b"a", INT64.serialize(5))]
+    assert task.take_pending() == [(CHANGELOG, b"a", INT64.serialize(5), None)]
     assert task.stores["counts"].get(b"a") == INT64.serialize(5)
     task.close(clean=True)
 
@@ -70,7 +70,7 @@ def test_a_clean_close_flushes_a_dirty_close_drops(directory: StateDirectory) ->
 def test_a_tiny_budget_writes_through_on_eviction(directory: StateDirectory) -> None:
     task = make_task(directory, CacheBudget(1))
     task.typed["counts"].put("a", 1)
-    assert task.take_pending() == [(CHANGELOG, b"a", INT64.serialize(1))]
+    assert task.take_pending() == [(CHANGELOG, b"a", INT64.serialize(1), None)]
     task.close(clean=True)
 
 

@@ -131,7 +131,11 @@ def created(events: list[AppEvent]) -> dict[str, str]:
 
 
 def consumer_record(
-    tp: TopicPartition, offset: int, key: bytes | None, value: bytes | None
+    tp: TopicPartition,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes]] = (),
 ) -> ConsumerRecord[Any, Any]:
     return ConsumerRecord(
         topic=tp.topic,
@@ -144,7 +148,7 @@ def consumer_record(
         checksum=None,
         serialized_key_size=-1 if key is None else len(key),
         serialized_value_size=-1 if value is None else len(value),
-        headers=(),
+        headers=tuple(headers),
     )
 
 
@@ -379,8 +383,8 @@ def test_process_runs_sync_and_async_processors(fx: Fixture) -> None:
     counts = fx.tasks.tasks[t("1_1")].typed["counts"]
     assert counts.get("a") == 2
     assert fx.tasks.tasks[t("1_1")].take_pending() == [
-        (cl(1), b"a", (1).to_bytes(8, "big")),
-        (cl(1), b"a", (2).to_bytes(8, "big")),
+        (cl(1), b"a", (1).to_bytes(8, "big"), 1_003),  # each write: its input record's timestamp
+        (cl(1), b"a", (2).to_bytes(8, "big"), 1_004),
     ]
     assert fx.tasks.committable([text(0), words(1)]) == {text(0): 8, words(1): 5}
     assert fx.tasks.records_processed == 3
@@ -494,9 +498,13 @@ class _Batch:
 
     def __init__(self) -> None:
         self.rows: list[tuple[bytes | None, bytes | None]] = []
+        self.stamps: list[tuple[int | None, tuple[tuple[str, bytes], ...]]] = []
 
-    def append(self, *, timestamp: None, key: bytes | None, value: bytes | None) -> object:
+    def append(
+        self, *, timestamp: int | None, key: bytes | None, value: bytes | None, headers: Any = ()
+    ) -> object:
         self.rows.append((key, value))
+        self.stamps.append((timestamp, tuple(headers)))
         return object()
 
     def close(self) -> None:
