@@ -56,7 +56,7 @@ from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
-from streamtasks.errors import ConfigError, DecodeError, StreamTasksError
+from streamtasks.errors import ConfigError, StreamTasksError
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
@@ -64,6 +64,7 @@ from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import AssignmentRead, LagTrigger
+from streamtasks.streams.assignment_reader import AssignmentReaders
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
 from streamtasks.streams.wiring import streams_assignor_type, streams_wire
 from topology.ids import TopicPartition
@@ -167,6 +168,10 @@ class App:
             on_assignment=self.on_assignment,
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
             **cfg.consumer_settings(),
+        )
+        #: Who reads an assignment: the assignor of the protocol it came under (KIP-848: ours).
+        self.readers = AssignmentReaders(
+            (self.assignor,) if self.faust is None else (self.faust, self.assignor), client_side=self.assignor
         )
         self.producer: AIOKafkaProducer | None = None
         self.lock = asyncio.Lock()
@@ -330,22 +335,15 @@ class App:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
         async with self.lock:
-            read: AssignmentRead | None = None
-            if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
-                try:
-                    info = self.faust.read_assignment(change.user_data)
-                except DecodeError as exc:
-                    log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
-                    info = AssignmentInfo()
-            else:
-                read = self.assignor.read_assignment(
-                    MemberAssignment(
-                        partitions=change.owned, user_data=change.user_data, generation=change.generation
-                    ),
-                    # KIP-848 versions assignor metadata itself (MetadataVersion in the heartbeat).
-                    follow_version=self.config.group_protocol == "classic",
-                )
-                info = read.info
+            read = self.readers.read(
+                self.consumer.protocol_name,
+                MemberAssignment(
+                    partitions=change.owned, user_data=change.user_data, generation=change.generation
+                ),
+                # KIP-848 versions assignor metadata itself (MetadataVersion in the heartbeat).
+                follow_version=self.config.group_protocol == "classic",
+            )
+            info = AssignmentInfo() if read is None else read.info
             owned = change.owned
             if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
                 subscribed = set(self.topology.subscribed_topics())
