@@ -137,8 +137,6 @@ class SimApp:
         self.topics = topics
         self.streams = streams
         self.faust = faust
-        #: Who reads an assignment: the assignor of the protocol it came under (KIP-848: streams).
-        self.readers = AssignmentReaders((a for a in (faust, streams) if a is not None), client_side=streams)
         self.owned: tuple[TopicPartition, ...] = ()
         self.standbys: frozenset[TaskId] = frozenset()
         self.assignment_version: int | None = None
@@ -151,6 +149,15 @@ class SimApp:
     def assignors(self) -> tuple[PartitionAssignor, ...]:
         """The member's assignors, most preferred first."""
         return tuple(a for a in (self.faust, self.streams) if a is not None)
+
+    @property
+    def readers(self) -> AssignmentReaders:
+        """Who reads an assignment: the assignor of the protocol it came under (KIP-848:
+        streams). Built from the assignors at the time of asking: :func:`build_app` sets
+        :attr:`streams` after the app exists (the assignor reads the app's offset sums)."""
+        return AssignmentReaders(
+            (a for a in (self.faust, self.streams) if a is not None), client_side=self.streams
+        )
 
     @property
     def userdata_version(self) -> int | None:
