@@ -63,10 +63,10 @@ from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
-from streamtasks.streams import AssignmentRead, LagTrigger
+from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
 from streamtasks.streams.assignment_reader import AssignmentReaders
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
-from streamtasks.streams.wiring import streams_assignor_type, streams_wire
+from streamtasks.streams.wiring import StreamsWire, streams_assignor_type, streams_wire
 from topology.ids import TopicPartition
 from topology.model import Topology
 
@@ -76,6 +76,22 @@ log = logging.getLogger("streamtasks.app")
 
 #: How many of its latest events an app keeps in :attr:`App.events`.
 EVENT_HISTORY = 10_000
+
+
+def _check_app(config: AppConfig, topology: Topology, processors: Mapping[int, Processor]) -> None:
+    """The topology is the configured application's and the processors cover its subtopologies
+    exactly (a :class:`ConfigError` otherwise)."""
+    if config.application_id != topology.application_id:
+        raise ConfigError(
+            f"application_id {config.application_id!r} differs from the topology's "
+            f"{topology.application_id!r}"
+        )
+    missing = sorted(s.id for s in topology.subtopologies if s.id not in processors)
+    unknown = sorted(set(processors) - {s.id for s in topology.subtopologies})
+    if missing or unknown:
+        raise ConfigError(
+            f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
+        )
 
 
 class App:
@@ -95,17 +111,7 @@ class App:
             self.config = config if not settings else make_app_config(config.model_dump(), **settings)
         else:
             self.config = make_app_config(dict(config or {}), **settings)
-        if self.config.application_id != topology.application_id:
-            raise ConfigError(
-                f"application_id {self.config.application_id!r} differs from the topology's "
-                f"{topology.application_id!r}"
-            )
-        missing = sorted(s.id for s in topology.subtopologies if s.id not in processors)
-        unknown = sorted(set(processors) - {s.id for s in topology.subtopologies})
-        if missing or unknown:
-            raise ConfigError(
-                f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
-            )
+        _check_app(self.config, topology, processors)
         self.topology = topology
         wire = streams_wire(self.config.upgrade_from, self.config.emulate_release)
         #: ``upgrade_from="faust"``: faust's protocol, offered first while faust members remain.
@@ -135,24 +141,7 @@ class App:
             topics=topology.subscribed_topics(),
             emit=self.emit,
         )
-        self.assignor = streams_assignor_type(wire.protocol)(
-            topology,
-            task_assignor=assignor_registry.get(cfg.task_assignor),
-            configs=AssignmentConfigs(
-                num_standby_replicas=cfg.num_standby_replicas,
-                acceptable_recovery_lag=cfg.acceptable_recovery_lag,
-                max_warmup_replicas=cfg.max_warmup_replicas,
-                probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
-            ),
-            end_offsets=self.restorer.cached_end_offsets,
-            now_ms=wall_ms,
-            process_id=lambda: self.process_id,
-            task_offset_sums=self.tasks.offset_sums,
-            rack=cfg.rack,
-            client_tags=dict(cfg.client_tags),
-            metadata_version=wire.metadata_version,
-            latest_version=wire.latest_version,
-        )
+        self.assignor = self._streams_assignor(wire)
         self._on_event = on_event
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
         #: the history is bounded); ``on_event`` sees every one.
@@ -178,6 +167,29 @@ class App:
         self._loops: Loops | None = None
         self._started = False
         self._closed = False
+
+    def _streams_assignor(self, wire: StreamsWire) -> StreamsPartitionAssignor:
+        """The app's streams assignor, of the protocol and userdata versions ``wire`` pins; it
+        reads end offsets through the restorer and offset sums from the tasks."""
+        cfg = self.config
+        return streams_assignor_type(wire.protocol)(
+            self.topology,
+            task_assignor=assignor_registry.get(cfg.task_assignor),
+            configs=AssignmentConfigs(
+                num_standby_replicas=cfg.num_standby_replicas,
+                acceptable_recovery_lag=cfg.acceptable_recovery_lag,
+                max_warmup_replicas=cfg.max_warmup_replicas,
+                probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
+            ),
+            end_offsets=self.restorer.cached_end_offsets,
+            now_ms=wall_ms,
+            process_id=lambda: self.process_id,
+            task_offset_sums=self.tasks.offset_sums,
+            rack=cfg.rack,
+            client_tags=dict(cfg.client_tags),
+            metadata_version=wire.metadata_version,
+            latest_version=wire.latest_version,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
