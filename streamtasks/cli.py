@@ -190,7 +190,6 @@ def _logging(level: str) -> Iterator[None]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from streamtasks.runtime.client_file import add_client_config_argument
 
     parser = argparse.ArgumentParser(
         prog="streamtasks", description="Kafka Streams-style task assignment for Python stream apps."
@@ -208,41 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     assign.add_argument("--json", action="store_true", help="print JSON instead of tables")
     assign.set_defaults(func=_cmd_assign)
 
-    demo = sub.add_parser(
-        "demo",
-        help="live drill: rolling bounces (dynamic, static), then stateful tasks (crash, standbys, warm-ups)",
-    )
-    demo.add_argument(
-        "--bootstrap-servers", help="use this Kafka cluster (default: an embedded broker, see --broker)"
-    )
-    demo.add_argument(
-        "--broker",
-        choices=("auto", "kafka", "tansu"),
-        help="embedded broker: Apache Kafka (needs Java 17+ and Maven), Tansu, or auto (Kafka where "
-        "java and mvn are on PATH); default: $STREAMTASKS_BROKER, else auto",
-    )
-    demo.add_argument(
-        "--protocol",
-        choices=("cooperative", "eager", "consumer", "consumer-client"),
-        default="cooperative",
-        help="classic cooperative or eager; consumer: KIP-848 on the cluster's coordinator (Apache "
-        "Kafka 4.x, server-side uniform); consumer-client: KIP-848 on a streamtasks coordinator "
-        "started in front of the cluster, assignment client-side",
-    )
-    demo.add_argument(
-        "--phase",
-        choices=("all", "bounce", "dynamic", "stateful"),
-        default="all",
-        help="bounce: rolling bounces of consumer workers; stateful: App workers with standbys; "
-        "dynamic: the bounce phase without its static members (the shortest run with rebalances)",
-    )
-    add_client_config_argument(demo)
-    demo.add_argument(
-        "--secure",
-        action="store_true",
-        help="run on the secured embedded Apache Kafka: every client over SASL_SSL with SCRAM-SHA-512",
-    )
-    demo.set_defaults(func=_cmd_demo)
+    _add_demo_command(sub)
 
     listing = sub.add_parser("assignors", help="list the task and partition assignors available")
     listing.add_argument("--json", action="store_true", help="print JSON instead of lines")
@@ -290,6 +255,47 @@ def build_parser() -> argparse.ArgumentParser:
     add_sim_arguments(sim)
     sim.set_defaults(func=_cmd_sim)
     return _finish(parser)
+
+
+def _add_demo_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``streamtasks demo``: the live drill's command and flags."""
+    from streamtasks.runtime.client_file import add_client_config_argument
+
+    demo = sub.add_parser(
+        "demo",
+        help="live drill: rolling bounces (dynamic, static), then stateful tasks (crash, standbys, warm-ups)",
+    )
+    demo.add_argument(
+        "--bootstrap-servers", help="use this Kafka cluster (default: an embedded broker, see --broker)"
+    )
+    demo.add_argument(
+        "--broker",
+        choices=("auto", "kafka", "tansu"),
+        help="embedded broker: Apache Kafka (needs Java 17+ and Maven), Tansu, or auto (Kafka where "
+        "java and mvn are on PATH); default: $STREAMTASKS_BROKER, else auto",
+    )
+    demo.add_argument(
+        "--protocol",
+        choices=("cooperative", "eager", "consumer", "consumer-client"),
+        default="cooperative",
+        help="classic cooperative or eager; consumer: KIP-848 on the cluster's coordinator (Apache "
+        "Kafka 4.x, server-side uniform); consumer-client: KIP-848 on a streamtasks coordinator "
+        "started in front of the cluster, assignment client-side",
+    )
+    demo.add_argument(
+        "--phase",
+        choices=("all", "bounce", "dynamic", "stateful"),
+        default="all",
+        help="bounce: rolling bounces of consumer workers; stateful: App workers with standbys; "
+        "dynamic: the bounce phase without its static members (the shortest run with rebalances)",
+    )
+    add_client_config_argument(demo)
+    demo.add_argument(
+        "--secure",
+        action="store_true",
+        help="run on the secured embedded Apache Kafka: every client over SASL_SSL with SCRAM-SHA-512",
+    )
+    demo.set_defaults(func=_cmd_demo)
 
 
 #: The exit status of a command whose reader went away (``| head``): 128 + SIGPIPE, as a shell

@@ -63,7 +63,6 @@ from streamtasks.app.transactions import ExactlyOnce, transactional_id
 from streamtasks.errors import (
     CommitFailedError,
     ConfigError,
-    DecodeError,
     StreamTasksError,
     TransactionAbortedError,
 )
@@ -73,9 +72,10 @@ from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
-from streamtasks.streams import AssignmentRead, LagTrigger
+from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
+from streamtasks.streams.assignment_reader import AssignmentReaders
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
-from streamtasks.streams.wiring import streams_assignor_type, streams_wire
+from streamtasks.streams.wiring import StreamsWire, streams_assignor_type, streams_wire
 from topology.ids import TopicPartition
 from topology.model import Topology
 
@@ -85,6 +85,22 @@ log = logging.getLogger("streamtasks.app")
 
 #: How many of its latest events an app keeps in :attr:`App.events`.
 EVENT_HISTORY = 10_000
+
+
+def _check_app(config: AppConfig, topology: Topology, processors: Mapping[int, Processor]) -> None:
+    """The topology is the configured application's and the processors cover its subtopologies
+    exactly (a :class:`ConfigError` otherwise)."""
+    if config.application_id != topology.application_id:
+        raise ConfigError(
+            f"application_id {config.application_id!r} differs from the topology's "
+            f"{topology.application_id!r}"
+        )
+    missing = sorted(s.id for s in topology.subtopologies if s.id not in processors)
+    unknown = sorted(set(processors) - {s.id for s in topology.subtopologies})
+    if missing or unknown:
+        raise ConfigError(
+            f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
+        )
 
 
 class App:
@@ -105,17 +121,7 @@ class App:
             self.config = config if not settings else make_app_config(config.model_dump(), **settings)
         else:
             self.config = make_app_config(dict(config or {}), **settings)
-        if self.config.application_id != topology.application_id:
-            raise ConfigError(
-                f"application_id {self.config.application_id!r} differs from the topology's "
-                f"{topology.application_id!r}"
-            )
-        missing = sorted(s.id for s in topology.subtopologies if s.id not in processors)
-        unknown = sorted(set(processors) - {s.id for s in topology.subtopologies})
-        if missing or unknown:
-            raise ConfigError(
-                f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
-            )
+        _check_app(self.config, topology, processors)
         self.topology = topology
         wire = streams_wire(self.config.upgrade_from, self.config.emulate_release)
         #: ``upgrade_from="faust"``: faust's protocol, offered first while faust members remain.
@@ -155,24 +161,7 @@ class App:
             topics=topology.subscribed_topics(),
             emit=self.emit,
         )
-        self.assignor = streams_assignor_type(wire.protocol)(
-            topology,
-            task_assignor=assignor_registry.get(cfg.task_assignor),
-            configs=AssignmentConfigs(
-                num_standby_replicas=cfg.num_standby_replicas,
-                acceptable_recovery_lag=cfg.acceptable_recovery_lag,
-                max_warmup_replicas=cfg.max_warmup_replicas,
-                probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
-            ),
-            end_offsets=self.restorer.cached_end_offsets,
-            now_ms=wall_ms,
-            process_id=lambda: self.process_id,
-            task_offset_sums=self.tasks.offset_sums,
-            rack=cfg.rack,
-            client_tags=dict(cfg.client_tags),
-            metadata_version=wire.metadata_version,
-            latest_version=wire.latest_version,
-        )
+        self.assignor = self._streams_assignor(wire)
         self._on_event = on_event
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
         #: the history is bounded); ``on_event`` sees every one.
@@ -189,6 +178,10 @@ class App:
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
             **cfg.consumer_settings(),
         )
+        #: Who reads an assignment: the assignor of the protocol it came under (KIP-848: ours).
+        self.readers = AssignmentReaders(
+            (self.assignor,) if self.faust is None else (self.faust, self.assignor), client_side=self.assignor
+        )
         self.producer: AIOKafkaProducer | None = None
         #: Exactly-once: the process's transactions (None under at-least-once).
         self.eos: ExactlyOnce | None = None
@@ -198,6 +191,29 @@ class App:
         self._loops: Loops | None = None
         self._started = False
         self._closed = False
+
+    def _streams_assignor(self, wire: StreamsWire) -> StreamsPartitionAssignor:
+        """The app's streams assignor, of the protocol and userdata versions ``wire`` pins; it
+        reads end offsets through the restorer and offset sums from the tasks."""
+        cfg = self.config
+        return streams_assignor_type(wire.protocol)(
+            self.topology,
+            task_assignor=assignor_registry.get(cfg.task_assignor),
+            configs=AssignmentConfigs(
+                num_standby_replicas=cfg.num_standby_replicas,
+                acceptable_recovery_lag=cfg.acceptable_recovery_lag,
+                max_warmup_replicas=cfg.max_warmup_replicas,
+                probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
+            ),
+            end_offsets=self.restorer.cached_end_offsets,
+            now_ms=wall_ms,
+            process_id=lambda: self.process_id,
+            task_offset_sums=self.tasks.offset_sums,
+            rack=cfg.rack,
+            client_tags=dict(cfg.client_tags),
+            metadata_version=wire.metadata_version,
+            latest_version=wire.latest_version,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -432,22 +448,15 @@ class App:
                 # it must not commit, and the other active tasks' writes go with it.
                 await self.eos.abort()
                 self._abort(TransactionAbortedError(f"partitions lost: {sorted(map(str, change.lost))}"))
-            read: AssignmentRead | None = None
-            if self.faust is not None and self.consumer.protocol_name == self.faust.name and change.user_data:
-                try:
-                    info = self.faust.read_assignment(change.user_data)
-                except DecodeError as exc:
-                    log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
-                    info = AssignmentInfo()
-            else:
-                read = self.assignor.read_assignment(
-                    MemberAssignment(
-                        partitions=change.owned, user_data=change.user_data, generation=change.generation
-                    ),
-                    # KIP-848 versions assignor metadata itself (MetadataVersion in the heartbeat).
-                    follow_version=self.config.group_protocol == "classic",
-                )
-                info = read.info
+            read = self.readers.read(
+                self.consumer.protocol_name,
+                MemberAssignment(
+                    partitions=change.owned, user_data=change.user_data, generation=change.generation
+                ),
+                # KIP-848 versions assignor metadata itself (MetadataVersion in the heartbeat).
+                follow_version=self.config.group_protocol == "classic",
+            )
+            info = AssignmentInfo() if read is None else read.info
             owned = change.owned
             if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
                 subscribed = set(self.topology.subscribed_topics())

@@ -147,6 +147,52 @@ class TaskSet:
         kept as a standby until an assignment gives its next role."""
         self.info = info
         gone = frozenset(lost)
+        active, standby = self._roles(owned, info, gone, keep_revoked=keep_revoked)
+        current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}
+        plan = plan_tasks(current, active=active, standby=standby)
+        now = wall_ms()
+        for tid in plan.close:
+            self._close(tid, gone, now)
+        for tid in plan.recycle_to_standby:
+            task = self.tasks[tid]
+            task.checkpoint()
+            task.role, task.warmup = Role.STANDBY, tid in info.warmup_tasks
+            task.restore.stop()
+            self._contexts.pop(tid, None)
+            self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
+        opening = (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)
+        wanted = [tp for tid in opening for tp in self._infos[tid].changelog_partitions]
+        ends = dict(await end_offsets(wanted)) if wanted else {}
+        for tid in plan.recycle_to_active:
+            task = self.tasks[tid]
+            before = self._role_name(task)
+            task.role, task.warmup = Role.ACTIVE, False
+            self._drop_checkpoint_if_eos(tid)
+            self._start_restore(task, ends)
+            self._emit(TaskRecycled(at_ms=now, task=tid, from_role=before, to_role="active"))
+        for tid in (*plan.create_active, *plan.create_standby):
+            self._create(tid, Role.ACTIVE if tid in plan.create_active else Role.STANDBY, ends, now)
+        for tid, task in self.tasks.items():
+            if not task.is_active:
+                task.warmup = tid in info.warmup_tasks
+        self._by_partition = {
+            tp: t for t in self.tasks.values() if t.is_active for tp in t.info.source_partitions
+        }
+        for tp in list(self._processed):
+            if tp not in self._by_partition:
+                del self._processed[tp]
+
+    def _roles(
+        self,
+        owned: Iterable[TopicPartition],
+        info: AssignmentInfo,
+        gone: frozenset[TopicPartition],
+        *,
+        keep_revoked: bool,
+    ) -> tuple[set[TaskId], set[TaskId]]:
+        """The tasks an assignment makes active here (those of the ``owned`` partitions) and
+        standby (standbys, warm-ups, and the KIP-848 tasks kept for their next role); tasks
+        this topology does not have are logged and left out."""
         active: set[TaskId] = set()
         for tp in owned:
             try:
@@ -181,66 +227,37 @@ class TaskSet:
             for t in info.standby_tasks | info.warmup_tasks | pending | revoked
             if t in self._infos and t not in active
         }
-        current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}
-        plan = plan_tasks(current, active=active, standby=standby)
-        now = wall_ms()
-        for tid in plan.close:
-            task = self.tasks.pop(tid)
-            # A task whose partitions were lost (not revoked) may hold writes that never reached
-            # its changelog: close it dirty and drop its checkpoint, so that it is rebuilt from
-            # the changelog if it comes back here.
-            clean = not (task.is_active and gone.intersection(task.info.source_partitions))
-            task.close(clean=clean)
-            if not clean:
-                self._directory.checkpoint_path(tid).unlink(missing_ok=True)
-            self._contexts.pop(tid, None)
-            self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
-        for tid in plan.recycle_to_standby:
-            task = self.tasks[tid]
-            task.checkpoint()
-            task.role, task.warmup = Role.STANDBY, tid in info.warmup_tasks
-            task.restore.stop()
-            self._contexts.pop(tid, None)
-            self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
-        opening = (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)
-        wanted = [tp for tid in opening for tp in self._infos[tid].changelog_partitions]
-        ends = dict(await end_offsets(wanted)) if wanted else {}
-        for tid in plan.recycle_to_active:
-            task = self.tasks[tid]
-            before = self._role_name(task)
-            task.role, task.warmup = Role.ACTIVE, False
+        return active, standby
+
+    def _close(self, tid: TaskId, gone: frozenset[TopicPartition], now: int) -> None:
+        task = self.tasks.pop(tid)
+        # A task whose partitions were lost (not revoked) may hold writes that never reached
+        # its changelog: close it dirty and drop its checkpoint, so that it is rebuilt from
+        # the changelog if it comes back here.
+        clean = not (task.is_active and gone.intersection(task.info.source_partitions))
+        task.close(clean=clean)
+        if not clean:
+            self._directory.checkpoint_path(tid).unlink(missing_ok=True)
+        self._contexts.pop(tid, None)
+        self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
+
+    def _create(self, tid: TaskId, role: Role, ends: Mapping[TopicPartition, int], now: int) -> None:
+        task = StreamTask(
+            self._infos[tid],
+            role=role,
+            application_id=self._topology.application_id,
+            directory=self._directory,
+            store_serdes=self._serdes,
+            logged_stores=self._logged,
+            warmup=tid in self.info.warmup_tasks,
+            cache=self.cache,
+        )
+        task.open(ends)
+        self.tasks[tid] = task
+        if role is Role.ACTIVE:
             self._drop_checkpoint_if_eos(tid)
             self._start_restore(task, ends)
-            self._emit(TaskRecycled(at_ms=now, task=tid, from_role=before, to_role="active"))
-        for tid in (*plan.create_active, *plan.create_standby):
-            role = Role.ACTIVE if tid in plan.create_active else Role.STANDBY
-            task = StreamTask(
-                self._infos[tid],
-                role=role,
-                application_id=self._topology.application_id,
-                directory=self._directory,
-                store_serdes=self._serdes,
-                logged_stores=self._logged,
-                warmup=tid in info.warmup_tasks,
-                cache=self.cache,
-            )
-            task.open(ends)
-            self.tasks[tid] = task
-            if role is Role.ACTIVE:
-                self._drop_checkpoint_if_eos(tid)
-                self._start_restore(task, ends)
-            self._emit(
-                TaskCreated(at_ms=now, task=tid, role=self._role_name(task), offset_sum=task.offset_sum())
-            )
-        for tid, task in self.tasks.items():
-            if not task.is_active:
-                task.warmup = tid in info.warmup_tasks
-        self._by_partition = {
-            tp: t for t in self.tasks.values() if t.is_active for tp in t.info.source_partitions
-        }
-        for tp in list(self._processed):
-            if tp not in self._by_partition:
-                del self._processed[tp]
+        self._emit(TaskCreated(at_ms=now, task=tid, role=self._role_name(task), offset_sum=task.offset_sum()))
 
     def _drop_checkpoint_if_eos(self, tid: TaskId) -> None:
         # Exactly-once: the stores of an active task get uncommitted writes from now on; were the

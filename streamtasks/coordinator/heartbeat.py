@@ -114,42 +114,10 @@ def heartbeat(
         return _leave(u, request)
     if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         return _leave_temporarily(u, request)
-    if epoch == JOIN_GROUP_MEMBER_EPOCH:
-        joined = _join(u, request)
-        if isinstance(joined, Response):
-            return u.result(joined)
-        old_member, current = joined
-        # A join from a member that is still in the group, past epoch 0: answered with its
-        # current epoch and assignment, which it does not change (see _join).
-        frozen = (
-            old_member is not None
-            and u.group is not None
-            and current is u.group.current(member_id)
-            and current.member_epoch > 0
-        )
-    else:
-        frozen = False
-        old_member, existing = u.member(member_id), u.current(member_id)
-        if old_member is None or existing is None:
-            return u.result(_error(KafkaErrorCode.UNKNOWN_MEMBER_ID, "Unknown member.", member_id))
-        owned = (
-            None
-            if request.topic_partitions is None
-            else TopicPartitionSet.from_wire(request.topic_partitions)
-        )
-        if not _epoch_is_valid(existing, epoch, owned):
-            # Seed step 3: FENCED_MEMBER_EPOCH, and the member is removed from the group.
-            u.remove_member(member_id)
-            u.bump()
-            u.assign()
-            return u.result(
-                _error(
-                    KafkaErrorCode.FENCED_MEMBER_EPOCH,
-                    f"Member epoch {epoch} is not the expected {existing.member_epoch}.",
-                    member_id,
-                )
-            )
-        current = existing
+    found = _join_or_check_epoch(u, request)
+    if isinstance(found, Response):
+        return u.result(found)
+    old_member, current, frozen = found
 
     member = _updated_member(old_member, request, u.group_id, client_id, client_host)
     u.put_member(member)
@@ -178,21 +146,16 @@ def heartbeat(
     )
     before = u.current(member_id)
     u.put_current(nxt)
-
-    now = ctx.now_ms
-    u.schedule(u.session_timer(member_id), now + ctx.config.session_timeout_ms)
-    revocation = u.revocation_timer(member_id)
     joining = epoch == JOIN_GROUP_MEMBER_EPOCH
-    if nxt.state is MemberState.UNREVOKED_PARTITIONS:
-        if (joining and not frozen) or before is None or before is not nxt:
-            u.schedule(revocation, now + member.rebalance_timeout_ms)
-    elif before is None or before.state is MemberState.UNREVOKED_PARTITIONS:
-        u.cancel(revocation)
-
-    should_compute = u.client_request is not None and u.client_request.member_id == member_id
-    if should_compute and not u.assignment_timer_armed:
-        u.schedule(u.assignment_timer, now + member.rebalance_timeout_ms)
-
+    should_compute = _arm_timers(
+        u,
+        ctx,
+        member_id,
+        before,
+        nxt,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        revocation_restarts=joining and not frozen,
+    )
     changed = nxt is not before or (owned is not None and owned != nxt.assigned)
     return u.result(
         Response(
@@ -204,6 +167,73 @@ def heartbeat(
             should_compute_assignment=should_compute,
         )
     )
+
+
+def _join_or_check_epoch(
+    u: GroupUpdate, request: ConsumerGroupHeartbeatRequest
+) -> tuple[MemberMetadataRecord | None, CurrentMemberAssignmentRecord, bool] | Response:
+    """Who sends a heartbeat of epoch 0 or more: (its record before this heartbeat, its current
+    assignment, frozen), frozen for a join from a member still in the group past epoch 0 (answered
+    with its current epoch and assignment, which it does not change: see :func:`_join`); or the
+    error to answer: an unknown member, or a fenced epoch (the member is removed)."""
+    epoch, member_id = request.member_epoch, request.member_id
+    if epoch == JOIN_GROUP_MEMBER_EPOCH:
+        joined = _join(u, request)
+        if isinstance(joined, Response):
+            return joined
+        old_member, current = joined
+        frozen = (
+            old_member is not None
+            and u.group is not None
+            and current is u.group.current(member_id)
+            and current.member_epoch > 0
+        )
+        return old_member, current, frozen
+    old_member, existing = u.member(member_id), u.current(member_id)
+    if old_member is None or existing is None:
+        return _error(KafkaErrorCode.UNKNOWN_MEMBER_ID, "Unknown member.", member_id)
+    owned = (
+        None if request.topic_partitions is None else TopicPartitionSet.from_wire(request.topic_partitions)
+    )
+    if not _epoch_is_valid(existing, epoch, owned):
+        # Seed step 3: FENCED_MEMBER_EPOCH, and the member is removed from the group.
+        u.remove_member(member_id)
+        u.bump()
+        u.assign()
+        return _error(
+            KafkaErrorCode.FENCED_MEMBER_EPOCH,
+            f"Member epoch {epoch} is not the expected {existing.member_epoch}.",
+            member_id,
+        )
+    return old_member, existing, False
+
+
+def _arm_timers(
+    u: GroupUpdate,
+    ctx: WriteContext,
+    member_id: str,
+    before: CurrentMemberAssignmentRecord | None,
+    nxt: CurrentMemberAssignmentRecord,
+    *,
+    rebalance_timeout_ms: int,
+    revocation_restarts: bool,
+) -> bool:
+    """The member's session timer (restarted), its revocation timer (armed while it has
+    partitions to revoke: restarted when its assignment moved or ``revocation_restarts``,
+    cancelled once it has none) and the group's assignment timer when this member is the one
+    asked to compute the assignment; returns whether it is (``should_compute_assignment``)."""
+    now = ctx.now_ms
+    u.schedule(u.session_timer(member_id), now + ctx.config.session_timeout_ms)
+    revocation = u.revocation_timer(member_id)
+    if nxt.state is MemberState.UNREVOKED_PARTITIONS:
+        if revocation_restarts or before is None or before is not nxt:
+            u.schedule(revocation, now + rebalance_timeout_ms)
+    elif before is None or before.state is MemberState.UNREVOKED_PARTITIONS:
+        u.cancel(revocation)
+    should_compute = u.client_request is not None and u.client_request.member_id == member_id
+    if should_compute and not u.assignment_timer_armed:
+        u.schedule(u.assignment_timer, now + rebalance_timeout_ms)
+    return should_compute
 
 
 def _epoch_is_valid(

@@ -300,86 +300,8 @@ async def run_stateful_phase(
         ):
             report.problems.append("group did not settle before the crash")
         await asyncio.sleep(3.0)  # let state build up
-        victim = w1
-        victim_tasks = sorted(t for t, r in victim.tasks.items() if r == "active")
-        kill_ms = wall_ms()
-        await victim.kill()
-        run.say(f"crash: kill -9 {victim.name} (active for tasks {', '.join(victim_tasks)})")
-        recovered = await run.wait_for(
-            "the crashed worker's tasks to process again",
-            lambda: (
-                all(run.active_owner().get(t) == "s2" for t in victim_tasks)
-                and all(
-                    any(e["task"] == t for e in run.events("s2", "RestoreCompleted", kill_ms))
-                    for t in victim_tasks
-                )
-            ),
-            60,
-        )
-        restores = [e for e in run.events("s2", "RestoreCompleted", kill_ms) if e["task"] in victim_tasks]
-        if recovered and restores:
-            report.crash_recovery_ms = max(e["at_ms"] for e in restores) - kill_ms
-            report.crash_restored_records = sum(e["records"] for e in restores)
-            report.promoted_tasks = len(
-                [e for e in run.events("s2", "TaskRecycled", kill_ms) if e["to_role"] == "active"]
-            )
-            report.crash_full_restore_records = await _changelog_size(bootstrap, run.app_id, victim_tasks)
-            run.say(
-                f"  promoted {report.promoted_tasks} standbys on s2; restored "
-                f"{report.crash_restored_records} changelog records (a restore without standby would "
-                f"read {report.crash_full_restore_records}); "
-                f"processing again {report.crash_recovery_ms / 1000:.1f}s after the kill"
-            )
-        else:
-            report.problems.append("the crashed worker's tasks did not recover")
-        join_ms = wall_ms()
-        kept_before = {t for t, r in w2.tasks.items() if r == "active"}
-        w3 = run.worker("s3", state_root)
-        await w3.start()
-        run.say("scale out: fresh worker s3 joins with an empty state directory")
-        await run.wait_for(
-            "half of the tasks active on s3",
-            lambda: (
-                sum(r == "active" for r in w3.tasks.values()) >= partitions // 2 and run.settled(("s2", "s3"))
-            ),
-            120,
-        )
-        report.warmups = len([e for e in run.events("s3", "TaskCreated", join_ms) if e["role"] == "warmup"])
-        triggers = [e for e in run.events("s3", "RebalanceTriggered", join_ms) if e["trigger"] == "caught_up"]
-        report.lag_triggers = len(triggers)
-        for trig in triggers:
-            promoted = [
-                e for e in run.events("s3", "RestoreCompleted", trig["at_ms"]) if e["task"] == trig["task"]
-            ]
-            if promoted:
-                report.handoff_ms.append(promoted[0]["at_ms"] - trig["at_ms"])
-        report.moved_to_new = sum(1 for r in w3.tasks.values() if r == "active")
-        # Cooperative: a task s2 runs before and after the scale-out is never closed or rebuilt
-        # meanwhile (one whose move was planned and then undone is recycled, not rebuilt).
-        kept = kept_before & {t for t, r in w2.tasks.items() if r == "active"}
-        report.kept_tasks = len(kept)
-        report.kept_task_restarts = len(
-            [
-                e
-                for e in run.events("s2", None, join_ms)
-                if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in kept
-            ]
-        )
-        moved = {t for t, r in w3.tasks.items() if r == "active"}
-        report.moved_tasks_rebuilt = len(
-            {
-                e["task"]
-                for e in run.events("s2", None, join_ms)
-                if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in moved
-            }
-        )
-        handoffs = ", ".join(f"{ms / 1000:.1f}s" for ms in report.handoff_ms) or "none"
-        run.say(
-            f"  s3 got {report.warmups} warm-ups; {report.lag_triggers} caught-up triggers; "
-            f"{report.moved_to_new} actives moved to s3 ({report.moved_tasks_rebuilt} closed or rebuilt "
-            f"on s2 rather than recycled); caught-up → active: {handoffs}; "
-            f"{report.kept_tasks} tasks stayed on s2 ({report.kept_task_restarts} closed or rebuilt)"
-        )
+        await _crash(run, report, w1, bootstrap)
+        w3 = await _scale_out(run, report, w2, state_root, partitions)
         stop_producing.set()
         await producer
         report.produced = run.seq
@@ -390,6 +312,104 @@ async def run_stateful_phase(
             await w.stop()
     await asyncio.sleep(1.0)  # the audit reader reads what the clean stops flushed
     await audit_reader.stop()
+    return await _verify(bootstrap, run, report)
+
+
+async def _crash(
+    run: DrillRun, report: StatefulReport, victim: WorkerProcess, bootstrap: str | ClientSettings
+) -> None:
+    """kill -9 ``victim``; the survivor s2 promotes its standbys and restores only their tail."""
+    victim_tasks = sorted(t for t, r in victim.tasks.items() if r == "active")
+    kill_ms = wall_ms()
+    await victim.kill()
+    run.say(f"crash: kill -9 {victim.name} (active for tasks {', '.join(victim_tasks)})")
+    recovered = await run.wait_for(
+        "the crashed worker's tasks to process again",
+        lambda: (
+            all(run.active_owner().get(t) == "s2" for t in victim_tasks)
+            and all(
+                any(e["task"] == t for e in run.events("s2", "RestoreCompleted", kill_ms))
+                for t in victim_tasks
+            )
+        ),
+        60,
+    )
+    restores = [e for e in run.events("s2", "RestoreCompleted", kill_ms) if e["task"] in victim_tasks]
+    if recovered and restores:
+        report.crash_recovery_ms = max(e["at_ms"] for e in restores) - kill_ms
+        report.crash_restored_records = sum(e["records"] for e in restores)
+        report.promoted_tasks = len(
+            [e for e in run.events("s2", "TaskRecycled", kill_ms) if e["to_role"] == "active"]
+        )
+        report.crash_full_restore_records = await _changelog_size(bootstrap, run.app_id, victim_tasks)
+        run.say(
+            f"  promoted {report.promoted_tasks} standbys on s2; restored "
+            f"{report.crash_restored_records} changelog records (a restore without standby would "
+            f"read {report.crash_full_restore_records}); "
+            f"processing again {report.crash_recovery_ms / 1000:.1f}s after the kill"
+        )
+    else:
+        report.problems.append("the crashed worker's tasks did not recover")
+
+
+async def _scale_out(
+    run: DrillRun, report: StatefulReport, w2: WorkerProcess, state_root: str, partitions: int
+) -> WorkerProcess:
+    """A fresh worker s3 joins: warm-ups, caught-up triggers, the hand-offs, what s2 kept."""
+    join_ms = wall_ms()
+    kept_before = {t for t, r in w2.tasks.items() if r == "active"}
+    w3 = run.worker("s3", state_root)
+    await w3.start()
+    run.say("scale out: fresh worker s3 joins with an empty state directory")
+    await run.wait_for(
+        "half of the tasks active on s3",
+        lambda: (
+            sum(r == "active" for r in w3.tasks.values()) >= partitions // 2 and run.settled(("s2", "s3"))
+        ),
+        120,
+    )
+    report.warmups = len([e for e in run.events("s3", "TaskCreated", join_ms) if e["role"] == "warmup"])
+    triggers = [e for e in run.events("s3", "RebalanceTriggered", join_ms) if e["trigger"] == "caught_up"]
+    report.lag_triggers = len(triggers)
+    for trig in triggers:
+        promoted = [
+            e for e in run.events("s3", "RestoreCompleted", trig["at_ms"]) if e["task"] == trig["task"]
+        ]
+        if promoted:
+            report.handoff_ms.append(promoted[0]["at_ms"] - trig["at_ms"])
+    report.moved_to_new = sum(1 for r in w3.tasks.values() if r == "active")
+    # Cooperative: a task s2 runs before and after the scale-out is never closed or rebuilt
+    # meanwhile (one whose move was planned and then undone is recycled, not rebuilt).
+    kept = kept_before & {t for t, r in w2.tasks.items() if r == "active"}
+    report.kept_tasks = len(kept)
+    report.kept_task_restarts = len(
+        [
+            e
+            for e in run.events("s2", None, join_ms)
+            if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in kept
+        ]
+    )
+    moved = {t for t, r in w3.tasks.items() if r == "active"}
+    report.moved_tasks_rebuilt = len(
+        {
+            e["task"]
+            for e in run.events("s2", None, join_ms)
+            if e["event"] in ("TaskClosed", "TaskCreated") and e["task"] in moved
+        }
+    )
+    handoffs = ", ".join(f"{ms / 1000:.1f}s" for ms in report.handoff_ms) or "none"
+    run.say(
+        f"  s3 got {report.warmups} warm-ups; {report.lag_triggers} caught-up triggers; "
+        f"{report.moved_to_new} actives moved to s3 ({report.moved_tasks_rebuilt} closed or rebuilt "
+        f"on s2 rather than recycled); caught-up → active: {handoffs}; "
+        f"{report.kept_tasks} tasks stayed on s2 ({report.kept_task_restarts} closed or rebuilt)"
+    )
+    return w3
+
+
+async def _verify(bootstrap: str | ClientSettings, run: DrillRun, report: StatefulReport) -> StatefulReport:
+    """The verdict: the per-offset audit, and the changelogs' latest values and counts against
+    what was produced."""
     report.offsets = run.offsets.report()
     latest = await _read_changelog(bootstrap, changelog_topic(run.app_id, "latest"))
     counts = await _read_changelog(bootstrap, changelog_topic(run.app_id, "counts"))

@@ -54,6 +54,7 @@ __all__ = [
     "TokenProvider",
     "client_config_path",
     "describe_errors",
+    "load_cert_chain",
     "load_client_config",
     "make_client_settings",
     "security_fields",
@@ -208,14 +209,16 @@ class SecuritySettings(BaseModel):
             ) from None
         context.check_hostname = self.ssl_check_hostname
         if self.ssl_certfile is not None:
-            password = self.ssl_password.get_secret_value() if self.ssl_password else None
-            try:
-                context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile, password=password)
-            except (OSError, ssl.SSLError) as exc:
-                raise ConfigError(
+            load_cert_chain(
+                context,
+                self.ssl_certfile,
+                self.ssl_keyfile,
+                self.ssl_password,
+                what=(
                     f"ssl_certfile/ssl_keyfile: cannot load the client certificate {self.ssl_certfile}"
-                    f" (key {self.ssl_keyfile or 'in the same file'}): {_reason(exc)}"
-                ) from None
+                    f" (key {self.ssl_keyfile or 'in the same file'})"
+                ),
+            )
         return context
 
     def secrets(self) -> tuple[str, ...]:
@@ -261,6 +264,26 @@ class SecuritySettings(BaseModel):
 def security_fields(settings: SecuritySettings) -> dict[str, Any]:
     """The :class:`SecuritySettings` fields of ``settings`` (a subclass too), by field name."""
     return {name: getattr(settings, name) for name in SecuritySettings.model_fields}
+
+
+def load_cert_chain(
+    context: ssl.SSLContext,
+    certfile: str | Path,
+    keyfile: str | Path | None,
+    password: SecretStr | None,
+    *,
+    what: str,
+) -> None:
+    """Load a certificate chain and its key into ``context`` (a client's or a server's). One
+    that cannot be loaded is a :class:`ConfigError` ``"{what}: {reason}"``, with a hint when a
+    password was given and the key did not load; ``what`` names the setting and the files, the
+    message never the password."""
+    secret = password.get_secret_value() if password is not None else None
+    try:
+        context.load_cert_chain(certfile, keyfile, password=secret)
+    except (OSError, ssl.SSLError) as exc:
+        hint = " (wrong key password?)" if password is not None and isinstance(exc, ssl.SSLError) else ""
+        raise ConfigError(f"{what}: {_reason(exc)}{hint}") from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 from streamtasks.coordinator import CoordinatorConfig
 from streamtasks.errors import ConfigError
-from streamtasks.runtime.security import ClientSettings
+from streamtasks.runtime.security import ClientSettings, load_cert_chain
 from streamtasks.server.log import DEFAULT_TOPIC
 from streamtasks.server.sasl_server import SUPPORTED_MECHANISMS
 
@@ -88,15 +88,13 @@ class ListenerSettings(BaseModel):
             return None
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        password = self.tls_key_password.get_secret_value() if self.tls_key_password else None
-        try:
-            context.load_cert_chain(self.tls_certfile, self.tls_keyfile, password=password)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"TLS certificate {self.tls_certfile} / key {self.tls_keyfile} cannot be used: "
-                f"{getattr(exc, 'strerror', None) or exc.__class__.__name__}"
-                + (" (wrong key password?)" if isinstance(exc, ssl.SSLError) else "")
-            ) from None
+        load_cert_chain(
+            context,
+            self.tls_certfile,
+            self.tls_keyfile,
+            self.tls_key_password,
+            what=f"TLS certificate {self.tls_certfile} / key {self.tls_keyfile} cannot be used",
+        )
         if self.tls_client_cafile is not None:
             try:
                 context.load_verify_locations(cafile=self.tls_client_cafile)

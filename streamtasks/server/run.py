@@ -116,6 +116,11 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--status-interval-s", type=float, default=5.0, help="seconds between status lines (groups, epochs)"
     )
+    _add_listener_security_arguments(parser)
+
+
+def _add_listener_security_arguments(parser: argparse.ArgumentParser) -> None:
+    """``coordinator``'s listener security flags: TLS, client certificates, SASL, ACLs."""
     sec = parser.add_argument_group("the listener's security (docs/security.md)")
     sec.add_argument(
         "--tls-cert",

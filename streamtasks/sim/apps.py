@@ -38,10 +38,10 @@ import assignors as assignor_registry
 from assignors.partition.hooks import MemberAssignment
 from assignors.partition.types import PartitionAssignor
 from assignors.types import AssignmentConfigs, TaskAssignor
-from streamtasks.errors import DecodeError
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM
 from streamtasks.streams import StreamsPartitionAssignor
+from streamtasks.streams.assignment_reader import AssignmentReaders
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
 from streamtasks.streams.wiring import streams_assignor_type, streams_wire
 from topology.ids import TaskId, TopicPartition
@@ -151,6 +151,15 @@ class SimApp:
         return tuple(a for a in (self.faust, self.streams) if a is not None)
 
     @property
+    def readers(self) -> AssignmentReaders:
+        """Who reads an assignment: the assignor of the protocol it came under (KIP-848:
+        streams). Built from the assignors at the time of asking: :func:`build_app` sets
+        :attr:`streams` after the app exists (the assignor reads the app's offset sums)."""
+        return AssignmentReaders(
+            (a for a in (self.faust, self.streams) if a is not None), client_side=self.streams
+        )
+
+    @property
     def userdata_version(self) -> int | None:
         return None if self.streams is None else self.streams.used_version
 
@@ -166,28 +175,24 @@ class SimApp:
         """Apply ``change`` (under ``protocol``); returns why to rejoin now (version probing),
         or None."""
         self.owned = change.owned
-        if self.faust is not None and protocol == self.faust.name:
-            if change.user_data:
-                try:
-                    self.standbys = self.faust.read_assignment(change.user_data).standby_tasks
-                except DecodeError as exc:
-                    self.problems.append(
-                        f"generation {change.generation}: unreadable faust assignment: {exc}"
-                    )
-            return None
-        if self.streams is None:
-            if change.user_data:
-                self.problems.append(f"generation {change.generation}: a {protocol!r} assignment for faust")
-            return None
-        read = self.streams.read_assignment(
+        read = self.readers.read(
+            protocol,
             MemberAssignment(
                 partitions=change.owned, user_data=change.user_data, generation=change.generation
-            )
+            ),
+            follow_version=True,
         )
+        if read is None:
+            if change.user_data:
+                self.problems.append(
+                    f"generation {change.generation}: a {protocol!r} assignment for {self.kind}"
+                )
+            return None
         if read.error is not None:
             self.problems.append(f"generation {change.generation}: {read.error}")
         if change.user_data:
-            self.assignment_version = read.info.version
+            if read.versioned:
+                self.assignment_version = read.info.version
             self.standbys = read.info.standby_tasks
         if not read.rejoin or read.version is None:
             return None

@@ -87,6 +87,9 @@ class AssignmentRead:
     version: MemberVersionUpdate | None = None
     #: Why the user data, or its versions, were not used (None: they were).
     error: StreamTasksError | None = None
+    #: Whether ``info.version`` is a streamtasks userdata version (False: the protocol's user
+    #: data has no such version, as faust's).
+    versioned: bool = True
 
     @property
     def rejoin(self) -> bool:
@@ -221,6 +224,11 @@ class StreamsPartitionAssignor:
         tasks of its partitions alone (the partitions are the source of truth). Versions are not
         followed (:meth:`read_assignment` does)."""
         return self.read_assignment(assignment, follow_version=False).info
+
+    def read_member_assignment(self, assignment: MemberAssignment, *, follow_version: bool) -> AssignmentRead:
+        """The member's hook (:class:`~streamtasks.streams.assignment_reader.AssignmentReader`):
+        :meth:`read_assignment`."""
+        return self.read_assignment(assignment, follow_version=follow_version)
 
     def read_assignment(self, assignment: MemberAssignment, *, follow_version: bool = True) -> AssignmentRead:
         """The member side of an assignment: its tasks (as :meth:`on_assignment`) and, with

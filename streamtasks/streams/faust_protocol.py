@@ -27,9 +27,11 @@ members stop offering ``"faust"`` and the coordinator selects ``"streamtasks"``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import ClassVar
 
+from assignors.partition.hooks import MemberAssignment
 from assignors.partition.types import GroupAssignment, GroupSubscription, MemberId, RebalanceProtocol
 from streamtasks.errors import AssignorError, DecodeError, TopologyError
 from streamtasks.membership.classic.leader_result import LeaderResult
@@ -47,11 +49,14 @@ from streamtasks.protocol.faust_compat import (
     faust_kafka_assignment,
 )
 from streamtasks.protocol.userdata import AssignmentInfo
+from streamtasks.streams.assignor import AssignmentRead
 from streamtasks.streams.faust_assignment import FaustMemberInput, faust_assign
 from topology.ids import TaskId, TopicPartition
 from topology.model import Topology
 
 __all__ = ["FaustProtocolAssignor", "faust_leader_topic", "faust_topics"]
+
+log = logging.getLogger("streamtasks.streams.faust_protocol")
 
 
 def faust_leader_topic(application_id: str) -> str:
@@ -128,6 +133,23 @@ class FaustProtocolAssignor:
                 except TopologyError:
                     continue  # a changelog or faust's leader topic: no task reads it
         return AssignmentInfo(standby_tasks=frozenset(standby))
+
+    def read_member_assignment(self, assignment: MemberAssignment, *, follow_version: bool) -> AssignmentRead:
+        """The :class:`~streamtasks.streams.assignment_reader.AssignmentReader` hook:
+        :meth:`read_assignment` (faust's user data has no versions to follow). Bytes that are
+        not faust's are an :attr:`AssignmentRead.error` (logged) and no tasks beyond the owned
+        partitions'."""
+        if not assignment.user_data:
+            return AssignmentRead(info=AssignmentInfo(), sent_version=self.version, versioned=False)
+        try:
+            info = self.read_assignment(assignment.user_data)
+        except DecodeError as exc:
+            log.error("faust assignment userdata is malformed, running only the owned tasks: %s", exc)
+            error = DecodeError(f"unreadable faust assignment: {exc}")
+            return AssignmentRead(
+                info=AssignmentInfo(), sent_version=self.version, error=error, versioned=False
+            )
+        return AssignmentRead(info=info, sent_version=self.version, versioned=False)
 
     # -- leader ------------------------------------------------------------------------------
 

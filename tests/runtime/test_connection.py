@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 
 import pytest
 
@@ -48,54 +49,70 @@ async def first_send(client: GroupCoordinatorClient, request: cg.JoinGroupReques
         await asyncio.sleep(0.1)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoneMember:
+    """A group's only member after JoinGroup and SyncGroup: its id and the coordinator's answers."""
+
+    member_id: str
+    joined: cg.JoinGroupResponse
+    synced: cg.SyncGroupResponse
+
+    @property
+    def generation(self) -> int:
+        return self.joined.generation_id
+
+    def heartbeat(self, group: str, generation: int | None = None) -> cg.HeartbeatRequest:
+        """A heartbeat of this member (at ``generation``, default its own)."""
+        return cg.HeartbeatRequest(
+            group_id=group,
+            generation_id=self.generation if generation is None else generation,
+            member_id=self.member_id,
+            group_instance_id=None,
+        )
+
+
+async def join_and_sync(client: GroupCoordinatorClient, group: str) -> LoneMember:
+    """Join ``group`` as its only member (the first JoinGroup is answered MEMBER_ID_REQUIRED with
+    the id to join with) and sync with one assignment for itself, ``b"\\x00\\x03mine"``."""
+    first = await first_send(client, join(group, cg.UNKNOWN_MEMBER_ID))
+    assert first.error is KafkaErrorCode.MEMBER_ID_REQUIRED
+    assert first.member_id
+    joined = await client.send(join(group, first.member_id), timeout_s=30)
+    assert joined.error is KafkaErrorCode.NONE, joined
+    synced = await client.send(
+        cg.SyncGroupRequest(
+            group_id=group,
+            generation_id=joined.generation_id,
+            member_id=first.member_id,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=(cg.SyncGroupAssignment(member_id=first.member_id, assignment=b"\x00\x03mine"),),
+        )
+    )
+    assert synced.error is KafkaErrorCode.NONE
+    return LoneMember(member_id=first.member_id, joined=joined, synced=synced)
+
+
 async def lone_member_round_trip(bootstrap: str) -> None:
     group = f"wire-{uuid.uuid4().hex[:8]}"
     client = GroupCoordinatorClient(bootstrap, group)
     try:
-        first = await first_send(client, join(group, cg.UNKNOWN_MEMBER_ID))
-        assert first.error is KafkaErrorCode.MEMBER_ID_REQUIRED
-        assert first.member_id
-        joined = await client.send(join(group, first.member_id), timeout_s=30)
-        assert joined.error is KafkaErrorCode.NONE, joined
-        assert joined.leader == first.member_id
+        member = await join_and_sync(client, group)
+        joined = member.joined
+        assert joined.leader == member.member_id
         assert joined.protocol_name == "range"
         assert [m.metadata for m in joined.members] == [b"\x00\x01opaque"]
-        synced = await client.send(
-            cg.SyncGroupRequest(
-                group_id=group,
-                generation_id=joined.generation_id,
-                member_id=first.member_id,
-                group_instance_id=None,
-                protocol_type="consumer",
-                protocol_name="range",
-                assignments=(cg.SyncGroupAssignment(member_id=first.member_id, assignment=b"\x00\x03mine"),),
-            )
-        )
-        assert synced.error is KafkaErrorCode.NONE
-        assert synced.assignment == b"\x00\x03mine"
-        beat = await client.send(
-            cg.HeartbeatRequest(
-                group_id=group,
-                generation_id=joined.generation_id,
-                member_id=first.member_id,
-                group_instance_id=None,
-            )
-        )
+        assert member.synced.assignment == b"\x00\x03mine"
+        beat = await client.send(member.heartbeat(group))
         assert beat.error is KafkaErrorCode.NONE
-        stale = await client.send(
-            cg.HeartbeatRequest(
-                group_id=group,
-                generation_id=joined.generation_id + 7,
-                member_id=first.member_id,
-                group_instance_id=None,
-            )
-        )
+        stale = await client.send(member.heartbeat(group, member.generation + 7))
         assert stale.error is KafkaErrorCode.ILLEGAL_GENERATION
         committed = await client.send(
             cg.OffsetCommitRequest(
                 group_id=group,
-                generation_id=joined.generation_id,
-                member_id=first.member_id,
+                generation_id=member.generation,
+                member_id=member.member_id,
                 group_instance_id=None,
                 offsets=(cg.CommittedOffset(partition=TopicPartition("wire-topic", 0), offset=42),),
             )
@@ -110,7 +127,7 @@ async def lone_member_round_trip(bootstrap: str) -> None:
         offsets = {tp: off for tp, off, _ in fetched.offsets}
         assert offsets[TopicPartition("wire-topic", 0)] == 42
         assert offsets.get(TopicPartition("wire-topic", 1), -1) == -1
-        left = await client.send(cg.LeaveGroupRequest(group_id=group, member_id=first.member_id))
+        left = await client.send(cg.LeaveGroupRequest(group_id=group, member_id=member.member_id))
         assert left.error is KafkaErrorCode.NONE
     finally:
         await client.close()

@@ -26,7 +26,7 @@ from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.runtime.connection import GroupCoordinatorClient
 from streamtasks.runtime.consumer import Consumer
 from streamtasks.runtime.security import ClientSettings
-from tests.runtime.test_connection import first_send, join
+from tests.runtime.test_connection import join_and_sync
 from topology import TopicPartition
 
 pytestmark = [pytest.mark.integration]
@@ -58,40 +58,13 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return seen
 
 
-async def join_and_sync(client: GroupCoordinatorClient, group: str) -> tuple[str, int]:
-    """Join ``group`` as its only member and sync: (member id, generation)."""
-    first = await first_send(client, join(group, cg.UNKNOWN_MEMBER_ID))
-    assert first.error is KafkaErrorCode.MEMBER_ID_REQUIRED
-    joined = await client.send(join(group, first.member_id), timeout_s=30)
-    assert joined.error is KafkaErrorCode.NONE, joined
-    synced = await client.send(
-        cg.SyncGroupRequest(
-            group_id=group,
-            generation_id=joined.generation_id,
-            member_id=first.member_id,
-            group_instance_id=None,
-            protocol_type="consumer",
-            protocol_name="range",
-            assignments=(cg.SyncGroupAssignment(member_id=first.member_id, assignment=b"\x00\x03mine"),),
-        )
-    )
-    assert synced.error is KafkaErrorCode.NONE
-    return first.member_id, joined.generation_id
-
-
-def heartbeat(group: str, member_id: str, generation: int) -> cg.HeartbeatRequest:
-    return cg.HeartbeatRequest(
-        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None
-    )
-
-
 async def group_round_trip(client_settings: ClientSettings) -> None:
     group = f"app-sec-{uuid.uuid4().hex[:8]}"
     client = GroupCoordinatorClient(client_settings, group)
     try:
-        member_id, generation = await join_and_sync(client, group)
-        assert (await client.send(heartbeat(group, member_id, generation))).error is KafkaErrorCode.NONE
-        left = await client.send(cg.LeaveGroupRequest(group_id=group, member_id=member_id))
+        member = await join_and_sync(client, group)
+        assert (await client.send(member.heartbeat(group))).error is KafkaErrorCode.NONE
+        left = await client.send(cg.LeaveGroupRequest(group_id=group, member_id=member.member_id))
         assert left.error is KafkaErrorCode.NONE
     finally:
         await client.close()
@@ -452,13 +425,13 @@ def test_reauthentication_keeps_a_connection_past_its_session(
     async def go() -> tuple[int, int, int]:
         client = GroupCoordinatorClient(settings(reauth_kafka, mechanism=mechanism), group)
         try:
-            member_id, generation = await join_and_sync(client, group)
+            member = await join_and_sync(client, group)
             conn = await client._find()
             opened_before = len(attempts)
             loop = asyncio.get_running_loop()
             end, beats = loop.time() + 11, 0
             while loop.time() < end:
-                beat = await client.send(heartbeat(group, member_id, generation))
+                beat = await client.send(member.heartbeat(group))
                 assert beat.error is KafkaErrorCode.NONE, (beat, conn.reauthentications)
                 beats += 1
                 await asyncio.sleep(0.05)

@@ -16,6 +16,7 @@ from streamtasks.runtime.security import (
     ClientSettings,
     SecuritySettings,
     client_config_path,
+    load_cert_chain,
     load_client_config,
     make_client_settings,
 )
@@ -237,6 +238,27 @@ def test_ssl_context_errors_name_the_setting(kit: CertKit, tmp_path: Path) -> No
     ) as e:
         settings.ssl_context()
     assert wrong not in str(e.value)
+
+
+def test_load_cert_chain_serves_client_and_server_contexts(kit: CertKit, tmp_path: Path) -> None:
+    for purpose in (ssl.PROTOCOL_TLS_CLIENT, ssl.PROTOCOL_TLS_SERVER):
+        context = ssl.SSLContext(purpose)
+        load_cert_chain(context, kit.client_cert, kit.encrypted_key, kit.key_password, what="x")
+        with pytest.raises(ConfigError) as wrong:
+            load_cert_chain(
+                context,
+                kit.client_cert,
+                kit.encrypted_key,
+                SecretStr("not-the-password"),
+                what="cert c / key k",
+            )
+        assert str(wrong.value).startswith("cert c / key k: ")
+        assert str(wrong.value).endswith(" (wrong key password?)")
+        assert "not-the-password" not in str(wrong.value)
+        with pytest.raises(ConfigError) as missing:
+            load_cert_chain(context, tmp_path / "nope.pem", None, None, what="missing")
+        assert str(missing.value).startswith("missing: ")
+        assert "wrong key password" not in str(missing.value)
 
 
 def test_consumer_config_carries_security_and_gives_client_settings(kit: CertKit) -> None:

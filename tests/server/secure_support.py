@@ -98,6 +98,21 @@ async def login(conn: AsyncConnection, mechanism: str, user: str, password: str)
     return answer
 
 
+async def logged_in(
+    port: int, kit: CertKit, mechanism: str, user: str, password: str | None = None
+) -> AsyncConnection:
+    """A TLS connection to the listener on ``port``, logged in as ``user`` (password: ``PASSWORDS``'
+    by default); a login that fails closes the connection and fails the test."""
+    conn = await connect(port, client_context(kit))
+    try:
+        answer = await login(conn, mechanism, user, PASSWORDS[user] if password is None else password)
+        assert answer.error_code.value == 0, answer
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
 async def join(conn: AsyncConnection, group: str, topic: str) -> Any:
     request = ConsumerGroupHeartbeatRequest(
         group_id=group,

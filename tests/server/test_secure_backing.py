@@ -35,7 +35,7 @@ from streamtasks.server import ListenerSettings, ServerConfig
 from streamtasks.server.credentials import add_user
 from streamtasks.server.metadata import fetch_image
 from streamtasks.server.server import CoordinatorServer
-from tests.server.secure_support import client_context, connect, join, login
+from tests.server.secure_support import client_context, connect, join, logged_in, login
 from tests.server.support import FAST, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -159,9 +159,8 @@ def test_no_rights_at_the_cluster_means_none_through_the_coordinator(
         await secured.start()
         await open_server.start()
         try:
-            conn = await connect(secured.port, client_context(secure_kafka.certs))
             password = secure_kafka.password("norights").get_secret_value()
-            assert (await login(conn, "SCRAM-SHA-512", "norights", password)).error_code.value == 0
+            conn = await logged_in(secured.port, secure_kafka.certs, "SCRAM-SHA-512", "norights", password)
             assert (await join(conn, "secure-g-norights", topic)).error == 30  # GROUP_AUTHORIZATION_FAILED
             code, closed, made, auto = await attempt(conn, "secured")
             await conn.close()
@@ -208,17 +207,14 @@ def test_the_command_with_a_client_config_and_a_secured_listener(
     )  # fmt: skip
 
     async def clients(port: int) -> None:
-        context = client_context(secure_kafka.certs)
-        conn = await connect(port, context)
-        assert (await login(conn, "SCRAM-SHA-512", "app", app_password)).error_code.value == 0
+        conn = await logged_in(port, secure_kafka.certs, "SCRAM-SHA-512", "app", app_password)
         assert (await join(conn, f"secure-g-{uuid.uuid4().hex[:6]}", topic)).error == 0
         await conn.close()
-        conn = await connect(port, context)
         nope = secure_kafka.password("norights").get_secret_value()
-        assert (await login(conn, "SCRAM-SHA-512", "norights", nope)).error_code.value == 0
+        conn = await logged_in(port, secure_kafka.certs, "SCRAM-SHA-512", "norights", nope)
         assert (await join(conn, "secure-not-mine", topic)).error == 30
         await conn.close()
-        conn = await connect(port, context)
+        conn = await connect(port, client_context(secure_kafka.certs))
         assert (await login(conn, "SCRAM-SHA-512", "app", "wrong")).error_code.value == 58
         await conn.close()
 

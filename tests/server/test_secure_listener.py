@@ -52,6 +52,7 @@ from tests.server.secure_support import (
     connect,
     handshake,
     join,
+    logged_in,
     login,
     make_secured,
     start_server,
@@ -217,8 +218,7 @@ def test_a_plaintext_client_on_the_tls_port_is_closed_cleanly(kafka: Cluster, se
                     timeout_s=5,
                 )
             await plain.close()
-            conn = await connect(server.port, client_context(secured.kit))  # still serving
-            assert (await login(conn, "PLAIN", "alice", PASSWORDS["alice"])).error_code.value == 0
+            conn = await logged_in(server.port, secured.kit, "PLAIN", "alice")  # still serving
             await conn.close()
         finally:
             await server.stop()
@@ -263,8 +263,7 @@ def test_no_rights_on_a_topic_means_no_forwarding_under_the_coordinators_identit
         open_server = start_server(kafka.bootstrap_servers, ListenerSettings())
         await open_server.start()
         try:
-            conn = await connect(secure.port, client_context(secured.kit))
-            assert (await login(conn, "SCRAM-SHA-256", "bob", PASSWORDS["bob"])).error_code.value == 0
+            conn = await logged_in(secure.port, secured.kit, "SCRAM-SHA-256", "bob")
             forwarded = secure.handlers.stats.forwarded  # type: ignore[union-attr]
             meta, closed = await attempt(conn, "bob")
             assert closed
@@ -274,8 +273,7 @@ def test_no_rights_on_a_topic_means_no_forwarding_under_the_coordinators_identit
             assert described.partitions == ()
             await conn.close()
             # alice may describe orders-*: the same Metadata is answered in full
-            conn = await connect(secure.port, client_context(secured.kit))
-            assert (await login(conn, "PLAIN", "alice", PASSWORDS["alice"])).error_code.value == 0
+            conn = await logged_in(secure.port, secured.kit, "PLAIN", "alice")
             (mine,) = (await conn.call(metadata_request([orders]), MetadataResponse)).topics
             assert mine.error_code.value == 0
             assert len(mine.partitions) == 2
@@ -471,10 +469,8 @@ def test_list_groups_shows_only_the_groups_the_principal_may_describe(
         server = start_server(kafka.bootstrap_servers, sasl_listener(secured))
         await server.start()
         try:
-            alice = await connect(server.port, client_context(secured.kit))
-            bob = await connect(server.port, client_context(secured.kit))
-            assert (await login(alice, "PLAIN", "alice", PASSWORDS["alice"])).error_code.value == 0
-            assert (await login(bob, "PLAIN", "bob", PASSWORDS["bob"])).error_code.value == 0
+            alice = await logged_in(server.port, secured.kit, "PLAIN", "alice")
+            bob = await logged_in(server.port, secured.kit, "PLAIN", "bob")
             assert (await join(alice, "orders-listed", orders)).error == 0
             assert (await join(bob, "bob-listed", orders)).error == 0
             assert [g for g, _ in await listed(alice)] == ["orders-listed"]
@@ -500,9 +496,8 @@ def test_every_group_api_answers_group_authorization_failed(kafka: Cluster, secu
     async def run() -> None:
         server = start_server(kafka.bootstrap_servers, sasl_listener(secured))
         await server.start()
-        conn = await connect(server.port, client_context(secured.kit))
+        conn = await logged_in(server.port, secured.kit, "SCRAM-SHA-512", "alice")
         try:
-            assert (await login(conn, "SCRAM-SHA-512", "alice", PASSWORDS["alice"])).error_code.value == 0
             found = await conn.call(
                 find_req.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("orders-ok", "payments")),
                 find_resp.FindCoordinatorResponse,

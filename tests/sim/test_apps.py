@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import AssignmentChanged
-from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, decode_subscription_info
+from streamtasks.protocol.userdata import (
+    RUNNING_OFFSET_SUM,
+    AssignmentInfo,
+    decode_subscription_info,
+    encode_assignment_info,
+)
 from streamtasks.sim.apps import AppLog, FaustAppSpec, SimApp, StreamsAppSpec, build_app
 from streamtasks.streams.faust_protocol import faust_leader_topic
 from streamtasks.streams.wiring import EagerStreamsPartitionAssignor
@@ -71,6 +76,22 @@ def test_owned_source_partitions_are_reported_running() -> None:
         AssignmentChanged(generation=1, owned=(TopicPartition("in", 2),)), protocol="streamtasks"
     )
     assert app.task_offset_sums() == {TaskId(0, 2): RUNNING_OFFSET_SUM}
+
+
+def test_a_built_app_reads_its_assignments_through_its_assignors_hook() -> None:
+    """The streams assignor is set after the app exists (it reads the app's offset sums): the
+    hook must still reach it, classic (its protocol's name) and KIP-848 (no name) alike."""
+    info = AssignmentInfo(standby_tasks=frozenset({TaskId(0, 1)}), version=3, latest_supported_version=3)
+    for protocol in ("streamtasks", None):
+        app = _build(StreamsAppSpec(topology=_topology()))
+        change = AssignmentChanged(
+            generation=2, owned=(TopicPartition("in", 0),), user_data=encode_assignment_info(info)
+        )
+        assert app.on_assignment(change, protocol=protocol) is None
+        assert app.problems == []
+        assert app.assignment_version == 3
+        assert app.standbys == frozenset({TaskId(0, 1)})
+        assert app.outcome("m1", protocol).assignment_version == 3
 
 
 def test_an_unreadable_faust_assignment_is_a_problem() -> None:
