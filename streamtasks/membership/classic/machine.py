@@ -55,10 +55,7 @@ from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.transitions import TABLE
 from streamtasks.membership.common import (
     Kernel,
-    answered,
     assignment_changed,
-    check_issued,
-    lookup_answered,
     lookup_backoff_ms,
 )
 from streamtasks.protocol.classic_group import (
@@ -78,7 +75,7 @@ from topology.ids import TopicPartition
 
 __all__ = ["ClassicMember"]
 
-_EXPECTS: dict[Api, type] = {
+_EXPECTS: Mapping[Api, type] = {
     Api.JOIN_GROUP: JoinGroupResponse,
     Api.SYNC_GROUP: SyncGroupResponse,
     Api.HEARTBEAT: HeartbeatResponse,
@@ -86,10 +83,6 @@ _EXPECTS: dict[Api, type] = {
     Api.OFFSET_COMMIT: OffsetCommitResponse,
     Api.DESCRIBE_GROUP: DescribeGroupResponse,
 }
-_FIND: frozenset[Api | None] = frozenset({None})
-_LEAVE: frozenset[Api | None] = frozenset({Api.LEAVE_GROUP})
-_APIS: frozenset[Api | None] = frozenset(Api)
-_NOTHING: frozenset[Api | None] = frozenset()
 _FENCED = "fenced: partitions lost"
 _ESCALATE = (Reaction.FATAL, Reaction.RESET_MEMBER, Reaction.RESET_GENERATION, Reaction.COORDINATOR)
 
@@ -104,24 +97,15 @@ class ClassicMember:
     """
 
     __slots__ = (
-        "_config",
-        "_k",
-        "_leader",
-        "_link",
-        "_membership",
-        "_metrics",
-        "_ownership",
-        "_protocol",
-        "_rejoin",
-        "_round",
-        "_sub",
+        "_config", "_k", "_leader", "_link", "_membership", "_metrics",
+        "_ownership", "_protocol", "_rejoin", "_round", "_sub",
     )  # fmt: skip
 
     def __init__(self, config: MemberConfig, now_ms: int = 0) -> None:
         self._config = config
         self._protocol = config.protocol
         self._k: Kernel[S, Api, Request, SendRequest] = Kernel(
-            TABLE, S.UNJOINED if config.topics else S.CLOSED, SendRequest
+            TABLE, S.UNJOINED if config.topics else S.CLOSED, SendRequest, _EXPECTS
         )
         self._sub = Subscribed(topics=config.topics)
         self._membership = Membership()
@@ -179,10 +163,12 @@ class ClassicMember:
 
     @property
     def is_leader(self) -> bool:
+        """Whether the last JoinGroup answer named this member the leader."""
         return self._membership.is_leader
 
     @property
     def leader_id(self) -> str:
+        """The member id of the leader the last JoinGroup answer named."""
         return self._membership.leader_id
 
     @property
@@ -196,6 +182,7 @@ class ClassicMember:
 
     @property
     def rejoin_needed(self) -> bool:
+        """A rejoin was asked for (KIP-568, a rebalance in progress...) and is not sent yet."""
         return self._rejoin.needed
 
     @property
@@ -282,11 +269,6 @@ class ClassicMember:
     def _set_gate(self, gate: Gate | None) -> None:
         self._round = replace(self._round, gate=gate)
 
-    def _drop_inflight(self, keep_find: bool = True) -> None:
-        self._k.requests = self._k.requests.keeping(_FIND if keep_find else _NOTHING)
-        if self._round.gate is not None:
-            self._set_gate(replace(self._round.gate, commit_id=None))
-
     def _report(self, reason: str, code: KafkaErrorCode | None, *, fatal: bool = False) -> None:
         self._metrics.error_reported()
         self._k.report(reason, code, fatal=fatal)
@@ -327,7 +309,7 @@ class ClassicMember:
             member_id=UNKNOWN_MEMBER_ID if member_id else m.member_id,
             is_leader=False,
         )
-        self._k.keep(_FIND)
+        self._k.keep({None})
         self._round = Round()
         if self._k.state is S.LEAVING:
             # ILLEGAL_GENERATION keeps the member id: the coordinator still counts this member,
@@ -341,14 +323,14 @@ class ClassicMember:
         self._lose_all(now_ms)
         self._report(reason, code, fatal=True)
         self._round = Round()  # FAILED: nothing of the round is read again; Leave closes
-        self._k.keep(_NOTHING)
+        self._k.keep(())
         self._metrics.rebalance_abandoned()
         self._membership = replace(self._membership, is_leader=False)
         self._k.goto("fatal error")
 
     def _close(self, trigger: str) -> None:
         self._round = Round()
-        self._k.keep(_LEAVE)
+        self._k.keep({Api.LEAVE_GROUP})
         self._membership = replace(
             self._membership, member_id=UNKNOWN_MEMBER_ID, generation=UNKNOWN_GENERATION, is_leader=False
         )
@@ -361,7 +343,7 @@ class ClassicMember:
         owned partitions are kept; a SyncGroup in flight means the rebalance must restart."""
         retry = now_ms + self._config.retry_backoff_ms
         self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, join_retry_ms=retry)
-        self._k.keep(_NOTHING)
+        self._k.keep(())
         gate = self._round.gate
         if gate is not None:
             self._set_gate(replace(gate, commit_id=None, retry_at_ms=now_ms))
@@ -391,9 +373,8 @@ class ClassicMember:
     # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
-        if not lookup_answered(self._k.requests, event.request_id):
+        if not self._k.discovered(event.request_id):
             return
-        self._k.keep(_APIS)
         if self._link.coordinator_known or self._k.state in (S.CLOSED, S.FAILED):
             return
         self._link = replace(
@@ -420,7 +401,7 @@ class ClassicMember:
         if self._k.state is S.FAILED:
             self._close("leave")
             return
-        self._k.keep(_FIND)
+        self._k.keep({None})
         self._round = replace(self._round, gate=None, join_sent=False)
         owned = self._ownership.owned
         if owned and self._membership.generation >= 0 and self._membership.member_id:
@@ -461,11 +442,10 @@ class ClassicMember:
     # ------------------------------------------------------------------ responses
 
     def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
-        pending = answered(self._k.requests, event.request_id, event.response, _EXPECTS)
+        pending = self._k.answer(event.request_id, event.response)
         if pending is None:
             self._metrics.stale_response()
             return
-        self._k.settle(event.request_id)
         resp = event.response
         if isinstance(resp, JoinGroupResponse):
             self._on_join(resp, now_ms)
@@ -480,8 +460,7 @@ class ClassicMember:
         # LeaveGroupResponse: nothing to do, the member is gone either way
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
-        check_issued(self._k.requests, event.request_id)
-        pending = self._k.settle(event.request_id)
+        pending = self._k.fail(event.request_id)
         if pending is None:
             self._metrics.stale_response()
             return
@@ -732,9 +711,7 @@ class ClassicMember:
 
     def _maybe_commit(self, now_ms: int) -> None:
         gate = self._round.gate
-        if gate is None or gate.commit_id is not None or not self._link.coordinator_known:
-            return
-        if now_ms < gate.retry_at_ms:
+        if gate is None or not gate.due(now_ms, self._link.coordinator_known):
             return
         if not gate.partitions:
             self._finish_gate(now_ms)

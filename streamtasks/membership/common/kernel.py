@@ -10,7 +10,7 @@ asks the table for the next state, ``send`` issues a request and emits the proto
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Generic, Protocol, TypeVar
 
 from streamtasks.errors import LocalProtocolError
@@ -22,7 +22,14 @@ from streamtasks.membership.common.actions import (
     listener_call,
 )
 from streamtasks.membership.common.events import ListenerCompleted
-from streamtasks.membership.common.requests import ApiT, InFlight, Requests
+from streamtasks.membership.common.requests import (
+    ApiT,
+    InFlight,
+    Requests,
+    answered,
+    check_issued,
+    lookup_answered,
+)
 from streamtasks.membership.common.transitions import StateT, Transitions
 from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
@@ -44,15 +51,17 @@ class SendRequestType(Protocol[RequestT_contra, SendT_co]):
 class Kernel(Generic[StateT, ApiT, RequestT, SendT]):
     """State, actions and requests of one member; see the module's docstring."""
 
-    __slots__ = ("_out", "_send_request", "_state", "_table", "requests")
+    __slots__ = ("_expects", "_out", "_send_request", "_state", "_table", "requests")
 
     def __init__(
         self,
         table: Transitions[StateT],
         state: StateT,
         send_request: SendRequestType[RequestT, SendT],
+        expects: Mapping[ApiT, type],
     ) -> None:
         self._table = table
+        self._expects = expects
         self._state = state
         self._send_request = send_request
         self.requests: Requests[ApiT] = Requests()
@@ -118,8 +127,31 @@ class Kernel(Generic[StateT, ApiT, RequestT, SendT]):
         return found
 
     def keep(self, apis: Iterable[ApiT | None]) -> None:
-        """Forget every request in flight whose API is not in ``apis``."""
+        """Forget every request in flight whose API is not in ``apis`` (``None``: lookups)."""
         self.requests = self.requests.keeping(frozenset(apis))
+
+    def answer(self, request_id: int, response: object) -> InFlight[ApiT] | None:
+        """The request ``response`` answers, no longer waited for; ``None`` when the member
+        no longer waited for it. An id never issued, or a response of the wrong type for
+        the request, raises :class:`LocalProtocolError` (a driver bug)."""
+        pending = answered(self.requests, request_id, response, self._expects)
+        if pending is not None:
+            self.settle(request_id)
+        return pending
+
+    def fail(self, request_id: int) -> InFlight[ApiT] | None:
+        """The request that failed, no longer waited for; ``None`` when the member no longer
+        waited for it. An id never issued raises."""
+        check_issued(self.requests, request_id)
+        return self.settle(request_id)
+
+    def discovered(self, request_id: int | None) -> bool:
+        """Whether a ``CoordinatorDiscovered`` is news (it answers a lookup in flight, or
+        none: ``request_id`` None); if so, no lookup is waited for any more."""
+        if not lookup_answered(self.requests, request_id):
+            return False
+        self.requests = self.requests.keeping(frozenset(self._expects))
+        return True
 
     def listener(
         self, kind: ListenerKind, partitions: frozenset[TopicPartition], now_ms: int, generation: int

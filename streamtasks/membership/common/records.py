@@ -31,3 +31,8 @@ class Gate:
     commit_id: int | None = None
     assignment: frozenset[TopicPartition] = frozenset()  # Purpose.SYNC: what to own afterwards
     user_data: bytes = b""  # Purpose.SYNC: the user data of that assignment
+
+    def due(self, now_ms: int, coordinator_known: bool) -> bool:
+        """Whether the commit is to be sent now: none in flight, the coordinator known, the
+        retry time reached."""
+        return self.commit_id is None and coordinator_known and now_ms >= self.retry_at_ms

@@ -23,10 +23,7 @@ from streamtasks.membership.common import (
     InFlight,
     Kernel,
     Purpose,
-    answered,
     assignment_changed,
-    check_issued,
-    lookup_answered,
     lookup_backoff_ms,
 )
 from streamtasks.membership.consumer import phases as P
@@ -75,44 +72,30 @@ from topology.ids import TopicPartition
 
 __all__ = ["ConsumerMember"]
 
-_EXPECTS: dict[Api, type] = {
+_EXPECTS: Mapping[Api, type] = {
     Api.HEARTBEAT: ConsumerGroupHeartbeatResponse,
     Api.PREPARE: ConsumerGroupPrepareAssignmentResponse,
     Api.INSTALL: ConsumerGroupInstallAssignmentResponse,
     Api.OFFSET_COMMIT: OffsetCommitResponse,
 }
-_FIND: frozenset[Api | None] = frozenset({None})
-_APIS: frozenset[Api | None] = frozenset(Api)
-_FIND_AND_HEARTBEAT: frozenset[Api | None] = frozenset({None, Api.HEARTBEAT})
-_NOTHING: frozenset[Api | None] = frozenset()
 _IDLE = (S.UNSUBSCRIBED, S.FATAL, S.STALE)
 
 
 class ConsumerMember:
-    """One member of a KIP-848 consumer group.
-
-    ``handle(event, now_ms)`` and ``poll(now_ms)`` return the actions to execute, in order;
-    ``next_deadline_ms()`` says when ``poll`` has something to do. An event that is illegal in
-    the current state raises :class:`~streamtasks.errors.LocalProtocolError`; anything wrong on
-    the coordinator's side is reported as ``ErrorReported`` and never raises.
+    """One member of a KIP-848 consumer group, driven as the classic member is: ``handle`` and
+    ``poll`` return the actions to execute in order, ``next_deadline_ms`` says when to poll; an
+    application event illegal in the current state raises ``LocalProtocolError``, what goes
+    wrong on the coordinator's side is an ``ErrorReported``.
     """
 
     __slots__ = (
-        "_cluster",
-        "_config",
-        "_installed",
-        "_k",
-        "_link",
-        "_membership",
-        "_ownership",
-        "_round",
-        "_sub",
+        "_cluster", "_config", "_installed", "_k", "_link", "_membership", "_ownership", "_round", "_sub",
     )  # fmt: skip
 
     def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
         self._config = config
         self._k: Kernel[S, Api, Request, SendRequest] = Kernel(
-            TABLE, S.JOINING if config.topics else S.UNSUBSCRIBED, SendRequest
+            TABLE, S.JOINING if config.topics else S.UNSUBSCRIBED, SendRequest, _EXPECTS
         )
         self._sub = Subscribed(
             topics=config.topics,
@@ -153,6 +136,7 @@ class ConsumerMember:
 
     @property
     def owned_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions the member owns now (those of the last ``AssignmentChanged``)."""
         return self._ownership.owned
 
     @property
@@ -167,10 +151,12 @@ class ConsumerMember:
 
     @property
     def subscription(self) -> tuple[str, ...]:
+        """The topics the member subscribes to, sorted; sent with the next full heartbeat."""
         return self._sub.topics
 
     @property
     def coordinator_known(self) -> bool:
+        """Whether a lookup found the coordinator and it was not lost since."""
         return self._link.coordinator_known
 
     @property
@@ -274,7 +260,7 @@ class ConsumerMember:
         self._round = replace(self._round, gate=gate)
 
     def _drop_inflight(self, keep_find: bool = True) -> None:
-        self._k.requests = self._k.requests.keeping(_FIND if keep_find else _NOTHING)
+        self._k.keep({None} if keep_find else ())
         self._round = P.dropped(self._round)
 
     def _report(self, reason: str, code: E | None, *, fatal: bool = False) -> None:
@@ -303,7 +289,7 @@ class ConsumerMember:
         """Back to epoch 0 with nothing in progress (the member id is kept)."""
         self._membership = replace(self._membership, epoch=0, sent=None)
         self._round = Round()
-        self._k.keep(_FIND)
+        self._k.keep({None})
 
     def _leave_group(self) -> None:
         self._membership = replace(self._membership, in_group=False)
@@ -484,9 +470,7 @@ class ConsumerMember:
 
     def _maybe_commit(self, now_ms: int) -> None:
         gate = self._round.gate
-        if gate is None or gate.commit_id is not None or not self._link.coordinator_known:
-            return
-        if now_ms < gate.retry_at_ms:
+        if gate is None or not gate.due(now_ms, self._link.coordinator_known):
             return
         partitions = gate.partitions & self._ownership.owned
         if not partitions:
@@ -560,7 +544,7 @@ class ConsumerMember:
             return
         self._forget_membership()
         self._leave_group()
-        self._k.keep(_FIND)  # only the leave heartbeat's answer counts now
+        self._k.keep({None})  # only the leave heartbeat's answer counts now
         if self._k.state is S.PREPARE_LEAVING:
             self._k.goto("revoked: leave heartbeat sent")
         self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
@@ -574,7 +558,7 @@ class ConsumerMember:
         # A heartbeat in flight is kept: its answer may carry a newer member epoch, which the
         # commit before the revocation must be sent with (Apache Kafka's member takes the epoch
         # of a heartbeat answer while it prepares to leave too, and ignores its assignment).
-        self._k.keep(_FIND_AND_HEARTBEAT)
+        self._k.keep({None, Api.HEARTBEAT})
         self._round = replace(P.dropped(self._round), pending=None)
         self._k.goto("leave: revoke first")
         owned = self._ownership.owned
@@ -647,9 +631,8 @@ class ConsumerMember:
     # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
-        if not lookup_answered(self._k.requests, event.request_id):
+        if not self._k.discovered(event.request_id):
             return
-        self._k.keep(_APIS)
         if self._link.coordinator_known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
         self._link = replace(self._link, coordinator_known=True, find_failures=0, hb_next_ms=now_ms)
@@ -714,10 +697,9 @@ class ConsumerMember:
     # ------------------------------------------------------------------ responses
 
     def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
-        pending = answered(self._k.requests, event.request_id, event.response, _EXPECTS)
+        pending = self._k.answer(event.request_id, event.response)
         if pending is None:
             return
-        self._k.settle(event.request_id)
         resp = event.response
         if isinstance(resp, ConsumerGroupHeartbeatResponse):
             self._on_heartbeat(resp, event.request_id, pending, now_ms)
@@ -729,8 +711,7 @@ class ConsumerMember:
             self._on_commit(resp, pending.generation, now_ms)
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
-        check_issued(self._k.requests, event.request_id)
-        pending = self._k.settle(event.request_id)
+        pending = self._k.fail(event.request_id)
         if pending is None:
             return
         if pending.api is None:
