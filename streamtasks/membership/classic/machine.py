@@ -5,7 +5,14 @@ order and feeds back what happened as events. :class:`ClassicMember` is the one 
 member's state (frozen records, :mod:`.records`) and the only code that assigns it; the
 per-phase logic is pure (:mod:`.phases`), legal transitions are in :mod:`.transitions`, error
 reactions in :mod:`.reactions`, the leader's step in :mod:`.leader`; ``docs/membership.md`` tells
-the whole story.
+the whole story. The state, the action list and the requests in flight are held by the shared
+:class:`~streamtasks.membership.common.kernel.Kernel` (composition), moved by trigger through
+:data:`.transitions.TABLE`.
+
+Size note: this module is longer than the 600 lines aimed at. It is the one place that assigns
+the classic member's records (h11's rule), and what is not the classic protocol is already the
+kernel's; making it shorter means carving out components that own records of their own (the
+coordinator link and its timers, the leader's follow-up), a change of its own.
 """
 
 from __future__ import annotations

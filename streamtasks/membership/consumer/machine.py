@@ -3,11 +3,18 @@ reconciliation, and the seed KIP's client-side assignment through PrepareAssignm
 InstallAssignment).
 
 No IO and no clock: the driver passes ``now_ms`` to every call, executes the returned actions in
-order (the classic member's action vocabulary and listener rule) and feeds back what happened as
-events. :class:`ConsumerMember` is the one owner of the member's state (frozen records,
-:mod:`.records`) and the only code that assigns it; the per-phase logic is pure
-(:mod:`.phases`), legal transitions are in :mod:`.transitions`; ``docs/membership.md`` ("The
-KIP-848 member") tells the whole story.
+order (every member's vocabulary and listener rule, :mod:`streamtasks.membership.common`) and
+feeds back what happened as events. :class:`ConsumerMember` is the one owner of the member's
+state (frozen records, :mod:`.records`) and the only code that assigns it; the per-phase logic is
+pure (:mod:`.phases`), legal transitions are in :mod:`.transitions`; ``docs/membership.md`` ("The
+KIP-848 member") tells the whole story. The state, the action list and the requests in flight
+are held by the shared :class:`~streamtasks.membership.common.kernel.Kernel` (composition),
+moved by trigger through :data:`.transitions.TABLE`.
+
+Size note: this module is longer than the 600 lines aimed at. It is the one place that assigns
+the KIP-848 member's records (h11's rule), and what is not the KIP-848 protocol is already the
+kernel's; making it shorter means carving out components that own records of their own (the
+client-side assignment job, the coordinator link), a change of its own.
 """
 
 from __future__ import annotations
