@@ -65,6 +65,7 @@ from streamtasks.membership.common import (
     assignment_changed,
     lookup_backoff_ms,
 )
+from streamtasks.membership.common.kernel import handler_for
 from streamtasks.protocol.classic_group import (
     UNKNOWN_GENERATION,
     UNKNOWN_MEMBER_ID,
@@ -205,7 +206,7 @@ class ClassicMember:
     def handle(self, event: Event, now_ms: int) -> list[Action]:
         """Feed one event; returns the actions to execute, in order."""
         self._k.start(event)
-        _ON[type(event)](self, event, now_ms)
+        handler_for(_ON, event)(self, event, now_ms)
         return self._k.flush()
 
     def poll(self, now_ms: int) -> list[Action]:

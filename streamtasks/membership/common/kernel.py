@@ -34,12 +34,22 @@ from streamtasks.membership.common.transitions import StateT, Transitions
 from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
 
-__all__ = ["Kernel", "SendRequestType"]
+__all__ = ["Kernel", "SendRequestType", "handler_for"]
 
 RequestT_contra = TypeVar("RequestT_contra", contravariant=True)
 SendT_co = TypeVar("SendT_co", covariant=True)
 RequestT = TypeVar("RequestT")
 SendT = TypeVar("SendT")
+HandlerT = TypeVar("HandlerT")
+
+
+def handler_for(handlers: Mapping[type, HandlerT], event: object) -> HandlerT:
+    """What a member's ``handle`` calls for ``event``: its entry in ``handlers`` (by type);
+    :class:`LocalProtocolError` for anything that is not one of the member's events."""
+    found = handlers.get(type(event))
+    if found is None:
+        raise LocalProtocolError(f"{type(event).__name__} is not an event this member handles")
+    return found
 
 
 class SendRequestType(Protocol[RequestT_contra, SendT_co]):

@@ -33,6 +33,7 @@ from streamtasks.membership.common import (
     assignment_changed,
     lookup_backoff_ms,
 )
+from streamtasks.membership.common.kernel import handler_for
 from streamtasks.membership.consumer import phases as P
 from streamtasks.membership.consumer.actions import (
     Action,
@@ -186,7 +187,7 @@ class ConsumerMember:
     def handle(self, event: Event, now_ms: int) -> list[Action]:
         """Feed one event; returns the actions to execute, in order."""
         self._k.start(event)
-        _ON[type(event)](self, event, now_ms)
+        handler_for(_ON, event)(self, event, now_ms)
         return self._k.flush()
 
     def poll(self, now_ms: int) -> list[Action]:

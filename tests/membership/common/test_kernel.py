@@ -18,6 +18,7 @@ from streamtasks.membership.common import (
     ListenerKind,
     Transitions,
 )
+from streamtasks.membership.common.kernel import handler_for
 from streamtasks.protocol.errors import KafkaErrorCode
 from tests.ids import tps
 
@@ -119,3 +120,10 @@ def test_listener_calls_are_remembered_until_reported() -> None:
     assert k.listener_completed(done) is None  # reported twice
     with pytest.raises(LocalProtocolError, match="unknown invocation"):
         k.listener_completed(ListenerCompleted(invocation_id=call.invocation_id + 1))
+
+
+def test_an_event_no_member_handles_is_refused() -> None:
+    handlers = {Leave: "leave"}
+    assert handler_for(handlers, Leave()) == "leave"
+    with pytest.raises(LocalProtocolError, match="str is not an event this member handles"):
+        handler_for(handlers, "Leave")
