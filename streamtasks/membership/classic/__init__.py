@@ -29,9 +29,9 @@ from streamtasks.membership.classic.events import (
     ResponseReceived,
     Subscribe,
 )
-from streamtasks.membership.classic.listener import RebalanceListener, execute
 from streamtasks.membership.classic.machine import ClassicMember
 from streamtasks.membership.classic.states import MemberState
+from streamtasks.membership.common.listener import RebalanceListener, execute
 
 __all__ = [
     "Action",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from assignors.partition.types import PartitionAssignor, RebalanceProtocol
 from streamtasks.errors import ConfigError
+from streamtasks.membership.common.config import check_instance_id, check_timings
 
 __all__ = ["MemberConfig", "select_protocol"]
 
@@ -82,27 +83,25 @@ class MemberConfig:
         names = [a.name for a in self.assignors]
         if len(set(names)) != len(names):
             raise ConfigError(f"assignor names must be unique, got {names}")
-        for name, value in (
-            ("session_timeout_ms", self.session_timeout_ms),
-            ("rebalance_timeout_ms", self.rebalance_timeout_ms),
-            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
-            ("request_timeout_ms", self.request_timeout_ms),
-        ):
-            if value <= 0:
-                raise ConfigError(f"{name} must be > 0, got {value}")
-        if self.retry_backoff_ms < 0:
-            raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
-        if self.followup_heartbeat_ms < 0:
-            raise ConfigError(f"followup_heartbeat_ms must be >= 0, got {self.followup_heartbeat_ms}")
-        if self.retry_backoff_max_ms < 0:
-            raise ConfigError(f"retry_backoff_max_ms must be >= 0, got {self.retry_backoff_max_ms}")
+        check_timings(
+            positive=(
+                ("session_timeout_ms", self.session_timeout_ms),
+                ("rebalance_timeout_ms", self.rebalance_timeout_ms),
+                ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+                ("request_timeout_ms", self.request_timeout_ms),
+            ),
+            non_negative=(
+                ("retry_backoff_ms", self.retry_backoff_ms),
+                ("followup_heartbeat_ms", self.followup_heartbeat_ms),
+                ("retry_backoff_max_ms", self.retry_backoff_max_ms),
+            ),
+        )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
                 f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "
                 f"session_timeout_ms ({self.session_timeout_ms})"
             )
-        if self.group_instance_id is not None and not self.group_instance_id:
-            raise ConfigError("group_instance_id must be None or a non-empty string")
+        check_instance_id(self.group_instance_id)
         select_protocol(self.assignors)
 
     @property

@@ -1,22 +1,21 @@
 """The legal transitions of a classic member, as data.
 
-``TRANSITIONS`` lists every (from, trigger, to) the machine may take; the machine refuses any
-other (``LocalProtocolError``), and ``docs/membership.md`` shows the same table.
+``TRANSITIONS`` lists every (from, trigger, to) the machine may take and ``docs/membership.md``
+shows the same table; ``TABLE`` is the lookup the machine asks, (state, trigger) -> next state
+(:class:`~streamtasks.membership.common.transitions.Transitions`): any other move raises
+``LocalProtocolError``.
 ``USER_EVENTS`` says in which states an application event is legal; broker events (responses,
 failures, coordinator news, metadata) are legal in every state and ignored when stale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-
-from streamtasks.errors import LocalProtocolError
-from streamtasks.membership.classic.events import EnforceRebalance, Leave, Subscribe
 from streamtasks.membership.classic.states import REBALANCING as _REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
+from streamtasks.membership.common.events import EnforceRebalance, Leave, Subscribe
+from streamtasks.membership.common.transitions import Transitions
 
-__all__ = ["TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
+__all__ = ["TABLE", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 
 _LIVE = (S.UNJOINED, S.STABLE, *_REBALANCING)
 
@@ -40,26 +39,15 @@ TRANSITIONS: tuple[tuple[S, str, S], ...] = (
     (S.CLOSED, "subscribe", S.UNJOINED),
 )
 
-_ALLOWED = frozenset((src, dst) for src, _, dst in TRANSITIONS)
-
-#: The states in which each application event is legal.
-USER_EVENTS: Mapping[type, frozenset[S]] = MappingProxyType(
+#: The lookup: (state, trigger) -> next state, and the states each application event is legal in.
+TABLE = Transitions(
+    TRANSITIONS,
     {
         Subscribe: frozenset((*_LIVE, S.CLOSED)),
         EnforceRebalance: frozenset(_LIVE),
         Leave: frozenset((*_LIVE, S.FAILED)),
-    }
+    },
 )
-
-
-def check_transition(src: S, dst: S, trigger: str) -> None:
-    """Raise :class:`LocalProtocolError` unless ``src -> dst`` is in :data:`TRANSITIONS`."""
-    if src is not dst and (src, dst) not in _ALLOWED:
-        raise LocalProtocolError(f"illegal transition {src.name} -> {dst.name} ({trigger})")
-
-
-def check_event(state: S, event: object) -> None:
-    """Raise :class:`LocalProtocolError` if the application event is illegal in ``state``."""
-    allowed = USER_EVENTS.get(type(event))
-    if allowed is not None and state not in allowed:
-        raise LocalProtocolError(f"{type(event).__name__} is not allowed in state {state.name}")
+USER_EVENTS = TABLE.user_events
+check_transition = TABLE.check_transition
+check_event = TABLE.check_event

@@ -1,19 +1,18 @@
 """Actions a :class:`~streamtasks.membership.consumer.ConsumerMember` asks its driver to take.
 
-The listener calls, the commit before a revocation, the coordinator lookup, the bookkeeping
-and the error reports are the classic member's actions, with the same rule for running a list
-(:func:`streamtasks.membership.classic.listener.execute`): in order, every callback even after
-one raised, the assignment change standing. ``CommitOffsets.generation_id`` carries the member
-epoch (OffsetCommit v9's ``GenerationIdOrMemberEpoch``); ``AssignmentChanged.generation`` the
-member epoch the partitions are owned under and ``user_data`` the assignment metadata bytes a
-client-side assignor gave this member. Defined here: :class:`SendRequest` for the KIP-848 RPCs.
+Every member's actions (:mod:`streamtasks.membership.common.actions`), with the same rule
+for running a list (:func:`streamtasks.membership.common.listener.execute`): in order, every
+callback even after one raised, the assignment change standing. ``CommitOffsets.generation_id``
+carries the member epoch; ``AssignmentChanged.generation`` the member epoch the partitions are
+owned under and ``user_data`` the assignment metadata bytes a client-side assignor gave this
+member. Defined here: :class:`SendRequest` for the KIP-848 RPCs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamtasks.membership.classic.actions import (
+from streamtasks.membership.common.actions import (
     AssignmentChanged,
     CommitOffsets,
     ErrorReported,

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from assignors.partition.hooks import subscription_user_data
 from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import ConfigError
+from streamtasks.membership.common.config import check_instance_id, check_timings
 from streamtasks.membership.consumer.events import AssignorMetadata
 from topology.ids import TopicPartition
 
@@ -120,22 +121,20 @@ class ConsumerMemberConfig:
             ):
                 raise ConfigError(f"assignor {name!r}: invalid metadata versions {m}")
         object.__setattr__(self, "assignor_metadata", MappingProxyType(metadata))
-        for name, value in (
-            ("rebalance_timeout_ms", self.rebalance_timeout_ms),
-            ("session_timeout_ms", self.session_timeout_ms),
-            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
-            ("request_timeout_ms", self.request_timeout_ms),
-        ):
-            if value <= 0:
-                raise ConfigError(f"{name} must be > 0, got {value}")
-        if self.retry_backoff_ms < 0:
-            raise ConfigError(f"retry_backoff_ms must be >= 0, got {self.retry_backoff_ms}")
-        if self.retry_backoff_max_ms < 0:
-            raise ConfigError(f"retry_backoff_max_ms must be >= 0, got {self.retry_backoff_max_ms}")
-        if self.unreleased_heartbeat_ms < 0:
-            raise ConfigError(f"unreleased_heartbeat_ms must be >= 0, got {self.unreleased_heartbeat_ms}")
-        if self.group_instance_id is not None and not self.group_instance_id:
-            raise ConfigError("group_instance_id must be None or a non-empty string")
+        check_timings(
+            positive=(
+                ("rebalance_timeout_ms", self.rebalance_timeout_ms),
+                ("session_timeout_ms", self.session_timeout_ms),
+                ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+                ("request_timeout_ms", self.request_timeout_ms),
+            ),
+            non_negative=(
+                ("retry_backoff_ms", self.retry_backoff_ms),
+                ("retry_backoff_max_ms", self.retry_backoff_max_ms),
+                ("unreleased_heartbeat_ms", self.unreleased_heartbeat_ms),
+            ),
+        )
+        check_instance_id(self.group_instance_id)
 
     @property
     def is_static(self) -> bool:

@@ -1,10 +1,11 @@
 """Events a :class:`~streamtasks.membership.consumer.ConsumerMember` consumes.
 
-The application's calls and the transport's news are the classic member's events, shared:
-``Subscribe``, ``EnforceRebalance``, ``Leave``, ``ListenerCompleted``, ``RequestFailed``,
-``CoordinatorDiscovered``, ``CoordinatorLost``. Defined here: the responses of the KIP-848
-RPCs, metadata with topic ids (KIP-848 names partitions by topic id), the client-side
-assignor's metadata, and the poll timer (Apache Kafka's ``max.poll.interval.ms``).
+The application's calls and the transport's news are every member's events
+(:mod:`streamtasks.membership.common.events`): ``Subscribe``, ``EnforceRebalance``, ``Leave``,
+``ListenerCompleted``, ``RequestFailed``, ``CoordinatorDiscovered``, ``CoordinatorLost``.
+Defined here: the responses of the KIP-848 RPCs, metadata with topic ids (KIP-848 names
+partitions by topic id), the client-side assignor's metadata, and the poll timer (Apache
+Kafka's ``max.poll.interval.ms``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from streamtasks.membership.classic.events import (
+from streamtasks.membership.common.events import (
     CoordinatorDiscovered,
     CoordinatorLost,
     EnforceRebalance,

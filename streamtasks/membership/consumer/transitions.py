@@ -1,7 +1,9 @@
 """The legal transitions of a KIP-848 member, as data.
 
-``TRANSITIONS`` lists every (from, trigger, to) the machine may take; the machine refuses any
-other (``LocalProtocolError``), and ``docs/membership.md`` shows the same table. The pairs are
+``TRANSITIONS`` lists every (from, trigger, to) the machine may take and ``docs/membership.md``
+shows the same table; ``TABLE`` is the lookup the machine asks, (state, trigger) -> next state
+(:class:`~streamtasks.membership.common.transitions.Transitions`): any other move raises
+``LocalProtocolError``. The pairs are
 those of Apache Kafka's client ``MemberState`` (its ``previousValidStates``), minus the ones a
 member without a fetch loop never takes. ``USER_EVENTS`` says in which states an application
 event is legal; broker events are legal in every state and ignored when stale.
@@ -9,11 +11,8 @@ event is legal; broker events are legal in every state and ignored when stale.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-
-from streamtasks.errors import LocalProtocolError
-from streamtasks.membership.classic.events import EnforceRebalance, Leave, Subscribe
+from streamtasks.membership.common.events import EnforceRebalance, Leave, Subscribe
+from streamtasks.membership.common.transitions import Transitions
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
     AssignorMetadataChanged,
@@ -21,7 +20,7 @@ from streamtasks.membership.consumer.events import (
 )
 from streamtasks.membership.consumer.states import MemberState as S
 
-__all__ = ["IN_GROUP", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
+__all__ = ["IN_GROUP", "TABLE", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 
 #: States in which the member is (or is becoming) a member of the group and heartbeats.
 IN_GROUP = (S.JOINING, S.RECONCILING, S.ACKNOWLEDGING, S.STABLE)
@@ -40,18 +39,17 @@ TRANSITIONS: tuple[tuple[S, str, S], ...] = (
     (S.PREPARE_LEAVING, "revoked: leave heartbeat sent", S.LEAVING),
     (S.LEAVING, "left", S.UNSUBSCRIBED),
     (S.PREPARE_LEAVING, "left without a leave heartbeat", S.UNSUBSCRIBED),
-    *((s, "poll timer expired: partitions lost, left", S.STALE) for s in IN_GROUP),
+    *((s, "poll timer expired: partitions lost, left", S.STALE) for s in (*IN_GROUP, S.STALE)),
     (S.STALE, "application polled: rejoin at epoch 0", S.JOINING),
     (S.STALE, "leave", S.UNSUBSCRIBED),
     *((s, "fatal error", S.FATAL) for s in IN_GROUP),
 )
 
-_ALLOWED = frozenset((src, dst) for src, _, dst in TRANSITIONS)
-
 _SUBSCRIBED = (*IN_GROUP, S.FENCED, S.STALE)
 
-#: The states in which each application event is legal.
-USER_EVENTS: Mapping[type, frozenset[S]] = MappingProxyType(
+#: The lookup: (state, trigger) -> next state, and the states each application event is legal in.
+TABLE = Transitions(
+    TRANSITIONS,
     {
         Subscribe: frozenset((*_SUBSCRIBED, S.UNSUBSCRIBED)),
         EnforceRebalance: frozenset(_SUBSCRIBED),
@@ -59,18 +57,8 @@ USER_EVENTS: Mapping[type, frozenset[S]] = MappingProxyType(
         Leave: frozenset((*_SUBSCRIBED, S.UNSUBSCRIBED, S.FATAL)),
         PollTimerExpired: frozenset((*_SUBSCRIBED,)),
         ApplicationPolled: frozenset((*_SUBSCRIBED, S.UNSUBSCRIBED)),
-    }
+    },
 )
-
-
-def check_transition(src: S, dst: S, trigger: str) -> None:
-    """Raise :class:`LocalProtocolError` unless ``src -> dst`` is in :data:`TRANSITIONS`."""
-    if src is not dst and (src, dst) not in _ALLOWED:
-        raise LocalProtocolError(f"illegal transition {src.name} -> {dst.name} ({trigger})")
-
-
-def check_event(state: S, event: object) -> None:
-    """Raise :class:`LocalProtocolError` if the application event is illegal in ``state``."""
-    allowed = USER_EVENTS.get(type(event))
-    if allowed is not None and state not in allowed:
-        raise LocalProtocolError(f"{type(event).__name__} is not allowed in state {state.name}")
+USER_EVENTS = TABLE.user_events
+check_transition = TABLE.check_transition
+check_event = TABLE.check_event

@@ -12,7 +12,7 @@ from streamtasks.membership.classic import (
     ListenerKind,
     SendRequest,
 )
-from streamtasks.membership.classic.listener import RebalanceListener, execute
+from streamtasks.membership.common.listener import RebalanceListener, execute
 from tests.membership.classic.helpers import commit_ok, cooperative, join_ok, rejoin, stable, sync_ok, tps
 from topology.ids import TopicPartition
 

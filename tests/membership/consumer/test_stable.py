@@ -108,7 +108,7 @@ def test_stable_to_fenced_to_joining() -> None:
     c = stable_pair()
     a = c.nodes["a"]
     owned = c.owned("a")
-    rid = a.member._requests.next_id + 1
+    rid = a.member._k.requests.next_id + 1
     # the next heartbeat is answered FENCED_MEMBER_EPOCH
     actions = a.member.poll(c.now + 1_000)
     send = next(x for x in actions if isinstance(x, SendRequest))

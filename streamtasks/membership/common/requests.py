@@ -1,67 +1,34 @@
-"""What the classic and the KIP-848 member keep alike: frozen records and pure helpers.
+"""The requests a member waits for and the listener invocations it has not heard back about.
 
-Both members are the one owner of their state (h11's rule); what they share is the shape of
-the commit before a revocation (:class:`Gate`, :class:`Purpose`), the requests they wait for
-and the listener invocations not reported yet (:class:`Requests`), and the two actions that
-tell the driver about ownership (:func:`listener_call`, :func:`assignment_changed`). The
-functions here compute new records and actions; they change nothing.
+:class:`Requests` is a frozen record, generic over the protocol's ``Api`` enum; the functions
+check an answer against the request it answers. They compute; they change nothing.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from streamtasks.errors import LocalProtocolError
-from streamtasks.membership.classic.actions import AssignmentChanged, InvokeListener, ListenerKind
-from topology.ids import TopicPartition
+from streamtasks.membership.common.actions import ListenerKind
 
 __all__ = [
     "MAX_OPEN_INVOCATIONS",
-    "Gate",
+    "ApiT",
     "InFlight",
-    "Purpose",
     "Requests",
     "answered",
-    "assignment_changed",
     "check_issued",
     "lookup_answered",
-    "listener_call",
-    "sorted_tps",
+    "lookup_backoff_ms",
 ]
 
 ApiT = TypeVar("ApiT", bound=enum.Enum)
 
 #: Listener invocations remembered until the driver reports them (it need not report them all).
 MAX_OPEN_INVOCATIONS = 256
-
-
-def sorted_tps(partitions: Iterable[TopicPartition]) -> tuple[TopicPartition, ...]:
-    return tuple(sorted(partitions))
-
-
-class Purpose(enum.Enum):
-    """Why offsets are being committed before a revocation."""
-
-    JOIN = "join prepare"  # classic
-    SYNC = "revocation after SyncGroup"  # classic
-    RECONCILE = "reconciliation"  # KIP-848
-    LEAVE = "leave"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Gate:
-    """Offsets of ``partitions`` are committed before they are revoked."""
-
-    purpose: Purpose
-    partitions: frozenset[TopicPartition]
-    deadline_ms: int
-    retry_at_ms: int
-    commit_id: int | None = None
-    assignment: frozenset[TopicPartition] = frozenset()  # Purpose.SYNC: what to own afterwards
-    user_data: bytes = b""  # Purpose.SYNC: the user data of that assignment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,31 +162,3 @@ def lookup_answered(requests: Requests[ApiT], request_id: int | None) -> bool:
         check_issued(requests, request_id)
         return False
     return True
-
-
-def listener_call(
-    invocation_id: int, kind: ListenerKind, partitions: frozenset[TopicPartition], generation: int
-) -> InvokeListener:
-    return InvokeListener(
-        invocation_id=invocation_id, kind=kind, partitions=sorted_tps(partitions), generation=generation
-    )
-
-
-def assignment_changed(
-    before: frozenset[TopicPartition],
-    owned: frozenset[TopicPartition],
-    generation: int,
-    user_data: bytes,
-    lost: frozenset[TopicPartition] = frozenset(),
-) -> AssignmentChanged:
-    """What the driver hears when ownership goes from ``before`` to ``owned``; ``lost``:
-    partitions given up without a revocation (only those removed are reported lost)."""
-    removed = before - owned
-    return AssignmentChanged(
-        generation=generation,
-        owned=sorted_tps(owned),
-        added=sorted_tps(owned - before),
-        removed=sorted_tps(removed),
-        user_data=user_data,
-        lost=sorted_tps(lost & removed),
-    )

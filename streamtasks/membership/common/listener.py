@@ -15,12 +15,14 @@ The driver may report each callback back with ``ListenerCompleted`` to feed the
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
-from streamtasks.membership.classic.actions import Action, InvokeListener, ListenerKind
+from streamtasks.membership.common.actions import InvokeListener, ListenerKind
 from topology.ids import TopicPartition
 
 __all__ = ["RebalanceListener", "call_listener", "execute"]
+
+ActionT = TypeVar("ActionT")
 
 
 @runtime_checkable
@@ -45,9 +47,9 @@ def call_listener(listener: RebalanceListener, action: InvokeListener) -> None:
 
 
 def execute(
-    actions: Iterable[Action],
+    actions: Iterable[ActionT],
     listener: RebalanceListener,
-    other: Callable[[Action], None],
+    other: Callable[[ActionT], None],
     on_listener_done: Callable[[InvokeListener, BaseException | None], None] | None = None,
 ) -> None:
     """Run ``actions`` in order: listener calls on ``listener``, everything else through

@@ -1,0 +1,78 @@
+"""What every group member shares, whatever its protocol: the vocabulary and the kernel.
+
+* :mod:`.events` and :mod:`.actions`: the application's calls, the transport's news and the
+  actions a member emits (each protocol adds its ``ResponseReceived`` and ``SendRequest``);
+  :mod:`.listener` runs an action list by KIP-429's listener rule.
+* :mod:`.transitions`: a protocol's legal moves as an h11-style table, (state, trigger) -> next.
+* :mod:`.kernel`: the component every member holds: state, actions to return, requests in flight.
+* :mod:`.records` and :mod:`.requests`: frozen records (the commit gate, the requests) and the
+  pure functions over them.
+"""
+
+from streamtasks.membership.common.actions import (
+    AssignmentChanged,
+    CommitOffsets,
+    CommonAction,
+    ErrorReported,
+    FindCoordinator,
+    InvokeListener,
+    ListenerKind,
+    assignment_changed,
+    listener_call,
+    sorted_tps,
+)
+from streamtasks.membership.common.events import (
+    CoordinatorDiscovered,
+    CoordinatorLost,
+    EnforceRebalance,
+    Leave,
+    ListenerCompleted,
+    RequestFailed,
+    Subscribe,
+)
+from streamtasks.membership.common.kernel import Kernel
+from streamtasks.membership.common.listener import RebalanceListener, execute
+from streamtasks.membership.common.records import Gate, Purpose
+from streamtasks.membership.common.requests import (
+    MAX_OPEN_INVOCATIONS,
+    InFlight,
+    Requests,
+    answered,
+    check_issued,
+    lookup_answered,
+    lookup_backoff_ms,
+)
+from streamtasks.membership.common.transitions import Transitions
+
+__all__ = [
+    "MAX_OPEN_INVOCATIONS",
+    "AssignmentChanged",
+    "CommitOffsets",
+    "CommonAction",
+    "CoordinatorDiscovered",
+    "CoordinatorLost",
+    "EnforceRebalance",
+    "ErrorReported",
+    "FindCoordinator",
+    "Gate",
+    "InFlight",
+    "InvokeListener",
+    "Kernel",
+    "Leave",
+    "ListenerCompleted",
+    "ListenerKind",
+    "Purpose",
+    "RebalanceListener",
+    "Requests",
+    "RequestFailed",
+    "Subscribe",
+    "Transitions",
+    "answered",
+    "assignment_changed",
+    "check_issued",
+    "execute",
+    "listener_call",
+    "lookup_answered",
+    "lookup_backoff_ms",
+    "sorted_tps",
+]
