@@ -105,7 +105,9 @@ def attribute(
     if followup_ms is not None:
         timeouts = replace(timeouts, followup_heartbeat_ms=followup_ms)
     scenario = replace(scenario, timeouts=timeouts)
-    world: Any
+    start = drill_start_ms(point.members)
+    ledger = StretchLedger(frozenset(), start)
+    world: World | ConsumerWorld
     kip848 = point.protocol in ("consumer", "consumer-client")
     if kip848:
         world = ConsumerWorld(
@@ -117,13 +119,10 @@ def attribute(
                 max_events=2_000_000,
                 trace_limit=10**8,
             ),
+            ledger=ledger,
         )
     else:
-        world = World(scenario, WorldSettings(max_events=2_000_000, trace_limit=10**8))
-    owner = getattr(world, "driver", world)
-    start = drill_start_ms(point.members)
-    ledger = StretchLedger(frozenset(owner.ledger.existing), start)
-    owner.ledger = ledger
+        world = World(scenario, WorldSettings(max_events=2_000_000, trace_limit=10**8), ledger=ledger)
     result = world.run()
     if result.violations:
         raise SystemExit(f"{point.key} seed {seed}: {result.violations[0]}")

@@ -138,14 +138,18 @@ class Driver:
     deferred, when the process resumes."""
 
     def __init__(
-        self, scenario: Scenario, settings: WorldSettings, apply_step: Callable[[Step], None]
+        self,
+        scenario: Scenario,
+        settings: WorldSettings,
+        apply_step: Callable[[Step], None],
+        ledger: OwnershipLedger,
     ) -> None:
         self.scenario = scenario
         self.settings = settings
         self.sched: Scheduler[Item] = Scheduler()
         self.network = Network(random.Random(f"net-{scenario.seed}"), scenario.link)
         self.coordinator = ClassicGroupCoordinator(self.settings.group_id, self.settings.coordinator)
-        self.ledger = OwnershipLedger()
+        self.ledger = ledger
         self.invariants = Invariants()
         self.trace = Trace(self.settings.trace_limit)
         self.procs: dict[str, SimProcess] = {}

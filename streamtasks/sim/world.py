@@ -74,10 +74,16 @@ class RunResult:
 class World:
     """One scenario's simulation. ``run()`` once; read the attributes after for details."""
 
-    def __init__(self, scenario: Scenario, settings: WorldSettings | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: WorldSettings | None = None,
+        *,
+        ledger: OwnershipLedger | None = None,
+    ) -> None:
         self.scenario = scenario
         self.settings = settings or WorldSettings()
-        self.driver = Driver(scenario, self.settings, self._apply)
+        self.driver = Driver(scenario, self.settings, self._apply, ledger or OwnershipLedger())
         self.rng = random.Random(f"world-{scenario.seed}")
         self.incarnations: dict[str, int] = {}
         self.events = 0

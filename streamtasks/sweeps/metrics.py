@@ -90,14 +90,8 @@ class DrillLedger(OwnershipLedger):
 
     def __init__(self, existing: frozenset[TopicPartition], start_ms: int) -> None:
         super().__init__()
-        self.set_partitions(existing, 0)
         self._start_ms = start_ms
-
-    @classmethod
-    def replacing(cls, ledger: OwnershipLedger, start_ms: int) -> DrillLedger:
-        if ledger.holders or ledger.measuring:
-            raise AssertionError("replace the ledger before the world runs")
-        return cls(frozenset(ledger.existing), start_ms)
+        self.set_partitions(existing, 0)
 
     def start_measuring(self, now_ms: int) -> None:
         """Ignored: measuring starts at the drill's start."""
@@ -117,8 +111,7 @@ class DrillLedger(OwnershipLedger):
         return super().release(conn, partitions, now_ms, *a, **kw)
 
     def set_partitions(self, partitions: frozenset[TopicPartition], now_ms: int) -> None:
-        if hasattr(self, "_start_ms"):
-            self._tick(now_ms)
+        self._tick(now_ms)
         super().set_partitions(partitions, now_ms)
 
     def orphan_total_ms(self, now_ms: int) -> int:
@@ -150,7 +143,10 @@ def simulate_from_drill_start(scenario: Scenario, point: Point) -> tuple[Outcome
 
 
 def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tuple[Outcome, Outcome | None]:
-    world: Any
+    start_ms = drill_start_ms(point.members)
+    # unowned time counts from the drill's start: the group forming is not the drill's cost
+    ledger = DrillLedger(frozenset(), start_ms)
+    world: World | ConsumerWorld
     if point.protocol in ("consumer", "consumer-client"):
         world = ConsumerWorld(
             scenario,
@@ -160,13 +156,10 @@ def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tu
                 max_events=_max_events(point),
                 heartbeat_interval_ms=scenario.timeouts.heartbeat_ms,
             ),
+            ledger=ledger,
         )
     else:
-        world = World(scenario, WorldSettings(max_events=_max_events(point)))
-    # the ledger belongs to the world, or to the driver it holds
-    owner = getattr(world, "driver", world)
-    start_ms = drill_start_ms(point.members)
-    owner.ledger = DrillLedger.replacing(owner.ledger, start_ms)
+        world = World(scenario, WorldSettings(max_events=_max_events(point)), ledger=ledger)
     at_start: list[Outcome] = []
     if mark_drill_start:
         # the ledger's unowned time is the drill's already (measured from its start)

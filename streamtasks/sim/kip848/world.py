@@ -171,7 +171,14 @@ class ConsumerRunResult:
 class ConsumerWorld:
     """One scenario's simulation. ``run()`` once."""
 
-    def __init__(self, scenario: Scenario, mode: str, settings: ConsumerSettings | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        mode: str,
+        settings: ConsumerSettings | None = None,
+        *,
+        ledger: OwnershipLedger | None = None,
+    ) -> None:
         self.scenario = scenario
         self.mode = mode
         self.settings = settings or ConsumerSettings()
@@ -193,7 +200,7 @@ class ConsumerWorld:
         self.log: list[Record] = []
         self.unavailable_until: int | None = None
         self.offsets: dict[TopicPartition, int] = {}
-        self.ledger = OwnershipLedger()
+        self.ledger = ledger or OwnershipLedger()
         self.trace = Trace(self.settings.trace_limit)
         self.checks = Checks(self)
         self.procs: dict[str, WorldProcess] = {}
