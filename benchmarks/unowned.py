@@ -38,9 +38,10 @@ from _paths import project_imports
 from _table import format_table
 
 with project_imports():
-    from streamtasks.sim.kip848 import ConsumerSettings, ConsumerWorld
+    from streamtasks.sim.classic_side import WorldSettings, classic_world
+    from streamtasks.sim.kip848 import ConsumerSettings, consumer_world
     from streamtasks.sim.ledger import ReleaseKind
-    from streamtasks.sim.world import World, WorldSettings
+    from streamtasks.sim.world import World
     from streamtasks.sweeps.drills import drill_changes, drill_scenario, drill_start_ms
     from streamtasks.sweeps.grid import ASSIGNORS_BY_PROTOCOL, Point
     from streamtasks.sweeps.metrics import DrillLedger
@@ -107,10 +108,10 @@ def attribute(
     scenario = replace(scenario, timeouts=timeouts)
     start = drill_start_ms(point.members)
     ledger = StretchLedger(frozenset(), start)
-    world: World | ConsumerWorld
+    world: World[Any, Any]
     kip848 = point.protocol in ("consumer", "consumer-client")
     if kip848:
-        world = ConsumerWorld(
+        world = consumer_world(
             scenario,
             point.protocol,
             ConsumerSettings(
@@ -122,7 +123,7 @@ def attribute(
             ledger=ledger,
         )
     else:
-        world = World(scenario, WorldSettings(max_events=2_000_000, trace_limit=10**8), ledger=ledger)
+        world = classic_world(scenario, WorldSettings(max_events=2_000_000, trace_limit=10**8), ledger=ledger)
     result = world.run()
     if result.violations:
         raise SystemExit(f"{point.key} seed {seed}: {result.violations[0]}")

@@ -1,20 +1,16 @@
-"""Running scenarios: one, a batch of seeds, and shrinking a failure to a minimal replay.
-
-A run never raises for what the simulated system does: an exception escaping the member
-machine (or the model) is reported as a violation of the ``no-exception`` invariant, with the
-seed, so a batch always completes and every problem can be replayed.
-"""
+"""Running classic scenarios: one, a batch of seeds, and shrinking a failure to a minimal
+replay (the generic parts are :mod:`streamtasks.sim.batch`'s)."""
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from assignors.partition.types import RebalanceProtocol
+from streamtasks.sim.batch import Failure, run_guarded, run_seeds, shrink_scenario
+from streamtasks.sim.classic_side import RunResult, WorldSettings, classic_world
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, Timeouts, generate
 from streamtasks.sim.trace import Violation
-from streamtasks.sim.world import RunResult, World, WorldSettings
 
 __all__ = ["BatchSummary", "Failure", "run_batch", "run_scenario", "shrink"]
 
@@ -23,29 +19,6 @@ SAME_ASSIGNOR: dict[RebalanceProtocol, tuple[str, ...]] = {
     RebalanceProtocol.EAGER: ("cooperative_sticky", "range"),
     RebalanceProtocol.COOPERATIVE: ("cooperative_sticky",),
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Failure:
-    """A violating seed, with the smallest scenario found that still shows the violation."""
-
-    seed: int
-    violation: Violation
-    steps: tuple[str, ...]
-    trace: tuple[str, ...]
-    original_steps: int
-    minimal_steps: int
-    replay: str = ""
-
-    def report(self) -> str:
-        lines = [f"VIOLATION seed={self.seed}: {self.violation}"]
-        if self.replay:
-            lines.append(f"replay: {self.replay}")
-        lines.append(f"minimal scenario ({self.minimal_steps} of {self.original_steps} steps):")
-        lines += [f"  {s}" for s in self.steps]
-        lines.append("trace (last events):")
-        lines += [f"  {t}" for t in self.trace]
-        return "\n".join(lines)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -125,67 +98,20 @@ class BatchSummary:
             "kip814_unmonitored_partitions": self.kip814_blind,
             "max_ms_to_converge_after_last_step": self.max_converged_after_ms,
             "max_rebalances_after_last_step": self.max_rebalances_after_quiet,
-            "failures": [
-                {
-                    "seed": f.seed,
-                    "invariant": f.violation.invariant,
-                    "time_ms": f.violation.time_ms,
-                    "detail": f.violation.detail,
-                    "replay": f.replay,
-                    "minimal_steps": list(f.steps),
-                    "trace": list(f.trace),
-                }
-                for f in self.failures
-            ],
+            "failures": [f.as_dict() for f in self.failures],
         }
 
 
 def run_scenario(scenario: Scenario, settings: WorldSettings | None = None) -> RunResult:
     """Run one scenario; an exception from the simulated parts becomes a violation."""
-    world = World(scenario, settings)
-    try:
-        return world.run()
-    except Exception as exc:  # reported with its seed; the batch goes on
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        world.violations.append(
-            Violation(
-                invariant="no-exception",
-                time_ms=world.now,
-                detail=f"{detail} (at {where.filename}:{where.lineno})",
-            )
-        )
-        world.trace.add(world.now, f"EXCEPTION {detail}")
-        return world._result()
+    return run_guarded(classic_world(scenario, settings))
 
 
 def shrink(
     scenario: Scenario, violation: Violation, settings: WorldSettings | None = None, budget: int = 40
 ) -> tuple[Scenario, RunResult]:
-    """Drop steps while the same invariant still fails; returns the smallest scenario found and
-    its run. Steps after the violation cannot matter and go first."""
-
-    def fails(candidate: Scenario) -> RunResult | None:
-        result = run_scenario(candidate, settings)
-        same = [v for v in result.violations if v.invariant == violation.invariant]
-        return result if same else None
-
-    best = scenario
-    best_result = None
-    early = replace(scenario, steps=tuple(s for s in scenario.steps if s.at_ms <= violation.time_ms))
-    if early.steps != scenario.steps and (found := fails(early)) is not None:
-        best, best_result = early, found
-    tries = 0
-    index = len(best.steps) - 1
-    while index >= 0 and tries < budget:
-        candidate = best.without(index)
-        tries += 1
-        if (found := fails(candidate)) is not None:
-            best, best_result = candidate, found
-        index -= 1
-    if best_result is None:
-        best_result = run_scenario(best, settings)
-    return best, best_result
+    """Drop steps while the same invariant still fails (:func:`~streamtasks.sim.batch.shrink_scenario`)."""
+    return shrink_scenario(scenario, violation, lambda s: run_scenario(s, settings), budget)
 
 
 def run_batch(
@@ -205,35 +131,27 @@ def run_batch(
     summary = BatchSummary(
         protocol=protocol, faults=tuple(sorted(faults)), seed_base=seeds[0] if seeds else 0
     )
-    for seed in seeds:
-        scenario = generate(seed, protocol, faults, assignors=assignors, timeouts=timeouts)
-        result = run_scenario(scenario, settings)
-        summary.add(result)
-        if result.violations:
-            violation = result.violations[0]
-            minimal, minimal_result = (
-                shrink(scenario, violation, settings) if shrink_failures else (scenario, result)
+
+    def replay(seed: int) -> str:
+        return (
+            f"python -m streamtasks.sim --protocol {protocol.name.lower()} --seeds 1 "
+            f"--seed-base {seed} --faults {','.join(sorted(faults)) or 'none'}"
+            + (" --same-assignor" if assignors is not None else "")
+            + (
+                f" --static-session-ms {timeouts.static_session_ms}"
+                if timeouts is not None and timeouts.static_session_ms
+                else ""
             )
-            summary.failures.append(
-                Failure(
-                    seed=seed,
-                    violation=violation,
-                    steps=tuple(minimal.describe()),
-                    trace=minimal_result.trace or result.trace,
-                    original_steps=len(scenario.steps),
-                    minimal_steps=len(minimal.steps),
-                    replay=(
-                        f"python -m streamtasks.sim --protocol {protocol.name.lower()} --seeds 1 "
-                        f"--seed-base {seed} --faults {','.join(sorted(faults)) or 'none'}"
-                        + (" --same-assignor" if assignors is not None else "")
-                        + (
-                            f" --static-session-ms {timeouts.static_session_ms}"
-                            if timeouts is not None and timeouts.static_session_ms
-                            else ""
-                        )
-                    ),
-                )
-            )
-        if progress is not None and summary.scenarios % progress_every == 0:
-            progress(summary)
+        )
+
+    run_seeds(
+        summary,
+        seeds,
+        scenario=lambda seed: generate(seed, protocol, faults, assignors=assignors, timeouts=timeouts),
+        run=lambda scenario: run_scenario(scenario, settings),
+        replay=replay,
+        shrink_failures=shrink_failures,
+        progress=progress,
+        progress_every=progress_every,
+    )
     return summary
