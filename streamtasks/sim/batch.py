@@ -13,27 +13,25 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from streamtasks.sim.scenario import Scenario
 from streamtasks.sim.trace import Violation
-from streamtasks.sim.world import World
+from streamtasks.sim.world import RunFigures, World
 
-__all__ = ["Failure", "Outcome", "Summary", "run_guarded", "run_seeds", "shrink_scenario"]
-
-
-class Outcome(Protocol):
-    """What the batch reads of a run's result."""
-
-    @property
-    def violations(self) -> tuple[Violation, ...]: ...
-    @property
-    def trace(self) -> tuple[str, ...]: ...
+__all__ = [
+    "BatchTotals",
+    "Failure",
+    "Summary",
+    "run_guarded",
+    "run_seeds",
+    "shrink_scenario",
+]
 
 
-R = TypeVar("R", bound=Outcome)
-R_contra = TypeVar("R_contra", bound=Outcome, contravariant=True)
+R = TypeVar("R", bound=RunFigures)
+R_contra = TypeVar("R_contra", bound=RunFigures, contravariant=True)
 T = TypeVar("T")
 
 
@@ -69,6 +67,61 @@ class Failure:
             "replay": self.replay,
             "minimal_steps": list(self.steps),
             "trace": list(self.trace),
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class BatchTotals:
+    """The totals every protocol's batch summary keeps; a summary adds its own counters,
+    named as the result's figures they sum (:attr:`SUMMED`)."""
+
+    #: The result's figures a protocol's summary sums besides the common ones (same names).
+    SUMMED: ClassVar[tuple[str, ...]] = ()
+
+    faults: tuple[str, ...]
+    seed_base: int
+    scenarios: int = 0
+    events: int = 0
+    messages: int = 0
+    sim_ms: int = 0
+    violations: int = 0
+    membership_changes: int = 0
+    revoked: int = 0
+    assigned: int = 0
+    lost: int = 0
+    moved: int = 0
+    max_converged_after_ms: int = 0
+    failures: list[Failure] = field(default_factory=list)
+
+    def add(self, result: RunFigures) -> None:
+        """Add one run's figures."""
+        self.scenarios += 1
+        self.events += result.events
+        self.messages += result.messages
+        self.sim_ms += result.sim_ms
+        self.membership_changes += result.membership_changes
+        self.revoked += result.revoked
+        self.assigned += result.assigned
+        self.lost += result.lost
+        self.moved += result.moved
+        self.max_converged_after_ms = max(self.max_converged_after_ms, result.converged_after_ms or 0)
+        if result.violations:
+            self.violations += 1
+        for name in self.SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(result, name))
+
+    def head(self, protocol: str) -> dict[str, object]:
+        """The first keys of a summary's ``--json``, in their order."""
+        return {
+            "protocol": protocol,
+            "faults": list(self.faults),
+            "seed_base": self.seed_base,
+            "scenarios": self.scenarios,
+            "events": self.events,
+            "messages": self.messages,
+            "simulated_seconds": round(self.sim_ms / 1000, 1),
+            "violations": self.violations,
+            "membership_changes": self.membership_changes,
         }
 
 

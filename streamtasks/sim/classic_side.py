@@ -24,8 +24,7 @@ from streamtasks.sim.items import Item, ToCoordinator
 from streamtasks.sim.ledger import Holding, OwnershipLedger
 from streamtasks.sim.process import SimProcess, make_assignor
 from streamtasks.sim.scenario import Scenario, Step
-from streamtasks.sim.trace import Violation
-from streamtasks.sim.world import World
+from streamtasks.sim.world import RunFigures, RunSettings, World
 from topology.ids import TopicPartition
 
 __all__ = [
@@ -38,47 +37,27 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WorldSettings:
-    group_id: str = "sim-group"
-    #: The application consumes one record per this many ms of ownership.
-    record_interval_ms: int = 10
+class WorldSettings(RunSettings):
+    """The classic world's settings."""
+
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
-    #: After the last step, the group must converge within this long (see docs/simulation.md).
-    convergence_bound_ms: int = 120_000
-    #: ... and within ``rebalances_per_member`` × live members + ``rebalance_slack`` completed
-    #: rebalances (each member still (re)joining may cost its join and, COOPERATIVE, the
-    #: follow-up its revocations need; the slack covers a leader's metadata rejoin).
+    #: The group must converge within ``rebalances_per_member`` × live members +
+    #: ``rebalance_slack`` completed rebalances after the last step (each member still
+    #: (re)joining may cost its join and, COOPERATIVE, the follow-up its revocations need; the
+    #: slack covers a leader's metadata rejoin).
     rebalances_per_member: int = 2
     rebalance_slack: int = 2
-    max_events: int = 400_000
-    trace_limit: int = 400
-    #: Stop at the first violation (the batch runner does; case-study tests may not).
-    stop_on_violation: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    """One run's outcome and figures (``trace`` only when something was violated)."""
+class RunResult(RunFigures):
+    """One classic run's outcome and figures."""
 
-    seed: int
     protocol: RebalanceProtocol
-    violations: tuple[Violation, ...]
-    events: int
-    sim_ms: int
-    converged_after_ms: int | None
     rebalances: int
     rebalances_after_quiet: int
-    membership_changes: int
-    revoked: int
-    assigned: int
-    lost: int
-    moved: int
     returned: int
-    orphan_partition_ms: int
-    handover_without_commit: int
     kip814_blind: int
-    messages: int
-    trace: tuple[str, ...] = ()
     #: Runs with applications (``Step.app``): each live one at the end, every generation as
     #: they saw it, and the problems any incarnation's application had.
     apps: tuple[AppOutcome, ...] = ()

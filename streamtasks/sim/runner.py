@@ -4,15 +4,16 @@ replay (the generic parts are :mod:`streamtasks.sim.batch`'s)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.batch import Failure, run_guarded, run_seeds, shrink_scenario
+from streamtasks.sim.batch import BatchTotals, run_guarded, run_seeds, shrink_scenario
 from streamtasks.sim.classic_side import RunResult, WorldSettings, classic_world
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, Timeouts, generate
 from streamtasks.sim.trace import Violation
+from streamtasks.sim.world import RunFigures
 
-__all__ = ["BatchSummary", "Failure", "run_batch", "run_scenario", "shrink"]
+__all__ = ["SAME_ASSIGNOR", "BatchSummary", "run_batch", "run_scenario", "shrink"]
 
 #: KIP-429 same-assignor comparison: ``cooperative_sticky`` under each protocol.
 SAME_ASSIGNOR: dict[RebalanceProtocol, tuple[str, ...]] = {
@@ -22,65 +23,29 @@ SAME_ASSIGNOR: dict[RebalanceProtocol, tuple[str, ...]] = {
 
 
 @dataclass(slots=True, kw_only=True)
-class BatchSummary:
+class BatchSummary(BatchTotals):
     """Totals over a batch; the ``per_change`` figures divide by membership changes."""
 
     protocol: RebalanceProtocol
-    faults: tuple[str, ...]
-    seed_base: int
-    scenarios: int = 0
-    events: int = 0
-    messages: int = 0
-    sim_ms: int = 0
-    violations: int = 0
-    membership_changes: int = 0
     rebalances: int = 0
-    revoked: int = 0
-    assigned: int = 0
-    lost: int = 0
-    moved: int = 0
     returned: int = 0
     orphan_partition_ms: int = 0
     handover_without_commit: int = 0
     kip814_blind: int = 0
-    max_converged_after_ms: int = 0
     max_rebalances_after_quiet: int = 0
-    failures: list[Failure] = field(default_factory=list)
 
-    def add(self, result: RunResult) -> None:
-        self.scenarios += 1
-        self.events += result.events
-        self.messages += result.messages
-        self.sim_ms += result.sim_ms
-        self.membership_changes += result.membership_changes
-        self.rebalances += result.rebalances
-        self.revoked += result.revoked
-        self.assigned += result.assigned
-        self.lost += result.lost
-        self.moved += result.moved
-        self.returned += result.returned
-        self.orphan_partition_ms += result.orphan_partition_ms
-        self.handover_without_commit += result.handover_without_commit
-        self.kip814_blind += result.kip814_blind
-        self.max_converged_after_ms = max(self.max_converged_after_ms, result.converged_after_ms or 0)
+    SUMMED = ("rebalances", "returned", "orphan_partition_ms", "handover_without_commit", "kip814_blind")
+
+    def add(self, result: RunFigures) -> None:
+        super(BatchSummary, self).add(result)
+        assert isinstance(result, RunResult)
         self.max_rebalances_after_quiet = max(self.max_rebalances_after_quiet, result.rebalances_after_quiet)
-        if result.violations:
-            self.violations += 1
 
     def per_change(self, total: float) -> float:
         return total / self.membership_changes if self.membership_changes else 0.0
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "protocol": self.protocol.name.lower(),
-            "faults": list(self.faults),
-            "seed_base": self.seed_base,
-            "scenarios": self.scenarios,
-            "events": self.events,
-            "messages": self.messages,
-            "simulated_seconds": round(self.sim_ms / 1000, 1),
-            "violations": self.violations,
-            "membership_changes": self.membership_changes,
+        return self.head(self.protocol.name.lower()) | {
             "rebalances": self.rebalances,
             "rebalances_per_membership_change": round(self.per_change(self.rebalances), 3),
             "partitions_revoked": self.revoked,

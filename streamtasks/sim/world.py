@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from streamtasks.sim.host import MemberHost, MemberRules
@@ -23,25 +24,48 @@ from streamtasks.sim.process import HostedProcess
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.trace import Trace, Violation
 
-__all__ = ["Limits", "Side", "World"]
+__all__ = ["RunFigures", "RunSettings", "Side", "World"]
 
 P = TypeVar("P", bound=HostedProcess)
 R_co = TypeVar("R_co", covariant=True)
 
 
-class Limits(Protocol):
-    """The settings every world reads (each side's settings have more)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSettings:
+    """The settings every world reads (each side's settings add their own)."""
 
-    @property
-    def record_interval_ms(self) -> int: ...
-    @property
-    def convergence_bound_ms(self) -> int: ...
-    @property
-    def max_events(self) -> int: ...
-    @property
-    def trace_limit(self) -> int: ...
-    @property
-    def stop_on_violation(self) -> bool: ...
+    group_id: str = "sim-group"
+    #: The application consumes one record per this many ms of ownership.
+    record_interval_ms: int = 10
+    #: After the last step, the group must converge within this long (see docs/simulation.md).
+    convergence_bound_ms: int = 120_000
+    max_events: int = 400_000
+    trace_limit: int = 400
+    #: Stop at the first violation (the batch runner does; case-study tests may not).
+    stop_on_violation: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFigures:
+    """What every world's run reports (each side's result adds its own figures)."""
+
+    seed: int
+    violations: tuple[Violation, ...]
+    events: int
+    sim_ms: int
+    converged_after_ms: int | None
+    membership_changes: int
+    revoked: int
+    assigned: int
+    lost: int
+    moved: int
+    messages: int
+    #: The trace's last lines, only when something was violated.
+    trace: tuple[str, ...] = ()
+    #: Partitions taken over whose previous owner revoked them without a commit.
+    handover_without_commit: int = 0
+    #: Partition-ms without an owner, from the moment the group first owned every partition.
+    orphan_partition_ms: int = 0
 
 
 class Side(MemberRules[P], Protocol[P, R_co]):
@@ -87,7 +111,7 @@ class World(Generic[P, R_co]):
     def __init__(
         self,
         scenario: Scenario,
-        settings: Limits,
+        settings: RunSettings,
         side: Callable[[MemberHost[P]], Side[P, R_co]],
         *,
         ledger: OwnershipLedger | None = None,

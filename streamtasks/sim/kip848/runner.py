@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.batch import Failure, run_guarded, run_seeds
+from streamtasks.sim.batch import BatchTotals, run_guarded, run_seeds
 from streamtasks.sim.kip848.side import SERVER, ConsumerRunResult, ConsumerSettings, consumer_world
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, generate
 
@@ -68,60 +68,19 @@ def run_consumer_scenario(
 
 
 @dataclass(slots=True, kw_only=True)
-class ConsumerBatchSummary:
+class ConsumerBatchSummary(BatchTotals):
     mode: str
-    faults: tuple[str, ...]
-    seed_base: int
-    scenarios: int = 0
-    events: int = 0
-    messages: int = 0
-    sim_ms: int = 0
-    violations: int = 0
-    membership_changes: int = 0
     group_epochs: int = 0
     targets: int = 0
     installs: int = 0
-    revoked: int = 0
-    assigned: int = 0
-    lost: int = 0
-    moved: int = 0
     failovers: int = 0
     failovers_mid_rebalance: int = 0
     late_joins: int = 0
-    max_converged_after_ms: int = 0
-    failures: list[Failure] = field(default_factory=list)
 
-    def add(self, r: ConsumerRunResult) -> None:
-        self.scenarios += 1
-        self.events += r.events
-        self.messages += r.messages
-        self.sim_ms += r.sim_ms
-        self.membership_changes += r.membership_changes
-        self.group_epochs += r.group_epochs
-        self.targets += r.targets
-        self.installs += r.installs
-        self.revoked += r.revoked
-        self.assigned += r.assigned
-        self.lost += r.lost
-        self.moved += r.moved
-        self.failovers += r.failovers
-        self.failovers_mid_rebalance += r.failovers_mid_rebalance
-        self.late_joins += r.late_joins
-        self.max_converged_after_ms = max(self.max_converged_after_ms, r.converged_after_ms or 0)
-        if r.violations:
-            self.violations += 1
+    SUMMED = ("group_epochs", "targets", "installs", "failovers", "failovers_mid_rebalance", "late_joins")
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "protocol": self.mode,
-            "faults": list(self.faults),
-            "seed_base": self.seed_base,
-            "scenarios": self.scenarios,
-            "events": self.events,
-            "messages": self.messages,
-            "simulated_seconds": round(self.sim_ms / 1000, 1),
-            "violations": self.violations,
-            "membership_changes": self.membership_changes,
+        return self.head(self.mode) | {
             "group_epoch_bumps": self.group_epochs,
             "targets_computed": self.targets,
             "client_side_installs": self.installs,

@@ -44,8 +44,7 @@ from streamtasks.sim.kip848.members import CLIENT, MODES, SERVER, MemberFactory
 from streamtasks.sim.kip848.process import WorldProcess
 from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.scenario import Scenario, Step
-from streamtasks.sim.trace import Violation
-from streamtasks.sim.world import World
+from streamtasks.sim.world import RunFigures, RunSettings, World
 from topology.ids import TopicPartition
 
 __all__ = [
@@ -74,17 +73,13 @@ def topic_id(name: str) -> uuid.UUID:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerSettings:
-    group_id: str = "sim-group"
-    record_interval_ms: int = 10
+class ConsumerSettings(RunSettings):
+    """The KIP-848 world's settings."""
+
     #: The coordinator's session timeout and heartbeat interval (members assume the same session).
     session_timeout_ms: int = 10_000
     heartbeat_interval_ms: int = 1_000
     standby_replicas: int = 1
-    convergence_bound_ms: int = 120_000
-    max_events: int = 400_000
-    trace_limit: int = 400
-    stop_on_violation: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,30 +93,16 @@ class FailoverDue(SideItem):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerRunResult:
-    seed: int
+class ConsumerRunResult(RunFigures):
+    """One KIP-848 run's outcome and figures."""
+
     mode: str
-    violations: tuple[Violation, ...]
-    events: int
-    sim_ms: int
-    converged_after_ms: int | None
     group_epochs: int
     targets: int
     installs: int
-    membership_changes: int
-    revoked: int
-    assigned: int
-    lost: int
-    moved: int
     failovers: int
     failovers_mid_rebalance: int
-    messages: int
-    trace: tuple[str, ...] = ()
     late_joins: int = 0
-    #: Partitions taken over whose previous owner revoked them without a commit.
-    handover_without_commit: int = 0
-    #: Partition-ms without an owner, from the moment the group first owned every partition.
-    orphan_partition_ms: int = 0
     #: Classic-protocol JoinGroups the coordinator parked (answered later through Result.joins).
     parked_joins: int = 0
 
