@@ -18,7 +18,7 @@ from streamtasks.membership.classic import AssignmentChanged, MemberConfig
 from streamtasks.protocol.classic_group import JoinGroupRequest
 from streamtasks.sim.apps import AppLog, AppOutcome, GenerationApps, build_app
 from streamtasks.sim.coordinator import ClassicGroupCoordinator, CoordinatorConfig, Reply
-from streamtasks.sim.host import Alarm, MemberHost, describe_partitions
+from streamtasks.sim.host import Alarm, MemberHost, describe_fields, describe_partitions
 from streamtasks.sim.invariants import convergence_gaps, has_converged, is_current
 from streamtasks.sim.items import Item, ToCoordinator
 from streamtasks.sim.ledger import Holding, OwnershipLedger
@@ -340,16 +340,9 @@ class ClassicSide:
 
 def describe_message(message: object) -> str:
     name = type(message).__name__
-    fields = []
-    for attr in ("error", "member_id", "generation_id", "leader", "skip_assignment", "group_instance_id"):
-        value = getattr(message, attr, None)
-        if value is None or value == "" or value is False:
-            continue
-        if attr == "error":
-            value = getattr(value, "name", value)
-            if value == "NONE":
-                continue
-        fields.append(f"{attr}={value}")
+    fields = describe_fields(
+        message, ("error", "member_id", "generation_id", "leader", "skip_assignment", "group_instance_id")
+    )
     members = getattr(message, "members", None)
     if members:
         fields.append(f"members={len(members)}")

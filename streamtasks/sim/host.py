@@ -39,7 +39,7 @@ from streamtasks.sim.scheduler import Scheduler
 from streamtasks.sim.trace import Trace, Violation
 from topology.ids import TopicPartition
 
-__all__ = ["Alarm", "MemberHost", "MemberRules", "describe_partitions"]
+__all__ = ["Alarm", "MemberHost", "MemberRules", "describe_fields", "describe_partitions"]
 
 P = TypeVar("P", bound=HostedProcess)
 P_contra = TypeVar("P_contra", bound=HostedProcess, contravariant=True)
@@ -423,3 +423,19 @@ class MemberHost(Generic[P]):
 
 def describe_partitions(parts: tuple[TopicPartition, ...]) -> str:
     return ",".join(f"{tp.topic}-{tp.partition}" for tp in parts) or "-"
+
+
+def describe_fields(message: object, attrs: tuple[str, ...]) -> list[str]:
+    """``attr=value`` for each of ``attrs`` the message has set (an error only when not NONE),
+    as the trace shows a request or response."""
+    fields = []
+    for attr in attrs:
+        value = getattr(message, attr, None)
+        if value is None or value is False or value == "":
+            continue
+        if attr == "error":
+            value = getattr(value, "name", value)
+            if value == "NONE":
+                continue
+        fields.append(f"{attr}={value}")
+    return fields

@@ -36,7 +36,7 @@ from streamtasks.protocol.assignment_rpc import (
 from streamtasks.protocol.classic_group import OffsetCommitRequest, OffsetCommitResponse
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.sim.host import Alarm, MemberHost
+from streamtasks.sim.host import Alarm, MemberHost, describe_fields
 from streamtasks.sim.items import CoordinatorWake, Item, SideItem, ToCoordinator
 from streamtasks.sim.kip848.checks import Checks
 from streamtasks.sim.kip848.classic_desk import ClassicDesk, ClassicResponse
@@ -448,23 +448,10 @@ class ConsumerSide:
 
 def describe(message: object) -> str:
     name = type(message).__name__.replace("ConsumerGroup", "")
-    fields = []
-    for attr in (
-        "error",
-        "member_id",
-        "member_epoch",
-        "generation_id",
-        "group_epoch",
-        "should_compute_assignment",
-    ):
-        value = getattr(message, attr, None)
-        if value is None or value is False or value == "":
-            continue
-        if attr == "error":
-            value = getattr(value, "name", value)
-            if value == "NONE":
-                continue
-        fields.append(f"{attr}={value}")
+    fields = describe_fields(
+        message,
+        ("error", "member_id", "member_epoch", "generation_id", "group_epoch", "should_compute_assignment"),
+    )
     assignment = getattr(message, "assignment", None)
     if assignment is not None and not isinstance(assignment, bytes):
         fields.append(
