@@ -38,9 +38,10 @@ from _paths import project_imports
 from _table import format_table
 
 with project_imports():
-    from streamtasks.sim.kip848 import ConsumerSettings, ConsumerWorld
+    from streamtasks.sim.classic_side import WorldSettings, classic_world
+    from streamtasks.sim.kip848 import ConsumerSettings, consumer_world
     from streamtasks.sim.ledger import ReleaseKind
-    from streamtasks.sim.world import World, WorldSettings
+    from streamtasks.sim.world import World
     from streamtasks.sweeps.drills import drill_changes, drill_scenario, drill_start_ms
     from streamtasks.sweeps.grid import ASSIGNORS_BY_PROTOCOL, Point
     from streamtasks.sweeps.metrics import DrillLedger
@@ -105,10 +106,12 @@ def attribute(
     if followup_ms is not None:
         timeouts = replace(timeouts, followup_heartbeat_ms=followup_ms)
     scenario = replace(scenario, timeouts=timeouts)
-    world: Any
+    start = drill_start_ms(point.members)
+    ledger = StretchLedger(frozenset(), start)
+    world: World[Any, Any]
     kip848 = point.protocol in ("consumer", "consumer-client")
     if kip848:
-        world = ConsumerWorld(
+        world = consumer_world(
             scenario,
             point.protocol,
             ConsumerSettings(
@@ -117,13 +120,10 @@ def attribute(
                 max_events=2_000_000,
                 trace_limit=10**8,
             ),
+            ledger=ledger,
         )
     else:
-        world = World(scenario, WorldSettings(max_events=2_000_000, trace_limit=10**8))
-    owner = getattr(world, "driver", world)
-    start = drill_start_ms(point.members)
-    ledger = StretchLedger(frozenset(owner.ledger.existing), start)
-    owner.ledger = ledger
+        world = classic_world(scenario, WorldSettings(max_events=2_000_000, trace_limit=10**8), ledger=ledger)
     result = world.run()
     if result.violations:
         raise SystemExit(f"{point.key} seed {seed}: {result.violations[0]}")

@@ -46,11 +46,10 @@ from streamtasks.drills.simulated_app import (
     userdata_versions,
 )
 from streamtasks.errors import ConfigError
+from streamtasks.sim.classic_side import RunResult, WorldSettings
 from streamtasks.sim.kip848 import SERVER, ConsumerRunResult, ConsumerSettings, run_consumer_scenario
 from streamtasks.sim.runner import run_scenario
 from streamtasks.sim.scenario import Scenario, Step, Timeouts
-from streamtasks.sim.transport import WorldSettings
-from streamtasks.sim.world import RunResult
 from topology.model import Topology
 
 __all__ = ["SimulatedDrill", "drill_scenario", "run_drill_scenario", "simulate_drill"]

@@ -34,7 +34,7 @@ from streamtasks.drills.stateful_app import faust_counts_topology, keyed_topolog
 from streamtasks.protocol.faust_compat import FAUST_PROTOCOL_NAME
 from streamtasks.protocol.upgrade import STREAMTASKS_PROTOCOL_NAME
 from streamtasks.sim.apps import FAUST, AppSpec, FaustAppSpec, GenerationApps, StreamsAppSpec
-from streamtasks.sim.world import RunResult
+from streamtasks.sim.classic_side import RunResult
 from streamtasks.streams.faust_protocol import faust_topics
 from streamtasks.streams.wiring import streams_wire
 from topology.model import Topology

@@ -2,29 +2,34 @@
 
 The real :class:`~streamtasks.membership.classic.ClassicMember` machines and partition
 assignors, unchanged, against a model of Kafka's classic group coordinator over a simulated
-network, with invariants checked after every event. ``python -m streamtasks.sim`` runs seeded
+network, with invariants checked after every event; the KIP-848 coordinator is the other side
+of the same :class:`World` (``streamtasks.sim.kip848``). ``python -m streamtasks.sim`` runs seeded
 batches; see docs/simulation.md.
 """
 
 from __future__ import annotations
 
+from streamtasks.sim.batch import Failure
+from streamtasks.sim.classic_side import ClassicSide, RunResult, WorldSettings, classic_world
 from streamtasks.sim.coordinator import AcceptedCommit, ClassicGroupCoordinator, CoordinatorConfig, Reply
 from streamtasks.sim.group_model import GroupModel, GroupState
+from streamtasks.sim.host import MemberHost
 from streamtasks.sim.invariants import Invariants, convergence_gaps, is_current
 from streamtasks.sim.ledger import Holding, OwnershipLedger, Release, ReleaseKind
 from streamtasks.sim.network import LinkProfile, Network
 from streamtasks.sim.process import SimProcess
-from streamtasks.sim.runner import BatchSummary, Failure, run_batch, run_scenario, shrink
+from streamtasks.sim.runner import BatchSummary, run_batch, run_scenario, shrink
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, Step, Timeouts, generate, parse_faults
 from streamtasks.sim.scheduler import Scheduler, SimClock
 from streamtasks.sim.trace import Trace, Violation
-from streamtasks.sim.world import RunResult, World, WorldSettings
+from streamtasks.sim.world import Side, World
 
 __all__ = [
     "FAULT_KINDS",
     "AcceptedCommit",
     "BatchSummary",
     "ClassicGroupCoordinator",
+    "ClassicSide",
     "CoordinatorConfig",
     "Failure",
     "GroupModel",
@@ -32,6 +37,7 @@ __all__ = [
     "Holding",
     "Invariants",
     "LinkProfile",
+    "MemberHost",
     "Network",
     "OwnershipLedger",
     "Release",
@@ -40,6 +46,7 @@ __all__ = [
     "RunResult",
     "Scenario",
     "Scheduler",
+    "Side",
     "SimClock",
     "SimProcess",
     "Step",
@@ -48,6 +55,7 @@ __all__ = [
     "Violation",
     "World",
     "WorldSettings",
+    "classic_world",
     "convergence_gaps",
     "generate",
     "is_current",

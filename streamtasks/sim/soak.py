@@ -26,8 +26,9 @@ from typing import Protocol
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError
+from streamtasks.sim.batch import Failure
 from streamtasks.sim.kip848 import ConsumerBatchSummary, run_consumer_batch
-from streamtasks.sim.runner import BatchSummary, Failure, run_batch
+from streamtasks.sim.runner import BatchSummary, run_batch
 
 __all__ = [
     "CLASSIC",

@@ -1,168 +1,211 @@
-"""The simulated world: one scenario run from start to convergence.
+"""The simulated world: one scenario run from start to convergence, whatever the protocol.
 
-:class:`World` holds a :class:`~streamtasks.sim.transport.Driver` (which moves messages, runs the
-member applications and owns them), applies the scenario's steps at their times through it,
-checks the invariants after every event and, after the last step, keeps running until the group
-converges or the convergence bound passes. The world owns only the run's own bookkeeping: the
-event count, the incarnations, when partitions were created, convergence.
+A :class:`World` holds a :class:`~streamtasks.sim.host.MemberHost` (the processes, the network,
+the ledger) and a :class:`Side` (the protocol's coordinator, its checks and its result). The
+world applies the scenario's steps at their times, counts the events, lets the side check
+after every event and, after the last step, keeps running until the side says the group has
+converged or the convergence bound passes. The sides: the classic coordinator model
+(:func:`streamtasks.sim.classic_side.classic_world`) and the KIP-848 coordinator with its
+records and fail-over (:func:`streamtasks.sim.kip848.side.consumer_world`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
-from assignors.partition.types import RebalanceProtocol
-from streamtasks.membership.classic import ListenerKind, MemberConfig
-from streamtasks.sim.apps import AppOutcome, AppSpec, GenerationApps, build_app
-from streamtasks.sim.coordinator import ClassicGroupCoordinator
-from streamtasks.sim.invariants import convergence_gaps, has_converged
+from streamtasks.sim.host import MemberHost, MemberRules
+from streamtasks.sim.items import Item, ProcessItem, StepDue, ToCoordinator, ToMember
 from streamtasks.sim.ledger import OwnershipLedger, ReleaseKind
 from streamtasks.sim.network import LinkProfile
-from streamtasks.sim.process import SimProcess
+from streamtasks.sim.process import HostedProcess
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.trace import Trace, Violation
-from streamtasks.sim.transport import (
-    Driver,
-    Item,
-    ProcessItem,
-    StepDue,
-    ToCoordinator,
-    ToMember,
-    WorldSettings,
-    describe_partitions,
-    make_assignor,
-)
-from topology.ids import TopicPartition
 
-__all__ = ["RunResult", "World", "WorldSettings"]
+__all__ = ["RunFigures", "RunSettings", "Side", "World"]
+
+P = TypeVar("P", bound=HostedProcess)
+R_co = TypeVar("R_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    """One run's outcome and figures (``trace`` only when something was violated)."""
+class RunSettings:
+    """The settings every world reads (each side's settings add their own)."""
+
+    group_id: str = "sim-group"
+    #: The application consumes one record per this many ms of ownership.
+    record_interval_ms: int = 10
+    #: After the last step, the group must converge within this long (see docs/simulation.md).
+    convergence_bound_ms: int = 120_000
+    max_events: int = 400_000
+    trace_limit: int = 400
+    #: Stop at the first violation (the batch runner does; case-study tests may not).
+    stop_on_violation: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFigures:
+    """What every world's run reports (each side's result adds its own figures)."""
 
     seed: int
-    protocol: RebalanceProtocol
     violations: tuple[Violation, ...]
     events: int
     sim_ms: int
     converged_after_ms: int | None
-    rebalances: int
-    rebalances_after_quiet: int
     membership_changes: int
     revoked: int
     assigned: int
     lost: int
     moved: int
-    returned: int
-    orphan_partition_ms: int
-    handover_without_commit: int
-    kip814_blind: int
     messages: int
+    #: The trace's last lines, only when something was violated.
     trace: tuple[str, ...] = ()
-    #: Runs with applications (``Step.app``): each live one at the end, every generation as
-    #: they saw it, and the problems any incarnation's application had.
-    apps: tuple[AppOutcome, ...] = ()
-    app_generations: tuple[GenerationApps, ...] = ()
-    app_problems: tuple[str, ...] = ()
-    #: Rebalances the applications asked for because version probing moved their version.
-    app_version_rejoins: int = 0
+    #: Partitions taken over whose previous owner revoked them without a commit.
+    handover_without_commit: int = 0
+    #: Partition-ms without an owner, from the moment the group first owned every partition.
+    orphan_partition_ms: int = 0
 
 
-class World:
-    """One scenario's simulation. ``run()`` once; read the attributes after for details."""
+class Side(MemberRules[P], Protocol[P, R_co]):
+    """One protocol's coordinator, checks and result, as the world runs them."""
 
-    def __init__(self, scenario: Scenario, settings: WorldSettings | None = None) -> None:
+    #: A ``replace`` step (a static member's new process beside the live one) is modelled.
+    replaces_zombies: bool
+
+    @property
+    def coordinator(self) -> Any: ...
+
+    def serve(self, item: ToCoordinator) -> None:
+        """A request reached the coordinator."""
+        ...
+
+    def on_item(self, item: Item) -> None:
+        """The coordinator's timer, or an item only this side schedules, is due."""
+        ...
+
+    def fail_over(self, duration_ms: int) -> None: ...
+
+    def topic_grew(self, new: tuple[Any, ...]) -> None:
+        """A topic got the partitions ``new`` (the host's counts and ledger know already)."""
+        ...
+
+    def new_process(self, step: Step, static: bool, incarnation: int) -> P: ...
+
+    def after_event(self) -> None: ...
+
+    def converged(self) -> bool:
+        """The group has converged (a side may report a violation of how it got there)."""
+        ...
+
+    def convergence_gaps(self) -> list[str]: ...
+
+    def result(self, world: World[P, Any]) -> R_co: ...
+
+
+class World(Generic[P, R_co]):
+    """One scenario's simulation. ``run()`` once; read the attributes after for details.
+    ``side`` makes the protocol's side for the world's host."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        settings: RunSettings,
+        side: Callable[[MemberHost[P]], Side[P, R_co]],
+        *,
+        ledger: OwnershipLedger | None = None,
+        task_topics: frozenset[str] = frozenset(),
+    ) -> None:
         self.scenario = scenario
-        self.settings = settings or WorldSettings()
-        self.driver = Driver(scenario, self.settings, self._apply)
+        self.settings = settings
+        self.host: MemberHost[P] = MemberHost(
+            scenario,
+            ledger=ledger or OwnershipLedger(),
+            trace_limit=settings.trace_limit,
+            record_interval_ms=settings.record_interval_ms,
+            apply_step=self._apply,
+            task_topics=task_topics,
+        )
+        self.side = side(self.host)
+        self.host.attach(self.side)
         self.rng = random.Random(f"world-{scenario.seed}")
         self.incarnations: dict[str, int] = {}
         self.events = 0
         self.converged_at: int | None = None
-        self.created_at: dict[TopicPartition, int] = {}
-        self.kip814_blind: frozenset[TopicPartition] = frozenset()
-        self._notes_seen = 0
         self._steps_scheduled = False
-        self._quiet = scenario.quiet_ms
-        self._quiet_rebalances: int | None = None
         self._mark: tuple[int, Callable[[], None]] | None = None
 
-    # ------------------------------------------------------------------ the driver's parts, read-only
+    # ------------------------------------------------------------------ the host's parts, read-only
 
     @property
     def now(self) -> int:
-        return self.driver.now
+        return self.host.now
 
     @property
-    def coordinator(self) -> ClassicGroupCoordinator:
-        return self.driver.coordinator
+    def coordinator(self) -> Any:
+        return self.side.coordinator
 
     @property
-    def current(self) -> dict[str, SimProcess]:
-        return self.driver.current
+    def procs(self) -> dict[str, P]:
+        return self.host.procs
 
     @property
-    def procs(self) -> dict[str, SimProcess]:
-        return self.driver.procs
+    def current(self) -> dict[str, P]:
+        return self.host.current
 
     @property
     def ledger(self) -> OwnershipLedger:
-        return self.driver.ledger
+        return self.host.ledger
 
     @property
     def trace(self) -> Trace:
-        return self.driver.trace
+        return self.host.trace
 
     @property
     def violations(self) -> list[Violation]:
-        return self.driver.violations
+        return self.host.violations
 
-    @property
-    def listener_log(self) -> Sequence[tuple[int, str, ListenerKind, tuple[TopicPartition, ...], int]]:
-        return self.driver.listener_log
+    def live(self) -> list[P]:
+        return self.host.live()
 
     # ------------------------------------------------------------------ running
 
-    def run(self) -> RunResult:
+    def run(self) -> R_co:
         """Run to convergence (or the bound); may follow ``advance`` calls."""
         self._schedule_steps()
         quiet = self.scenario.quiet_ms
         deadline = quiet + self.settings.convergence_bound_ms
+        sched = self.host.sched
         while self.events < self.settings.max_events:
             if self.violations and self.settings.stop_on_violation:
                 break
             if self.now >= quiet and self._converged():
                 break
-            nxt = self.driver.sched.peek_time()
+            nxt = sched.peek_time()
             if nxt is None or nxt > deadline:
                 # nothing left to happen before the bound: let the clock run out the faults
-                self.driver.sched.clock.advance_to(max(self.now, quiet))
+                sched.clock.advance_to(max(self.now, quiet))
                 self._converged()
                 break
             self.step_once()
         else:
-            self.driver.violate("event-budget", f"more than {self.settings.max_events} events")
+            self.host.violate("event-budget", f"more than {self.settings.max_events} events")
         if not self.violations and self.converged_at is None:
-            gaps = convergence_gaps(
-                self.coordinator,
-                self.driver.live(),
-                self.ledger,
-                self.driver.existing(),
-                self._kip814_blind(),
-            )
-            self.driver.violate(
+            gaps = self.side.convergence_gaps()
+            self.host.violate(
                 "convergence",
                 f"not converged {self.settings.convergence_bound_ms} ms after the "
                 f"last step: {'; '.join(gaps[:6])}",
             )
-        return self._result()
+        return self.result()
+
+    def result(self) -> R_co:
+        return self.side.result(self)
 
     def step_once(self) -> None:
         """Process one scheduled item and check the per-event invariants."""
-        item = self.driver.sched.pop()
+        item = self.host.sched.pop()
         if item is None:
             return
         if self._mark is not None and item.time_ms >= self._mark[0]:
@@ -170,14 +213,15 @@ class World:
             see()
         self.events += 1
         self._dispatch(item.item)
-        self._after_event()
+        self.side.after_event()
 
     def advance(self, until_ms: int) -> None:
         """Process every item due up to ``until_ms`` (for scripted tests)."""
         self._schedule_steps()
-        while (t := self.driver.sched.peek_time()) is not None and t <= until_ms:
+        sched = self.host.sched
+        while (t := sched.peek_time()) is not None and t <= until_ms:
             self.step_once()
-        self.driver.sched.clock.advance_to(max(self.now, until_ms))
+        sched.clock.advance_to(max(self.now, until_ms))
 
     def mark(self, at_ms: int, see: Callable[[], None]) -> None:
         """Call ``see`` once, before the first event at or after ``at_ms`` (a reading of the
@@ -186,242 +230,107 @@ class World:
 
     def inject(self, step: Step, at_ms: int) -> None:
         """Apply ``step`` at ``at_ms`` too (for scripted tests that react to what happened)."""
-        self.driver.sched.schedule(at_ms, StepDue(step=step))
+        self.host.sched.schedule(at_ms, StepDue(step=step))
 
     def _schedule_steps(self) -> None:
         if not self._steps_scheduled:
             self._steps_scheduled = True
             for step in self.scenario.steps:
-                self.driver.sched.schedule(step.at_ms, StepDue(step=step))
+                self.host.sched.schedule(step.at_ms, StepDue(step=step))
+
+    def _converged(self) -> bool:
+        if not self.side.converged():
+            return False
+        self.converged_at = self.now
+        return True
 
     def _dispatch(self, item: Item) -> None:
         if isinstance(item, ToCoordinator):
-            self.driver.at_coordinator(item)
+            if self.host.arrives(item):
+                self.side.serve(item)
         elif isinstance(item, ToMember):
-            self.driver.at_member(item)
+            self.host.at_member(item)
         elif isinstance(item, ProcessItem):
-            self.driver.process_item(item)
+            self.host.process_item(item)
         elif isinstance(item, StepDue):
             self.trace.add(self.now, f"STEP {item.step.describe()}")
             self._apply(item.step)
         else:
-            self.driver.coordinator_wake()
+            self.side.on_item(item)
+
+    # ------------------------------------------------------------------ the scenario's steps
 
     def _apply(self, step: Step) -> None:
         proc = self.current.get(step.member)
         live = proc if proc is not None and proc.alive else None
         op = step.op
+        host = self.host
         if op in ("start", "restart"):
             if live is None:
-                self._start(step.member, step.static, step.assignors, step.app)
+                self._start(step, step.static)
         elif op == "replace":
-            if live is not None and live.is_static:
-                self._start(step.member, True, step.assignors, step.app)
-        elif op == "metadata":
-            self._metadata(step.topic, step.partitions)
-        elif op == "failover":
-            self.driver.fail_over(step.duration_ms)
-        elif op == "degrade":
-            profile = LinkProfile(
-                min_delay_ms=self.scenario.link.min_delay_ms,
-                max_delay_ms=self.scenario.link.max_delay_ms,
-                loss=step.loss,
-                duplication=step.duplication,
-            )
-            self.driver.network.degrade(profile, self.now + step.duration_ms)
-        elif op == "partition":
-            self.driver.network.partition(step.member, self.now + step.duration_ms)
+            if live is not None and live.is_static and self.side.replaces_zombies:
+                self._start(step, True)
+        elif op in ("metadata", "failover", "degrade", "partition"):
+            self._apply_to_cluster(step)
         elif live is None:
             return
         elif op == "pause" and live.paused_until is not None:
-            self.driver.pause(live, step.duration_ms)  # extends the pause
+            host.pause(live, step.duration_ms)  # extends the pause
         elif op == "crash":
-            self.driver.stop(live, ReleaseKind.CRASHED)
+            host.stop(live, ReleaseKind.CRASHED)
         elif op == "bounce":
-            self.driver.stop(live, ReleaseKind.CRASHED)
+            host.stop(live, ReleaseKind.CRASHED)
             again = Step(
                 at_ms=0,
                 op="restart",
                 member=step.member,
                 static=live.is_static,
                 assignors=step.assignors,
+                group_protocol=step.group_protocol or live.group_protocol,
                 app=step.app,
             )
-            self.driver.sched.schedule(self.now + step.duration_ms, StepDue(step=again))
+            host.sched.schedule(self.now + step.duration_ms, StepDue(step=again))
         elif live.paused:
-            self.driver.defer(live, step)
+            host.defer(live, step)
         elif live.leaving and op in ("leave", "enforce"):
             return  # the application already closed the consumer
         elif op == "leave":
-            self.driver.leave(live)
+            host.leave(live)
         elif op == "enforce":
-            self.driver.enforce(live)
+            host.enforce(live)
         elif op == "pause":
-            self.driver.pause(live, step.duration_ms)
+            host.pause(live, step.duration_ms)
 
-    def _start(
-        self, name: str, static: bool, assignors: tuple[str, ...] = (), spec: AppSpec | None = None
-    ) -> None:
-        incarnation = self.incarnations.get(name, -1) + 1
-        self.incarnations[name] = incarnation
-        t = self.scenario.timeouts
-        app = (
-            None
-            if spec is None
-            else build_app(
-                spec,
-                name=name,
-                incarnation=incarnation,
-                partitions_per_topic=self.driver.counts,
-                now_ms=lambda: self.driver.now,
+    def _apply_to_cluster(self, step: Step) -> None:
+        """The steps that change no process: metadata, fail-over, a degraded or cut network."""
+        op = step.op
+        if op == "metadata":
+            self._metadata(step.topic, step.partitions)
+        elif op == "failover":
+            self.side.fail_over(step.duration_ms)
+        elif op == "degrade":
+            link = self.scenario.link
+            profile = LinkProfile(
+                min_delay_ms=link.min_delay_ms,
+                max_delay_ms=link.max_delay_ms,
+                loss=step.loss,
+                duplication=step.duplication,
             )
-        )
-        config = MemberConfig(
-            group_id=self.settings.group_id,
-            topics=tuple(self.driver.counts) if app is None else app.topics,
-            assignors=(
-                tuple(make_assignor(n) for n in (assignors or self.scenario.assignors))
-                if app is None
-                else app.assignors
-            ),
-            group_instance_id=name if static else None,
-            session_timeout_ms=(t.static_session_ms or t.session_ms) if static else t.session_ms,
-            rebalance_timeout_ms=t.rebalance_ms,
-            heartbeat_interval_ms=t.heartbeat_ms,
-            request_timeout_ms=t.request_ms,
-            retry_backoff_ms=t.retry_backoff_ms,
-            followup_heartbeat_ms=t.followup_heartbeat_ms,
-            generation_marker=self.scenario.generation_marker,
-            # The coordinator model is Kafka's: a member in the group takes part in every
-            # generation, so a gap means it missed one (see MemberConfig).
-            lose_on_missed_generation=True,
-        )
-        self.driver.start(
-            SimProcess(name=name, incarnation=incarnation, config=config, started_ms=self.now, app=app)
-        )
+            self.host.network.degrade(profile, self.now + step.duration_ms)
+        else:
+            self.host.network.partition(step.member, self.now + step.duration_ms)
+
+    def _start(self, step: Step, static: bool) -> None:
+        incarnation = self.incarnations.get(step.member, -1) + 1
+        self.incarnations[step.member] = incarnation
+        self.host.start(self.side.new_process(step, static, incarnation))
 
     def _metadata(self, topic: str, partitions: int) -> None:
-        new = self.driver.grow_topic(topic, partitions)
+        new = self.host.grow_topic(topic, partitions)
         if not new:
             return
-        for tp in new:
-            self.created_at[tp] = self.now
-        for proc in self.driver.live():
+        self.side.topic_grew(new)
+        for proc in self.host.live():
             delay = self.rng.randint(0, self.scenario.metadata_refresh_ms)
-            self.driver.sched.schedule(self.now + delay, ProcessItem(kind="metadata", conn=proc.conn))
-
-    def _after_event(self) -> None:
-        notes = self.coordinator.notes
-        reloaded = False
-        while self._notes_seen < len(notes):
-            t, text = notes[self._notes_seen]
-            self._notes_seen += 1
-            self.trace.add(t, f"coordinator: {text}")
-            reloaded = reloaded or text.startswith("coordinator loaded")
-        self.driver.collect(
-            self.driver.invariants.coordinator_generation_seen(
-                self.now, self.coordinator.generation, reloaded=reloaded
-            )
-        )
-        self.driver.collect(
-            self.driver.invariants.exclusive_ownership(self.now, self.ledger, self.driver.is_current)
-        )
-        if self.coordinator.state.value == "Stable" and not self.ledger.measuring and self._all_owned():
-            self.ledger.start_measuring(self.now)
-        if self._quiet_rebalances is None and self.now >= self._quiet:
-            self._quiet_rebalances = self.coordinator.rebalances
-
-    def _converged(self) -> bool:
-        if self.driver.network.faults_active(self.now) or self._rebalancing():
-            return False
-        live = self.driver.live()
-        if any(p.paused for p in live):
-            return False
-        if not has_converged(
-            self.coordinator, live, self.ledger, self.driver.existing(), self._kip814_blind()
-        ):
-            return False
-        self.converged_at = self.now
-        quiet_base = (
-            self._quiet_rebalances if self._quiet_rebalances is not None else self.coordinator.rebalances
-        )
-        after = self.coordinator.rebalances - quiet_base
-        bound = self.settings.rebalances_per_member * len(self.driver.live()) + self.settings.rebalance_slack
-        if after > bound:
-            self.driver.violate("convergence", f"converged only after {after} rebalances (bound {bound})")
-        return True
-
-    def _rebalancing(self) -> bool:
-        """Not converged, known without a pass over the group (the common case after the last
-        step): the available coordinator is not Stable while a process lives. Only when no
-        topic grew, so the KIP-814 check's notes come when they did."""
-        c = self.coordinator
-        return (
-            not self.created_at
-            and c.available
-            and c.state.value != "Stable"
-            and any(p.alive for p in self.current.values())
-        )
-
-    def _kip814_blind(self) -> frozenset[TopicPartition]:
-        """Partitions KIP-814 admits a group may never pick up: unowned, and created before the
-        current leader — a static member that rejoined and was told to skip the assignment —
-        learnt it leads, so the change happened before it started to monitor the metadata
-        (see docs/simulation.md)."""
-        if not self.created_at:
-            return frozenset()  # no topic grew: nothing to be blind to
-        leader_id = self.coordinator.group.leader
-        leader = next((p for p in self.driver.live() if p.member.member_id == leader_id), None)
-        if leader is None or leader.skip_assignment_at is None:
-            return frozenset()
-        since = leader.skip_assignment_at
-        blind = frozenset(tp for tp, t in self.created_at.items() if t < since and not self.ledger.owners(tp))
-        if blind and blind != self.kip814_blind:
-            self.kip814_blind = blind
-            self.trace.add(
-                self.now,
-                f"KIP-814 blind spot: leader {leader.conn} never saw "
-                f"{describe_partitions(tuple(sorted(blind)))}",
-            )
-        return blind
-
-    def _all_owned(self) -> bool:
-        return self.ledger.all_owned()
-
-    def _result(self) -> RunResult:
-        quiet_base = (
-            self._quiet_rebalances if self._quiet_rebalances is not None else self.coordinator.rebalances
-        )
-        quiet = self.scenario.quiet_ms
-        return RunResult(
-            seed=self.scenario.seed,
-            protocol=self.scenario.protocol,
-            violations=tuple(self.violations),
-            events=self.events,
-            sim_ms=self.now,
-            converged_after_ms=None if self.converged_at is None else max(self.converged_at - quiet, 0),
-            rebalances=self.coordinator.rebalances,
-            rebalances_after_quiet=self.coordinator.rebalances - quiet_base,
-            membership_changes=self.scenario.membership_changes(),
-            revoked=self.ledger.revoked,
-            assigned=self.ledger.assigned,
-            lost=self.ledger.lost,
-            moved=self.ledger.moved,
-            returned=self.ledger.returned,
-            orphan_partition_ms=self.ledger.orphan_total_ms(self.now),
-            handover_without_commit=self.driver.invariants.handover_without_commit,
-            kip814_blind=len(self.kip814_blind),
-            messages=self.driver.network.stats.sent,
-            trace=tuple(self.trace.lines()) if self.violations else (),
-            apps=tuple(
-                p.app.outcome(p.name, p.member.protocol_name) for p in self.driver.live() if p.app is not None
-            ),
-            app_generations=self.driver.app_log.rows(),
-            app_version_rejoins=sum(p.app.version_rejoins for p in self.procs.values() if p.app is not None),
-            app_problems=tuple(
-                f"{p.conn}: {problem}"
-                for p in self.procs.values()
-                if p.app is not None
-                for problem in p.app.problems
-            ),
-        )
+            self.host.sched.schedule(self.now + delay, ProcessItem(kind="metadata", conn=proc.conn))

@@ -8,15 +8,16 @@ simulated time, the longest unowned stretch and convergence are the full run's.
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from streamtasks.sim.kip848 import ConsumerSettings, ConsumerWorld
+from streamtasks.sim.batch import run_guarded
+from streamtasks.sim.classic_side import ClassicSide, RunResult, WorldSettings, classic_world
+from streamtasks.sim.kip848 import ConsumerRunResult, ConsumerSettings, ConsumerSide, consumer_world
 from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.scenario import Scenario
 from streamtasks.sim.trace import Violation
-from streamtasks.sim.world import World, WorldSettings
+from streamtasks.sim.world import World
 from streamtasks.sweeps.drills import (
     bounce_sample,
     drill_changes,
@@ -37,6 +38,9 @@ __all__ = [
     "simulate",
     "simulate_from_drill_start",
 ]
+
+#: What either simulator's run returns.
+AnyResult = RunResult | ConsumerRunResult
 
 #: Row columns after the grid's dimensions, with their Parquet types.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -90,14 +94,8 @@ class DrillLedger(OwnershipLedger):
 
     def __init__(self, existing: frozenset[TopicPartition], start_ms: int) -> None:
         super().__init__()
-        self.set_partitions(existing, 0)
         self._start_ms = start_ms
-
-    @classmethod
-    def replacing(cls, ledger: OwnershipLedger, start_ms: int) -> DrillLedger:
-        if ledger.holders or ledger.measuring:
-            raise AssertionError("replace the ledger before the world runs")
-        return cls(frozenset(ledger.existing), start_ms)
+        self.set_partitions(existing, 0)
 
     def start_measuring(self, now_ms: int) -> None:
         """Ignored: measuring starts at the drill's start."""
@@ -117,8 +115,7 @@ class DrillLedger(OwnershipLedger):
         return super().release(conn, partitions, now_ms, *a, **kw)
 
     def set_partitions(self, partitions: frozenset[TopicPartition], now_ms: int) -> None:
-        if hasattr(self, "_start_ms"):
-            self._tick(now_ms)
+        self._tick(now_ms)
         super().set_partitions(partitions, now_ms)
 
     def orphan_total_ms(self, now_ms: int) -> int:
@@ -150,23 +147,10 @@ def simulate_from_drill_start(scenario: Scenario, point: Point) -> tuple[Outcome
 
 
 def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tuple[Outcome, Outcome | None]:
-    world: Any
-    if point.protocol in ("consumer", "consumer-client"):
-        world = ConsumerWorld(
-            scenario,
-            point.protocol,
-            ConsumerSettings(
-                standby_replicas=point.standbys,
-                max_events=_max_events(point),
-                heartbeat_interval_ms=scenario.timeouts.heartbeat_ms,
-            ),
-        )
-    else:
-        world = World(scenario, WorldSettings(max_events=_max_events(point)))
-    # the ledger belongs to the world, or to the driver it holds
-    owner = getattr(world, "driver", world)
     start_ms = drill_start_ms(point.members)
-    owner.ledger = DrillLedger.replacing(owner.ledger, start_ms)
+    # unowned time counts from the drill's start: the group forming is not the drill's cost
+    ledger = DrillLedger(frozenset(), start_ms)
+    world = _world(scenario, point, ledger)
     at_start: list[Outcome] = []
     if mark_drill_start:
         # the ledger's unowned time is the drill's already (measured from its start)
@@ -178,42 +162,49 @@ def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tu
                 )
             ),
         )
-    violations: tuple[Violation, ...]
-    try:
-        result = world.run()
-        violations, converged, trace = result.violations, result.converged_after_ms, result.trace
-    except Exception as exc:  # reported with its seed; the sweep goes on
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        violations = (
-            *world.violations,
-            Violation(
-                invariant="no-exception",
-                time_ms=world.now,
-                detail=f"{detail} (at {where.filename}:{where.lineno})",
-            ),
-        )
-        converged, trace = None, tuple(world.trace.lines())
+    # an exception from the simulated parts is a no-exception violation; the sweep goes on
+    result = run_guarded(world)
     full = _figures(
         world,
-        violations=violations,
-        converged_after_ms=converged,
+        violations=result.violations,
+        converged_after_ms=result.converged_after_ms,
         orphan_ms=world.ledger.orphan_total_ms(world.now),
         longest_orphan_ms=world.ledger.longest_orphan_stretch_ms(world.now),
-        trace=trace,
+        trace=result.trace,
     )
     return full, (at_start[0] if at_start else None)
 
 
-def _figures(world: Any, **run: Any) -> Outcome:
+def _world(
+    scenario: Scenario, point: Point, ledger: DrillLedger
+) -> World[Any, RunResult | ConsumerRunResult]:
+    """The point's simulator, on ``ledger``."""
+    if point.protocol in ("consumer", "consumer-client"):
+        return consumer_world(
+            scenario,
+            point.protocol,
+            ConsumerSettings(
+                standby_replicas=point.standbys,
+                max_events=_max_events(point),
+                heartbeat_interval_ms=scenario.timeouts.heartbeat_ms,
+            ),
+            ledger=ledger,
+        )
+    return classic_world(scenario, WorldSettings(max_events=_max_events(point)), ledger=ledger)
+
+
+def _figures(world: World[Any, Any], **run: Any) -> Outcome:
     """The world's counters now, with ``run``'s fields (violations, convergence, unowned time)."""
     ledger = world.ledger
-    if isinstance(world, ConsumerWorld):
-        group = world.group()
+    side = world.side
+    records: int | None = None
+    if isinstance(side, ConsumerSide):
+        group = side.group()
         rebalances = 0 if group is None else int(group.group_epoch)
-        records: int | None = len(world.log)
+        records = len(side.log)
     else:
-        rebalances, records = world.coordinator.rebalances, None
+        assert isinstance(side, ClassicSide)
+        rebalances = side.coordinator.rebalances
     return Outcome(
         events=world.events,
         sim_ms=world.now,

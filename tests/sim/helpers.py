@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import ListenerKind
+from streamtasks.sim.classic_side import RunResult, WorldSettings, classic_world
+from streamtasks.sim.process import SimProcess
 from streamtasks.sim.scenario import Scenario, Step, Timeouts
-from streamtasks.sim.world import World, WorldSettings
+from streamtasks.sim.world import World
 from tests.ids import tp, tps
 from topology.ids import TopicPartition
 
@@ -40,21 +43,24 @@ def scripted(
     )
 
 
-def world(scenario: Scenario, **settings: object) -> World:
-    return World(scenario, WorldSettings(stop_on_violation=False, trace_limit=5_000, **settings))  # type: ignore[arg-type]
+ClassicWorld = World[SimProcess, RunResult]
 
 
-def owned(w: World, name: str) -> frozenset[TopicPartition]:
+def world(scenario: Scenario, **settings: Any) -> ClassicWorld:
+    return classic_world(scenario, WorldSettings(stop_on_violation=False, trace_limit=5_000, **settings))
+
+
+def owned(w: ClassicWorld, name: str) -> frozenset[TopicPartition]:
     """What the current process of ``name`` owns, per its listener calls."""
     return w.ledger.owned_by(w.current[name].conn)
 
 
 def listener_calls(
-    w: World, name: str, kind: ListenerKind, *, after_ms: int = 0
+    w: ClassicWorld, name: str, kind: ListenerKind, *, after_ms: int = 0
 ) -> list[tuple[int, frozenset[TopicPartition]]]:
     """``(time, partitions)`` of every ``kind`` callback of ``name``'s processes (non-empty)."""
     return [
         (t, frozenset(parts))
-        for t, conn, k, parts, _ in w.listener_log
+        for t, conn, k, parts, _ in w.host.listener_log
         if conn.split("#")[0] == name and k is kind and t >= after_ms and parts
     ]

@@ -5,11 +5,14 @@ world at a time without changing what it simulates."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 
 from assignors.partition.types import RebalanceProtocol
+from streamtasks.sim.classic_side import ClassicSide, classic_world
 from streamtasks.sim.invariants import convergence_gaps, has_converged
-from streamtasks.sim.kip848 import MODES, ConsumerWorld
+from streamtasks.sim.kip848 import MODES, ConsumerSide, consumer_world
 from streamtasks.sim.kip848.runner import consumer_scenario
 from streamtasks.sim.scenario import FAULT_KINDS, generate
 from streamtasks.sim.world import World
@@ -20,15 +23,15 @@ FAULTS = frozenset(FAULT_KINDS)
 @pytest.mark.parametrize("protocol", [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE])
 @pytest.mark.parametrize("seed", range(4))
 def test_classic_has_converged_is_no_gap_at_every_event(protocol: RebalanceProtocol, seed: int) -> None:
-    world = World(generate(seed, protocol, FAULTS))
+    world = classic_world(generate(seed, protocol, FAULTS))
     world.advance(0)
     answers = set()
     while world.now < world.scenario.quiet_ms + 30_000:
         world.step_once()
-        args = (world.coordinator, world.driver.live(), world.ledger, world.driver.existing())
+        args = (world.coordinator, world.live(), world.ledger, world.host.existing())
         converged = has_converged(*args)
         assert converged == (not convergence_gaps(*args)), world.now
-        if world._rebalancing():
+        if cast(ClassicSide, world.side).rebalancing():
             assert not converged
         answers.add(converged)
     assert answers == {True, False}
@@ -39,8 +42,8 @@ def test_classic_has_converged_is_no_gap_at_every_event(protocol: RebalanceProto
 def test_kip848_converged_is_no_gap_at_every_event(
     mode: str, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    world = ConsumerWorld(consumer_scenario(seed, mode, FAULTS), mode)
-    checks = world.checks
+    world = consumer_world(consumer_scenario(seed, mode, FAULTS), mode)
+    checks = cast(ConsumerSide, world.side).checks
     after_event = checks.after_event
     answers: list[tuple[bool, bool]] = []
 
@@ -56,10 +59,10 @@ def test_kip848_converged_is_no_gap_at_every_event(
 
 @pytest.mark.parametrize("consumer", [False, True])
 def test_a_mark_reads_the_world_once_before_the_first_event_at_its_time(consumer: bool) -> None:
-    def world() -> World | ConsumerWorld:
+    def world() -> World[Any, Any]:
         if consumer:
-            return ConsumerWorld(consumer_scenario(3, MODES[0], FAULTS), MODES[0])
-        return World(generate(3, RebalanceProtocol.COOPERATIVE, FAULTS))
+            return consumer_world(consumer_scenario(3, MODES[0], FAULTS), MODES[0])
+        return classic_world(generate(3, RebalanceProtocol.COOPERATIVE, FAULTS))
 
     plain, marked = world(), world()
     seen: list[tuple[int, int]] = []

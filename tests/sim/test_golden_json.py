@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim import FAULT_KINDS, World, WorldSettings, generate
+from streamtasks.sim import FAULT_KINDS, WorldSettings, classic_world, generate
 from streamtasks.sim.__main__ import main as sim_main
 from streamtasks.sim.kip848.runner import MIXED, consumer_scenario
-from streamtasks.sim.kip848.world import SERVER, ConsumerSettings, ConsumerWorld
+from streamtasks.sim.kip848.side import SERVER, ConsumerSettings, consumer_world
 
 GOLDEN = Path(__file__).parent / "golden"
 PROTOCOLS = ("eager", "cooperative", "consumer", "consumer-client", "mixed")
@@ -70,13 +70,13 @@ def trace_digests(protocol: str) -> dict[str, dict[str, object]]:
 def _trace(protocol: str, seed: int) -> list[str]:
     faults = frozenset(FAULT_KINDS)
     if protocol in ("eager", "cooperative"):
-        world = World(
+        world = classic_world(
             generate(seed, RebalanceProtocol[protocol.upper()], faults),
             WorldSettings(trace_limit=UNBOUNDED),
         )
         world.run()
         return world.trace.lines()
-    cworld = ConsumerWorld(
+    cworld = consumer_world(
         consumer_scenario(seed, protocol, faults),
         SERVER if protocol == MIXED else protocol,
         ConsumerSettings(trace_limit=UNBOUNDED),

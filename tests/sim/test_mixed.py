@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from streamtasks.membership.classic import phases
-from streamtasks.sim.kip848 import SERVER, ConsumerWorld
+from streamtasks.sim.kip848 import SERVER, consumer_world
 from streamtasks.sim.kip848.runner import MIXED, consumer_scenario, run_consumer_batch, run_consumer_scenario
 from streamtasks.sim.network import LinkProfile
 from streamtasks.sim.scenario import Step
@@ -42,7 +42,7 @@ def _migration(members: int, *, partitions: int = 12, seed: int = 7) -> Any:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_group_migrates_to_kip848_and_back_without_double_ownership(seed: int) -> None:
-    world = ConsumerWorld(_migration(6, seed=seed), SERVER)
+    world = consumer_world(_migration(6, seed=seed), SERVER)
     result = world.run()
     assert result.violations == (), f"seed {seed}"
     assert result.converged_after_ms is not None

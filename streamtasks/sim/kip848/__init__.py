@@ -2,13 +2,14 @@
 (``python -m streamtasks.sim --protocol consumer|consumer-client``); see docs/simulation.md."""
 
 from streamtasks.sim.kip848.runner import ConsumerBatchSummary, run_consumer_batch, run_consumer_scenario
-from streamtasks.sim.kip848.world import (
+from streamtasks.sim.kip848.side import (
     CLIENT,
     MODES,
     SERVER,
     ConsumerRunResult,
     ConsumerSettings,
-    ConsumerWorld,
+    ConsumerSide,
+    consumer_world,
 )
 
 __all__ = [
@@ -18,7 +19,8 @@ __all__ = [
     "ConsumerBatchSummary",
     "ConsumerRunResult",
     "ConsumerSettings",
-    "ConsumerWorld",
+    "ConsumerSide",
     "run_consumer_batch",
+    "consumer_world",
     "run_consumer_scenario",
 ]

@@ -33,21 +33,21 @@ from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.trace import Violation
 from topology.ids import TopicPartition
 
-__all__ = ["CheckedWorld", "Checks", "install_problems"]
+__all__ = ["CheckedGroup", "CheckedMembers", "Checks", "install_problems"]
 
 
-class CheckedWorld(Protocol):
-    """What the checks read of a world (:class:`~streamtasks.sim.kip848.world.ConsumerWorld`),
-    and where they report."""
+class CheckedMembers(Protocol):
+    """What the checks read of the world's processes (its
+    :class:`~streamtasks.sim.host.MemberHost`), and where they report."""
 
-    ghosts: set[str]
-    procs: dict[str, WorldProcess]
-    ledger: OwnershipLedger
+    @property
+    def procs(self) -> dict[str, WorldProcess]: ...
+
+    @property
+    def ledger(self) -> OwnershipLedger: ...
 
     @property
     def now(self) -> int: ...
-
-    def group(self) -> Any: ...
 
     def existing(self) -> frozenset[TopicPartition]: ...
 
@@ -56,6 +56,15 @@ class CheckedWorld(Protocol):
     def anyone_alive(self) -> bool: ...
 
     def collect(self, found: list[Violation]) -> None: ...
+
+
+class CheckedGroup(Protocol):
+    """What the checks read of the coordinator's side: the group, and the ghosts of late joins."""
+
+    @property
+    def ghosts(self) -> set[str]: ...
+
+    def group(self) -> Any: ...
 
 
 def install_problems(
@@ -95,8 +104,9 @@ def install_problems(
 class Checks:
     """The invariants of one world (module docstring)."""
 
-    def __init__(self, world: CheckedWorld) -> None:
+    def __init__(self, world: CheckedMembers, side: CheckedGroup) -> None:
         self.world = world
+        self.side = side
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.targets = 0
@@ -108,7 +118,7 @@ class Checks:
 
     def after_event(self) -> None:
         w = self.world
-        group = w.group()
+        group = self.side.group()
         for tp in sorted(w.ledger.contested):
             holders = [h for h in w.ledger.owners(tp) if self._current(h.conn, group)]
             if len(holders) > 1:
@@ -122,7 +132,7 @@ class Checks:
             and proc.alive
             and group is not None
             and group.member(proc.member_id) is not None
-            and proc.member_id not in self.world.ghosts
+            and proc.member_id not in self.side.ghosts
         )
 
     def after_actions(self, proc: WorldProcess) -> None:
@@ -146,7 +156,7 @@ class Checks:
     # -- after every coordinator write ---------------------------------------------------------
 
     def after_write(self, result: Result[Any]) -> None:
-        group = self.world.group()
+        group = self.side.group()
         if group is None:
             return
         if group.group_epoch < self.group_epoch or group.assignment_epoch < self.assignment_epoch:
@@ -212,7 +222,7 @@ class Checks:
 
     def failover_resumed(self, before: dict[str, Any]) -> None:
         """Resuming (metadata re-check, owed assignments) changed no member's current assignment."""
-        group = self.world.group()
+        group = self.side.group()
         after = {} if group is None else dict(group.current_assignments)
         if after != before:
             changed = sorted(m for m in set(before) | set(after) if before.get(m) != after.get(m))
@@ -225,7 +235,7 @@ class Checks:
         world asks after every event once the steps are over: the gaps' list sorted every
         partition each time, partitions x events at a large group's end)."""
         w = self.world
-        group = w.group()
+        group = self.side.group()
         if w.anyone_alive() and (group is None or group.state.value != "Stable"):
             return False
         live = w.live()
@@ -253,7 +263,7 @@ class Checks:
         w = self.world
         gaps: list[str] = []
         live = w.live()
-        group = w.group()
+        group = self.side.group()
         ids = {p.member_id for p in live}
         members = set() if group is None else set(group.members)
         if members != ids:

@@ -39,7 +39,7 @@ ClassicResponse = (
 
 
 class DeskWorld(Protocol):
-    """What the desk uses of its world (:class:`~streamtasks.sim.kip848.world.ConsumerWorld`):
+    """What the desk uses of its side (:class:`~streamtasks.sim.kip848.side.ConsumerSide`):
     the coordinator, whether it is up, the clock, the log and the members' connections."""
 
     @property

@@ -4,8 +4,9 @@ and its application state (what it consumes, what it committed), as the classic 
 
 :class:`ConsumerProcess` runs a KIP-848 :class:`ConsumerMember`; :class:`ClassicProcess` runs a
 classic-protocol :class:`ClassicMember` (a mixed group: its JoinGroup / SyncGroup / Heartbeat /
-LeaveGroup go to the coordinator's classic writes). The world drives both through the same
-methods (:class:`WorldProcess`), each turning them into its own machine's events.
+LeaveGroup go to the coordinator's classic writes). The member host drives both through the
+same methods (:class:`~streamtasks.sim.process.HostedProcess`), each turning them into its own
+machine's events.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
 from streamtasks.membership.consumer import MetadataUpdated as ConsumerMetadata
 from streamtasks.membership.consumer import ResponseReceived as ConsumerResponse
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.sim.process import DeferredInput
+from streamtasks.sim.process import HostedProcess
 from topology.ids import TopicPartition
 
 __all__ = ["AnyAction", "ClassicProcess", "ConsumerProcess", "WorldProcess"]
@@ -29,40 +30,13 @@ __all__ = ["AnyAction", "ClassicProcess", "ConsumerProcess", "WorldProcess"]
 AnyAction = ConsumerAction | classic.SendRequest
 
 
-class WorldProcess:
-    """A member incarnation; the world drives it. Subclasses hold the member machine."""
-
-    #: ``classic`` or ``consumer`` (KIP-848).
-    group_protocol = ""
+class WorldProcess(HostedProcess):
+    """A member incarnation of the KIP-848 world; subclasses hold the member machine."""
 
     def __init__(self, *, name: str, incarnation: int, static: bool) -> None:
-        self.name = name
-        self.incarnation = incarnation
-        self.conn = f"{name}#{incarnation}"
-        self.is_static = static
-        self.alive = True
-        self.leaving = False
-        self.paused_until: int | None = None
-        self.deferred: list[DeferredInput] = []
-        self.wake_token: int | None = None
-        self.wake_at: int | None = None
-        self.same_ms_wakes = 0
-        self.last_wake_ms = -1
+        super().__init__(name=name, incarnation=incarnation, static=static)
         #: The highest member epoch seen since the member last (re)joined at epoch 0.
         self.max_epoch = 0
-        #: OffsetCommit requests in flight: request id → offsets sent; offsets accepted.
-        self.pending_commits: dict[int, dict[TopicPartition, int]] = {}
-        self.committed: dict[TopicPartition, int] = {}
-
-    @property
-    def paused(self) -> bool:
-        return self.paused_until is not None
-
-    # -- what the checks read -------------------------------------------------------------------
-
-    @property
-    def member_id(self) -> str:
-        raise NotImplementedError
 
     @property
     def epoch(self) -> int:
@@ -70,51 +44,9 @@ class WorldProcess:
         raise NotImplementedError
 
     @property
-    def owned(self) -> frozenset[TopicPartition]:
-        raise NotImplementedError
-
-    @property
     def settled(self) -> bool:
         """Stable, with nothing to rejoin for."""
         raise NotImplementedError
-
-    @property
-    def done(self) -> bool:
-        """Left or failed for good: the process stops."""
-        raise NotImplementedError
-
-    @property
-    def state_name(self) -> str:
-        raise NotImplementedError
-
-    # -- what the world feeds ---------------------------------------------------------------------
-
-    def respond(self, request_id: int, response: Any, now_ms: int) -> list[AnyAction]:
-        raise NotImplementedError
-
-    def found(self, request_id: int, now_ms: int) -> list[AnyAction]:
-        raise NotImplementedError
-
-    def lookup_failed(self, request_id: int, error: KafkaErrorCode, now_ms: int) -> list[AnyAction]:
-        raise NotImplementedError
-
-    def metadata(self, counts: Mapping[str, int], ids: Mapping[str, UUID], now_ms: int) -> list[AnyAction]:
-        raise NotImplementedError
-
-    def leave(self, now_ms: int) -> list[AnyAction]:
-        raise NotImplementedError
-
-    def enforce(self, now_ms: int) -> bool:
-        raise NotImplementedError
-
-    def poll(self, now_ms: int) -> list[AnyAction]:
-        raise NotImplementedError
-
-    def next_deadline_ms(self) -> int | None:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.conn}, alive={self.alive}, state={self.state_name})"
 
 
 class ConsumerProcess(WorldProcess):
@@ -167,8 +99,8 @@ class ConsumerProcess(WorldProcess):
     def leave(self, now_ms: int) -> list[AnyAction]:
         return list(self.member.handle(classic.Leave(reason="scenario"), now_ms))
 
-    def enforce(self, now_ms: int) -> bool:
-        return self.member.enforce_rebalance("scenario", now_ms)
+    def enforce(self, now_ms: int, reason: str = "scenario") -> bool:
+        return self.member.enforce_rebalance(reason, now_ms)
 
     def poll(self, now_ms: int) -> list[AnyAction]:
         return list(self.member.poll(now_ms))
@@ -235,8 +167,8 @@ class ClassicProcess(WorldProcess):
     def leave(self, now_ms: int) -> list[AnyAction]:
         return list(self.member.handle(classic.Leave(reason="scenario"), now_ms))
 
-    def enforce(self, now_ms: int) -> bool:
-        return self.member.enforce_rebalance("scenario")
+    def enforce(self, now_ms: int, reason: str = "scenario") -> bool:
+        return self.member.enforce_rebalance(reason)
 
     def poll(self, now_ms: int) -> list[AnyAction]:
         return list(self.member.poll(now_ms))

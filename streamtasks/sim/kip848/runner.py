@@ -1,22 +1,19 @@
 """Running KIP-848 scenarios: one, a batch of seeds, shrinking a failure to a minimal replay.
 
 The scenarios are the classic simulator's (``scenario.generate``: the same steps and faults for
-a seed), with smaller groups; an exception escaping the member machine, the coordinator or the
-assignor is a ``no-exception`` violation with its seed, so a batch always completes.
+a seed), with smaller groups; the generic parts are :mod:`streamtasks.sim.batch`'s.
 """
 
 from __future__ import annotations
 
 import random
-import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.kip848.world import SERVER, ConsumerRunResult, ConsumerSettings, ConsumerWorld
-from streamtasks.sim.runner import Failure
+from streamtasks.sim.batch import BatchTotals, run_guarded, run_seeds
+from streamtasks.sim.kip848.side import SERVER, ConsumerRunResult, ConsumerSettings, consumer_world
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, generate
-from streamtasks.sim.trace import Violation
 
 __all__ = [
     "MAX_MEMBERS",
@@ -67,92 +64,23 @@ def run_consumer_scenario(
     scenario: Scenario, mode: str, settings: ConsumerSettings | None = None
 ) -> ConsumerRunResult:
     """Run one scenario; an exception from the simulated parts becomes a violation."""
-    world = ConsumerWorld(scenario, SERVER if mode == MIXED else mode, settings)
-    try:
-        return world.run()
-    except Exception as exc:  # reported with its seed; the batch goes on
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        world.violate("no-exception", f"{detail} (at {where.filename}:{where.lineno})")
-        return world.result()
-
-
-def _shrink(
-    scenario: Scenario, mode: str, violation: Violation, budget: int = 40
-) -> tuple[Scenario, ConsumerRunResult]:
-    def fails(candidate: Scenario) -> ConsumerRunResult | None:
-        result = run_consumer_scenario(candidate, mode)
-        return result if any(v.invariant == violation.invariant for v in result.violations) else None
-
-    best, best_result = scenario, None
-    early = replace(scenario, steps=tuple(s for s in scenario.steps if s.at_ms <= violation.time_ms))
-    if early.steps != scenario.steps and (found := fails(early)) is not None:
-        best, best_result = early, found
-    index, tries = len(best.steps) - 1, 0
-    while index >= 0 and tries < budget:
-        candidate = best.without(index)
-        tries += 1
-        if (found := fails(candidate)) is not None:
-            best, best_result = candidate, found
-        index -= 1
-    return best, best_result or run_consumer_scenario(best, mode)
+    return run_guarded(consumer_world(scenario, SERVER if mode == MIXED else mode, settings))
 
 
 @dataclass(slots=True, kw_only=True)
-class ConsumerBatchSummary:
+class ConsumerBatchSummary(BatchTotals):
     mode: str
-    faults: tuple[str, ...]
-    seed_base: int
-    scenarios: int = 0
-    events: int = 0
-    messages: int = 0
-    sim_ms: int = 0
-    violations: int = 0
-    membership_changes: int = 0
     group_epochs: int = 0
     targets: int = 0
     installs: int = 0
-    revoked: int = 0
-    assigned: int = 0
-    lost: int = 0
-    moved: int = 0
     failovers: int = 0
     failovers_mid_rebalance: int = 0
     late_joins: int = 0
-    max_converged_after_ms: int = 0
-    failures: list[Failure] = field(default_factory=list)
 
-    def add(self, r: ConsumerRunResult) -> None:
-        self.scenarios += 1
-        self.events += r.events
-        self.messages += r.messages
-        self.sim_ms += r.sim_ms
-        self.membership_changes += r.membership_changes
-        self.group_epochs += r.group_epochs
-        self.targets += r.targets
-        self.installs += r.installs
-        self.revoked += r.revoked
-        self.assigned += r.assigned
-        self.lost += r.lost
-        self.moved += r.moved
-        self.failovers += r.failovers
-        self.failovers_mid_rebalance += r.failovers_mid_rebalance
-        self.late_joins += r.late_joins
-        self.max_converged_after_ms = max(self.max_converged_after_ms, r.converged_after_ms or 0)
-        if r.violations:
-            self.violations += 1
+    SUMMED = ("group_epochs", "targets", "installs", "failovers", "failovers_mid_rebalance", "late_joins")
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "protocol": self.mode,
-            "faults": list(self.faults),
-            "seed_base": self.seed_base,
-            "scenarios": self.scenarios,
-            "events": self.events,
-            "messages": self.messages,
-            "simulated_seconds": round(self.sim_ms / 1000, 1),
-            "violations": self.violations,
-            "membership_changes": self.membership_changes,
+        return self.head(self.mode) | {
             "group_epoch_bumps": self.group_epochs,
             "targets_computed": self.targets,
             "client_side_installs": self.installs,
@@ -164,18 +92,7 @@ class ConsumerBatchSummary:
             "failovers_mid_rebalance": self.failovers_mid_rebalance,
             "late_joins": self.late_joins,
             "max_ms_to_converge_after_last_step": self.max_converged_after_ms,
-            "failures": [
-                {
-                    "seed": f.seed,
-                    "invariant": f.violation.invariant,
-                    "time_ms": f.violation.time_ms,
-                    "detail": f.violation.detail,
-                    "replay": f.replay,
-                    "minimal_steps": list(f.steps),
-                    "trace": list(f.trace),
-                }
-                for f in self.failures
-            ],
+            "failures": [f.as_dict() for f in self.failures],
         }
 
     def table(self) -> str:
@@ -198,29 +115,18 @@ def run_consumer_batch(
     summary = ConsumerBatchSummary(
         mode=mode, faults=tuple(sorted(faults)), seed_base=seeds[0] if seeds else 0
     )
-    for seed in seeds:
-        scenario = consumer_scenario(seed, mode, faults)
-        result = run_consumer_scenario(scenario, mode)
-        summary.add(result)
-        if result.violations:
-            violation = result.violations[0]
-            minimal, minimal_result = (
-                _shrink(scenario, mode, violation) if shrink_failures else (scenario, result)
-            )
-            summary.failures.append(
-                Failure(
-                    seed=seed,
-                    violation=violation,
-                    steps=tuple(minimal.describe()),
-                    trace=minimal_result.trace or result.trace,
-                    original_steps=len(scenario.steps),
-                    minimal_steps=len(minimal.steps),
-                    replay=(
-                        f"python -m streamtasks.sim --protocol {mode} --seeds 1 --seed-base {seed} "
-                        f"--faults {','.join(sorted(faults)) or 'none'}"
-                    ),
-                )
-            )
-        if progress is not None and summary.scenarios % progress_every == 0:
-            progress(summary)
+    run_seeds(
+        summary,
+        seeds,
+        scenario=lambda seed: consumer_scenario(seed, mode, faults),
+        # looked up at each call: tests replace run_consumer_scenario to plant failures
+        run=lambda scenario: run_consumer_scenario(scenario, mode),
+        replay=lambda seed: (
+            f"python -m streamtasks.sim --protocol {mode} --seeds 1 --seed-base {seed} "
+            f"--faults {','.join(sorted(faults)) or 'none'}"
+        ),
+        shrink_failures=shrink_failures,
+        progress=progress,
+        progress_every=progress_every,
+    )
     return summary
