@@ -40,7 +40,6 @@ from streamtasks.membership.classic import (
     ListenerKind,
 )
 from streamtasks.membership.consumer import ConsumerMember
-from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.aio import AioTopicPartition, from_aio
 from streamtasks.runtime.aio import to_aio as _tp
@@ -56,11 +55,12 @@ from streamtasks.runtime.consumer_driver import (
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
     GroupMember,
+    fetch_committed,
     make_member,
     member_epoch,
     member_metrics,
     read_topic_metadata,
-    send_offset_commit,
+    send_offset_commit_retrying,
     wait_for_new_epoch,
 )
 from topology.ids import TopicPartition
@@ -453,7 +453,9 @@ class Consumer:
         )
         while chosen:
             epoch = self.generation
-            response = await send_offset_commit(self._client, self._member, self.config, chosen, epoch)
+            response = await send_offset_commit_retrying(
+                self._client, self._member, self.config, chosen, epoch
+            )
             failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
             stale = {tp for tp, err in failed if err is KafkaErrorCode.STALE_MEMBER_EPOCH}
             if not failed:
@@ -517,12 +519,7 @@ class Consumer:
         new = [tp for tp in sorted(owned) if tp not in self._positions]
         if new:
             try:
-                fetched = await self._client.send(
-                    OffsetFetchRequest(group_id=self.config.group_id, partitions=tuple(new))
-                )
-                for tp, offset, err in fetched.offsets:
-                    if err is KafkaErrorCode.NONE and offset >= 0:
-                        self._positions[tp] = offset
+                self._positions.update(await fetch_committed(self._client, self.config, tuple(new)))
             except StreamTasksError as exc:
                 log.warning("committed offsets unavailable, using auto.offset.reset: %s", exc)
         # Positions keyed by the very objects the fetchable partitions are (both from ``owned``):
