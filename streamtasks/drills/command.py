@@ -192,7 +192,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         fault = None
     aiokafka_log = logging.getLogger("aiokafka")
     quiet_from = aiokafka_log.level
-    aiokafka_log.setLevel(logging.ERROR)  # for the run only: main() may be called in-process
+    # for the run only (main() may be called in-process); a fault drill's brokers die on purpose
+    aiokafka_log.setLevel(logging.CRITICAL if fault is not None else logging.ERROR)
     try:
         if fault is not None:
             return _run_faults(args, spec, options, fault, out)

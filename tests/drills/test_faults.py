@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,36 @@ def test_the_resume_summary_and_the_verdict_rows() -> None:
     assert ("members", "confluent", "-") in rows
     assert ("resumed after: f1 (at 1.0s)", "900 ms", "-") in rows
     assert ("time until processing resumes", "p50 900 ms / max 5,000 ms (3 faults)", "-") in rows
+
+
+# -- live: the bounded subset `make test` runs (the full set: `streamtasks drill run NAME`) ------
+
+LIVE = [
+    pytest.param(name, protocol, marks=[pytest.mark.integration, pytest.mark.slow])
+    for protocol in ("classic", "app", "consumer")
+    for name in ("broker-crash", "broker-rolling-restart")
+]
+
+
+@pytest.mark.parametrize(("name", "protocol"), LIVE)
+def test_a_group_survives_the_drill_on_a_three_broker_cluster(
+    name: str, protocol: str, kafka_cluster: Any
+) -> None:
+    """One crash and one rolling restart per protocol: 0 double-owned, 0 acknowledged offsets
+    lost, the App's state read back right, processing resumed after every fault."""
+    from streamtasks.drills.faults import FaultOptions, run_fault_drill
+    from streamtasks.drills.rolling import DrillOptions
+
+    options = DrillOptions(workers=2, partitions=4, rate=100, keys=100)
+    fault = FaultOptions(protocol=protocol, down_s=5.0, steady_s=2.0)
+    lines: list[str] = []
+    result = asyncio.run(
+        run_fault_drill(fault_spec(name, protocol), options, fault, kafka_cluster, lines.append)
+    )
+    detail = "\n".join([*lines, *result.problems, *result.violations, *result.lost_runs])
+    assert result.ok, detail
+    assert result.acknowledged > 500, detail
+    assert result.faults, detail
+    assert all(mark.resumed_ms is not None for mark in result.faults), detail
+    if protocol == "app":
+        assert result.state_checked, detail
