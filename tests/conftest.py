@@ -76,6 +76,48 @@ def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCl
         yield broker.secured()
 
 
+# -- the three-broker Apache Kafka cluster -------------------------------------------------
+
+if TYPE_CHECKING:
+    from streamtasks.embedded.kafka_cluster import KafkaCluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """Three Apache Kafka brokers (KRaft, each its own process; replication factor 3,
+    ``min.insync.replicas=2``), each behind a :class:`~streamtasks.embedded.fault_proxy.FaultProxy`
+    that clients reach it through (docs/testing.md, "The three-broker cluster"). Started once
+    per session, on first use (about 25 s on two cores); a test that breaks it calls
+    ``recover()`` when done. Skipped under Tansu, without Java 17+/Maven, or when
+    ``STREAMTASKS_BOOTSTRAP`` names a cluster."""
+    from streamtasks.embedded import BOOTSTRAP_ENV, BROKER_ENV
+    from streamtasks.embedded.kafka_broker import INSTALL_HINT, kafka_requirements_missing
+    from streamtasks.embedded.kafka_cluster import start_cluster
+
+    if os.environ.get(BOOTSTRAP_ENV):
+        pytest.skip(f"the three-broker cluster: {BOOTSTRAP_ENV} names an existing cluster")
+    if os.environ.get(BROKER_ENV, "").strip().lower() == "tansu":
+        pytest.skip(f"the three-broker cluster is Apache Kafka only ({BROKER_ENV}=tansu)")
+    missing = kafka_requirements_missing()
+    if missing is not None:
+        pytest.skip(f"the three-broker cluster (Apache Kafka only): {missing}; {INSTALL_HINT}")
+    cluster = start_cluster(3, proxied=True)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster_to_break(kafka_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """The session's ``kafka_cluster`` for a test that kills, stops or pauses brokers or sets
+    proxy faults: whole again after the test (:meth:`KafkaCluster.recover`), whatever it broke."""
+    try:
+        yield kafka_cluster
+    finally:
+        kafka_cluster.recover()
+
+
 # -- sockets a live test leaves behind ------------------------------------------------------
 
 import gc  # noqa: E402

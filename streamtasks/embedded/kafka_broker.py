@@ -36,7 +36,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 
-from streamtasks.embedded._process import ChildBroker, die_with_parent, free_port
+from streamtasks.embedded._process import ChildBroker, die_with_parent, unused_port
 from streamtasks.errors import BrokerError
 
 __all__ = [
@@ -298,41 +298,53 @@ class KafkaBroker(ChildBroker):
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         self._dir = Path(tempfile.mkdtemp(prefix="streamtasks-kafka-"))
-        self.log_path = self._given_log or self._dir / "server.log"
+        logging = self._write_logging(self._dir)
+        self.controller_port = unused_port(self.host, {self.port, *self._more_listeners.values()})
+        props = self._write_properties(self._dir)
+        self._format(props, logging)
+        return self._launch(props, logging)
+
+    def _write_logging(self, directory: Path) -> str:
+        """Write ``log4j2.xml`` into ``directory`` (the log itself goes to :attr:`log_path`,
+        appended to) and return the JVM option naming it."""
+        self.log_path = self._given_log or directory / "server.log"
         self.log_path.touch()
-        log4j = self._dir / "log4j2.xml"
+        log4j = directory / "log4j2.xml"
         loggers = "\n".join(f'    <Logger name="{n}" level="{v}"/>' for n, v in self.log_levels.items())
         log4j.write_text(_LOG4J2_XML.format(log=self.log_path, loggers=loggers))
-        taken = {self.port, *self._more_listeners.values()}
-        self.controller_port = free_port(self.host)
-        while self.controller_port in taken:
-            self.controller_port = free_port(self.host)
-        props = self._dir / "server.properties"
+        return f"-Dlog4j2.configurationFile={log4j}"
+
+    def _write_properties(self, directory: Path) -> Path:
+        """Write ``server.properties`` (data in ``directory/data``) and return its path."""
+        props = directory / "server.properties"
         settings = server_properties(
             host=self.host,
             port=self.port,
             controller_port=self.controller_port,
-            data_dir=self._dir / "data",
+            data_dir=directory / "data",
             configs=self.configs,
             more_listeners=self._more_listeners,
         )
         props.write_text(settings)
-        logging = f"-Dlog4j2.configurationFile={log4j}"
-        self._format(props, logging)
+        return props
+
+    def _launch(self, props: Path, logging: str) -> subprocess.Popen[bytes]:
+        """Run ``kafka.Kafka`` on the formatted storage, its output appended to :attr:`log_path`."""
+        assert self.log_path is not None
         with self.log_path.open("ab") as log:
             return subprocess.Popen(
                 [self._java, *self._jvm_options, logging, "-cp", self._classpath, "kafka.Kafka", str(props)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=self._dir,
+                cwd=props.parent,
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - only sets the parent-death signal
             )
 
     def _format(self, props: Path, logging: str) -> None:
         command = [
             *(self._java, *FORMAT_JVM_OPTIONS, logging, "-cp", self._classpath, "kafka.tools.StorageTool"),
-            *("format", "--standalone", "-t", _cluster_id(), "-c", str(props)),
+            *("format", *self._quorum_options(), "-c", str(props)),
             *self._format_options(),
         ]
         try:
@@ -341,6 +353,12 @@ class KafkaBroker(ChildBroker):
             raise BrokerError(f"formatting the Kafka storage took over {self._timeout}s") from exc
         if done.returncode != 0:
             raise BrokerError(f"formatting the Kafka storage failed:\n{(done.stdout + done.stderr)[-3000:]}")
+
+    def _quorum_options(self) -> tuple[str, ...]:
+        """The cluster id and controller quorum ``StorageTool format`` writes: a fresh id and a
+        standalone quorum of this one node (a cluster's nodes share both, see
+        :mod:`streamtasks.embedded.kafka_cluster`)."""
+        return ("--standalone", "-t", _cluster_id())
 
     def _format_options(self) -> tuple[str, ...]:
         """More arguments of ``StorageTool format`` (none here; the secured broker adds its SCRAM

@@ -54,7 +54,7 @@ from kio.schema.describe_acls.v3.response import DescribeAclsResponse
 from kio.static.primitive import i8
 from pydantic import SecretStr
 
-from streamtasks.embedded._process import free_port
+from streamtasks.embedded._process import unused_port
 from streamtasks.embedded.certs import CertKit, make_cert_kit
 from streamtasks.embedded.kafka_broker import KafkaBroker
 from streamtasks.embedded.secure_cluster import MECHANISMS, SecuredCluster
@@ -179,8 +179,8 @@ class SecureKafkaBroker(KafkaBroker):
             self._certs_dir = Path(tempfile.mkdtemp(prefix="streamtasks-certs-"))
             self.certs = make_cert_kit(self._certs_dir, hosts=_hosts(self.host))
         taken = {self.port}
-        self.sasl_ssl_port = _another_port(self.host, taken)
-        self.ssl_port = _another_port(self.host, taken)
+        self.sasl_ssl_port = unused_port(self.host, taken)
+        self.ssl_port = unused_port(self.host, taken)
         self._more_listeners = {"SASL_SSL": self.sasl_ssl_port, "SSL": self.ssl_port}
         self.configs = {**self._security_settings(), **self._user_configs}
         return super()._spawn()
@@ -307,14 +307,6 @@ class SecureKafkaBroker(KafkaBroker):
 
 def _hosts(host: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("localhost", "127.0.0.1", host)))
-
-
-def _another_port(host: str, taken: set[int]) -> int:
-    port = free_port(host)
-    while port in taken:
-        port = free_port(host)
-    taken.add(port)
-    return port
 
 
 def _write_private(path: Path, data: bytes) -> None:

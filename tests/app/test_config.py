@@ -97,3 +97,18 @@ def test_emulate_release_is_for_classic_groups_and_excludes_upgrade_from() -> No
         make_app_config(
             application_id="o", bootstrap_servers="h:1", upgrade_from="0.3", emulate_release="0.3"
         )
+
+
+def test_replication_factor_defaults_to_the_brokers_like_kafka_streams() -> None:
+    # KIP-733: -1 asks the broker for its default.replication.factor.
+    assert make_app_config(application_id="a", bootstrap_servers="h:1").replication_factor == -1
+    cfg = AppConfig.model_validate(
+        {"application.id": "a", "bootstrap.servers": "h:1", "replication.factor": 3}
+    )
+    assert cfg.replication_factor == 3
+
+
+@pytest.mark.parametrize("factor", [0, -2, -100])
+def test_replication_factor_refuses_zero_and_below_minus_one(factor: int) -> None:
+    with pytest.raises(ConfigError, match=r"replication_factor.*must be -1 \(the broker's default"):
+        make_app_config(application_id="a", bootstrap_servers="h:1", replication_factor=factor)
