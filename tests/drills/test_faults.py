@@ -99,9 +99,12 @@ def test_a_group_survives_the_drill_on_a_three_broker_cluster(
     options = DrillOptions(workers=2, partitions=4, rate=100, keys=100)
     fault = FaultOptions(protocol=protocol, down_s=5.0, steady_s=2.0)
     lines: list[str] = []
-    result = asyncio.run(
-        run_fault_drill(fault_spec(name, protocol), options, fault, kafka_cluster, lines.append)
-    )
+    try:
+        result = asyncio.run(
+            run_fault_drill(fault_spec(name, protocol), options, fault, kafka_cluster, lines.append)
+        )
+    finally:
+        kafka_cluster.recover()  # the session's cluster, whole again for the next test
     detail = "\n".join([*lines, *result.problems, *result.violations, *result.lost_runs])
     assert result.ok, detail
     assert result.acknowledged > 500, detail
