@@ -45,7 +45,7 @@ from streamtasks.drills.offset_audit import OffsetAudit
 from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
 from streamtasks.drills.rolling import DrillOptions, DrillResult, _now_ms, _Run, _Worker
 from streamtasks.drills.stateful_app import record_for
-from streamtasks.errors import ConfigError
+from streamtasks.errors import BrokerError, ConfigError
 from topology.names import changelog_topic
 
 __all__ = ["PROTOCOLS", "FaultOptions", "fault_spec", "resume_summary", "run_fault_drill"]
@@ -183,12 +183,17 @@ class _FaultRun(_Run):
     async def _script(self, names: list[str], state_root: str) -> None:
         await super()._script(names, state_root)  # start every worker, wait until settled
         await asyncio.sleep(self.fault.steady_s)
-        await {
+        script = {
             "broker-crash": self._broker_crash,
             "leader-crash": self._leader_crash,
             "broker-rolling-restart": self._rolling_restart,
             "broker-hang": self._broker_hang,
-        }[self.spec.name](names, state_root)
+        }[self.spec.name]
+        try:
+            await script(names, state_root)
+        except BrokerError as exc:  # the cluster did not come back: the verdict still runs
+            self.result.problems.append(f"the cluster: {exc}")
+            self.say(f"  the cluster: {exc}")
 
     async def _ask(self, call: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(call, *args)
