@@ -198,6 +198,15 @@ class _FaultRun(_Run):
     async def _ask(self, call: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(call, *args)
 
+    async def _restart(self, broker: Any) -> None:
+        """Start a broker again: the process is launched from this (the event loop's) thread,
+        which lives as long as the cluster should. Linux ties a child's parent-death signal to
+        the thread that forked it (streamtasks.embedded._process), so a broker launched from a
+        worker thread of ``asyncio.to_thread`` is killed when that thread ends; only the wait
+        until it serves runs in a thread."""
+        broker.launch()
+        await self._ask(broker.wait_ready)
+
     def _mark(self, label: str, node: int) -> FaultMark:
         at = _now_ms()
         mark = FaultMark(label=label, node=node, at_s=self.seconds(at))
@@ -232,7 +241,7 @@ class _FaultRun(_Run):
         mark = self._mark(label, node)
         await self._ask(broker.kill)
         await asyncio.sleep(self.fault.down_s)
-        await self._ask(broker.start)
+        await self._restart(broker)
         self.say(f"  node {node} is back")
         await self._recovered(mark, names)
 
@@ -278,7 +287,7 @@ class _FaultRun(_Run):
                 )
                 await self._ask(broker.stop)
                 await self._bounce(bounced, state_root)
-                await self._ask(broker.start)
+                await self._restart(broker)
                 self.say(f"  node {broker.node_id} is back")
                 await self._recovered(mark, names)
 

@@ -104,6 +104,7 @@ def test_a_group_survives_the_drill_on_a_three_broker_cluster(
             run_fault_drill(fault_spec(name, protocol), options, fault, kafka_cluster, lines.append)
         )
     finally:
+        print("\n".join(lines))  # the drill's progress, shown when the test fails
         kafka_cluster.recover()  # the session's cluster, whole again for the next test
     detail = "\n".join([*lines, *result.problems, *result.violations, *result.lost_runs])
     assert result.ok, detail
