@@ -109,6 +109,7 @@ class FaultProxy:
                 loop.run_until_complete(self._listen())
             except BaseException as exc:
                 failure.append(exc)
+                loop.close()
                 ready.set()
                 return
             ready.set()

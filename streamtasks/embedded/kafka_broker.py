@@ -47,6 +47,7 @@ __all__ = [
     "kafka_classpath",
     "kafka_requirements_missing",
     "kafka_version",
+    "random_uuid",
 ]
 
 #: Kafka 4.x brokers need Java 17 or newer.
@@ -214,7 +215,7 @@ def _resolve(pom: Path, version: str, out: Path) -> None:
     partial.replace(out)
 
 
-def _cluster_id() -> str:
+def random_uuid() -> str:
     """A random KRaft cluster id, as ``kafka-storage.sh random-uuid`` prints one."""
     while True:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -358,7 +359,7 @@ class KafkaBroker(ChildBroker):
         """The cluster id and controller quorum ``StorageTool format`` writes: a fresh id and a
         standalone quorum of this one node (a cluster's nodes share both, see
         :mod:`streamtasks.embedded.kafka_cluster`)."""
-        return ("--standalone", "-t", _cluster_id())
+        return ("--standalone", "-t", random_uuid())
 
     def _format_options(self) -> tuple[str, ...]:
         """More arguments of ``StorageTool format`` (none here; the secured broker adds its SCRAM

@@ -46,7 +46,7 @@ from streamtasks.embedded._process import unused_port
 from streamtasks.embedded.cluster import create_topics
 from streamtasks.embedded.cluster_broker import ClusterBroker, broker_ids, cluster_settings, metadata_call
 from streamtasks.embedded.fault_proxy import FaultProxy
-from streamtasks.embedded.kafka_broker import _cluster_id
+from streamtasks.embedded.kafka_broker import random_uuid
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.admin import TopicSpec
 from streamtasks.runtime.blocking import BlockingConnection
@@ -101,13 +101,13 @@ class KafkaCluster:
             for _ in range(brokers)
         ]
         quorum = ",".join(f"{host}:{p['CONTROLLER']}" for p in ports)
-        dir_ids = [_cluster_id() for _ in ports]
+        dir_ids = [random_uuid() for _ in ports]
         initial = ",".join(
             f"{i}@{host}:{p['CONTROLLER']}:{d}"
             for i, (p, d) in enumerate(zip(ports, dir_ids, strict=True), 1)
         )
         settings = {**cluster_settings(brokers), **(configs or {})}
-        cluster_id = _cluster_id()
+        cluster_id = random_uuid()
         self.brokers: list[ClusterBroker] = [
             ClusterBroker(
                 node_id=i,

@@ -97,7 +97,8 @@ async def _commit(bootstrap: str, group: str, topic: str, offset: int) -> int | 
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         await consumer.commit({tp: offset})
-        return await consumer.committed(tp)
+        committed: int | None = await consumer.committed(tp)
+        return committed
     finally:
         await consumer.stop()
 
