@@ -63,6 +63,9 @@ class DrillSpec:
     #: App drills: the userdata version every worker must subscribe with at the end (None: not
     #: checked). A worker ending on another one is a problem of the drill.
     final_userdata_version: int | None = None
+    #: A broker fault drill (:mod:`streamtasks.drills.faults`): one release (``--protocol``),
+    #: on a three-broker cluster whose brokers the drill kills, stops or pauses.
+    fault: bool = False
 
     @property
     def bounces(self) -> tuple[Stage, ...]:
@@ -145,6 +148,39 @@ DRILLS: tuple[DrillSpec, ...] = (
             ),
             Stage(label="classic again (the downgrade)", args=("--assignor", "cooperative_sticky")),
         ),
+    ),
+)
+
+#: The broker fault drills: stage 0 is the default ``--protocol`` (classic cooperative).
+_CLASSIC = Stage(label="classic (cooperative_sticky)", args=("--assignor", "cooperative_sticky"))
+DRILLS += (
+    DrillSpec(
+        name="broker-crash",
+        summary="3-broker cluster: kill -9 the group coordinator's broker mid-stream, then again during a "
+        "member's bounce; each comes back after 10 s",
+        stages=(_CLASSIC,),
+        fault=True,
+    ),
+    DrillSpec(
+        name="leader-crash",
+        summary="3-broker cluster: kill -9 the broker leading most input and changelog partitions; back "
+        "after 10 s",
+        stages=(_CLASSIC,),
+        fault=True,
+    ),
+    DrillSpec(
+        name="broker-rolling-restart",
+        summary="3-broker cluster: every broker stopped (controlled shutdown) and started in turn, a member "
+        "bounced while each is down",
+        stages=(_CLASSIC,),
+        fault=True,
+    ),
+    DrillSpec(
+        name="broker-hang",
+        summary="3-broker cluster: SIGSTOP the group coordinator's broker for longer than the session "
+        "timeout, then SIGCONT",
+        stages=(_CLASSIC,),
+        fault=True,
     ),
 )
 

@@ -53,6 +53,19 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the group on `streamtasks coordinator`, started in front of the cluster (the workers "
         "bootstrap to it), instead of the cluster's own group coordinator",
     )
+    run.add_argument(
+        "--protocol",
+        choices=("classic", "consumer", "app"),
+        default="classic",
+        help="broker fault drills: the group's protocol (classic cooperative, KIP-848, the stateful App "
+        "with a standby); --coordinator puts streamtasks coordinator in front (default: classic)",
+    )
+    run.add_argument(
+        "--library",
+        choices=("streamtasks", "confluent", "kafka-python"),
+        default="streamtasks",
+        help="broker fault drills: the group's members (another library's: the reference rows)",
+    )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--report", metavar="DIR", help="write report.json and report.html here (default: none)")
     run.add_argument(
@@ -153,6 +166,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if not spec.available:
         raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
     if args.simulate:
+        if spec.fault:
+            raise ConfigError(f"drill {spec.name!r} runs on a live cluster only (no --simulate)")
         if args.coordinator:
             raise ConfigError("--coordinator runs the drill live; --simulate takes no coordinator")
         return _simulate(args, spec, out)
@@ -162,10 +177,26 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     )  # fmt: skip
     if options.workers < 2 or options.partitions < 1 or options.rate < 1:
         raise ConfigError("a drill needs --workers >= 2, --partitions >= 1 and --rate >= 1")
+    if spec.fault:
+        from streamtasks.drills.faults import FaultOptions, fault_spec
+
+        if args.bootstrap_servers or client_config_path(args.client_config) is not None:
+            raise ConfigError(
+                "a broker fault drill starts its own three-broker cluster (it kills its brokers)"
+            )
+        spec = fault_spec(spec.name, args.protocol)
+        fault = FaultOptions(protocol=args.protocol, members=args.library)
+    elif args.protocol != "classic" or args.library != "streamtasks":
+        raise ConfigError("--protocol and --library are options of the broker fault drills")
+    else:
+        fault = None
     aiokafka_log = logging.getLogger("aiokafka")
     quiet_from = aiokafka_log.level
-    aiokafka_log.setLevel(logging.ERROR)  # for the run only: main() may be called in-process
+    # for the run only (main() may be called in-process); a fault drill's brokers die on purpose
+    aiokafka_log.setLevel(logging.CRITICAL if fault is not None else logging.ERROR)
     try:
+        if fault is not None:
+            return _run_faults(args, spec, options, fault, out)
         return _run_live(args, spec, options, out)
     finally:
         aiokafka_log.setLevel(quiet_from)
@@ -189,6 +220,29 @@ def _run_live(args: argparse.Namespace, spec: Any, options: Any, out: TextIO) ->
             result = asyncio.run(run_live_drill(spec, options, target, progress.say))
     finally:
         cluster.stop()
+    return _finish(args, result, out)
+
+
+def _run_faults(args: argparse.Namespace, spec: Any, options: Any, fault: Any, out: TextIO) -> int:
+    from streamtasks.drills.faults import run_fault_drill
+    from streamtasks.embedded import start_cluster
+
+    with _Progress(sys.stderr if args.json else out, quiet=False) as progress:
+        progress.say("starting a three-broker Apache Kafka cluster")
+        cluster = start_cluster(brokers=3)
+        try:
+            where = " through streamtasks coordinator" if options.coordinator else ""
+            progress.say(
+                f"drill {spec.name} ({args.protocol}, {fault.members} members{where}) on "
+                f"{cluster.bootstrap_servers}: {spec.summary}"
+            )
+            result = asyncio.run(run_fault_drill(spec, options, fault, cluster, progress.say))
+        finally:
+            cluster.stop()
+    return _finish(args, result, out)
+
+
+def _finish(args: argparse.Namespace, result: Any, out: TextIO) -> int:
     if args.report:
         from streamtasks.drills.drill_report import write_report
 

@@ -50,6 +50,12 @@ def verdict_rows(result: DrillResult) -> list[tuple[str, str, str]]:
             ("keys counted short", str(result.state_counts_short),
              "ok" if result.state_counts_short == 0 else "FAIL")
         )  # fmt: skip
+    if result.faults:
+        rows.append(("members", result.members_client, "-"))
+        for mark in result.faults:
+            took = "never" if mark.resumed_ms is None else f"{mark.resumed_ms:,} ms"
+            rows.append((f"resumed after: {mark.label} (at {mark.at_s:.1f}s)", took, "-"))
+        rows.append(("time until processing resumes", result.resume, "-"))
     for problem in result.problems:
         rows.append(("problem", problem, "FAIL"))
     return rows

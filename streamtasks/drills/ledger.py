@@ -19,6 +19,7 @@ from topology.ids import TopicPartition
 __all__ = [
     "CommitMark",
     "DoubleOwnership",
+    "FaultMark",
     "LedgerReport",
     "OwnershipAudit",
     "RecordAudit",
@@ -190,6 +191,18 @@ class CommitMark:
             f"{self.worker} ({self.by}) committed offset {self.offset} of partition "
             f"{self.partition} at {(self.at_ms - t0_ms) / 1000:.3f}s"
         )
+
+
+@dataclass(slots=True, kw_only=True)
+class FaultMark:
+    """One fault a broker drill caused (:mod:`streamtasks.drills.faults`): what, on which node,
+    when (seconds since the drill started), and how long until every partition processed a
+    record acknowledged after it (None: not yet, or never)."""
+
+    label: str
+    node: int
+    at_s: float
+    resumed_ms: int | None = None
 
 
 def first_commits_past(lost: Iterable[str], commits: Sequence[CommitMark]) -> dict[str, CommitMark | None]:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -57,10 +58,12 @@ class OffsetAudit:
         key: bytes,
         value: bytes,
         partition: int | None = None,
-    ) -> None:
-        """Send one input record; its offset (and key) is recorded when the broker acknowledges it."""
-        future = await producer.send(topic, key=key, value=value, partition=partition)
+    ) -> asyncio.Future[Any]:
+        """Send one input record; its offset (and key) is recorded when the broker acknowledges
+        it. Returns the send's future (its metadata once acknowledged)."""
+        future: asyncio.Future[Any] = await producer.send(topic, key=key, value=value, partition=partition)
         future.add_done_callback(functools.partial(self._acked, key))
+        return future
 
     def _acked(self, key: bytes, future: asyncio.Future[object]) -> None:
         if not future.cancelled() and future.exception() is None:

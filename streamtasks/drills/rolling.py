@@ -44,7 +44,7 @@ from aiokafka import AIOKafkaProducer
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
 from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED, CoordinatorProcess
-from streamtasks.drills.ledger import CommitMark, OwnershipAudit, first_commits_past, offset_runs
+from streamtasks.drills.ledger import CommitMark, FaultMark, OwnershipAudit, first_commits_past, offset_runs
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit
 from streamtasks.drills.peer_worker import CLIENTS as PEER_CLIENTS
 from streamtasks.drills.stateful_app import record_for
@@ -137,6 +137,11 @@ class DrillResult:
     samples: list[tuple[float, int, int]] = field(default_factory=list)
     #: (seconds, label): bounces and group generations seen
     markers: list[tuple[float, str]] = field(default_factory=list)
+    #: Broker drills (:mod:`streamtasks.drills.faults`): each fault, its resume time, and the
+    #: library of the group's members (``streamtasks``, or a peer's reference group).
+    faults: list[FaultMark] = field(default_factory=list)
+    resume: str = ""
+    members_client: str = "streamtasks"
 
     @property
     def ok(self) -> bool:
@@ -405,15 +410,21 @@ class _Run:
         try:
             while not stop.is_set():
                 for _ in range(max(1, self.o.rate // 20)):
-                    key, value = record_for(seq, self.o.keys)
-                    await self.audit.send(producer, self.topic, key=key, value=value)
-                    self.last_value[key.decode()] = seq
-                    self.produced_per_key[key.decode()] = self.produced_per_key.get(key.decode(), 0) + 1
+                    if not await self.send_one(producer, seq):
+                        break
                     seq += 1
                 await asyncio.sleep(0.05)
             await producer.flush()
         finally:
             await producer.stop()
+
+    async def send_one(self, producer: AIOKafkaProducer, seq: int) -> bool:
+        """Send record ``seq`` (through the audit); whether it was sent."""
+        key, value = record_for(seq, self.o.keys)
+        await self.audit.send(producer, self.topic, key=key, value=value)
+        self.last_value[key.decode()] = seq
+        self.produced_per_key[key.decode()] = self.produced_per_key.get(key.decode(), 0) + 1
+        return True
 
     def _unprocessed_ours(self) -> bool:
         """Whether an acknowledged record is still unprocessed and not lost by a peer (nobody

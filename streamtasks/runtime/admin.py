@@ -25,7 +25,7 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.static.primitive import i16, i32
 
 from streamtasks.errors import BrokerError
-from streamtasks.runtime.connection import AsyncConnection, parse_bootstrap
+from streamtasks.runtime.connection import open_any
 from streamtasks.runtime.security import ClientSettings
 
 __all__ = [
@@ -121,13 +121,13 @@ async def create_topics_async(
     exist_ok: bool = True,
     client_id: str = "streamtasks",
 ) -> None:
-    """Create topics through the first bootstrap server; existing topics are fine with ``exist_ok``."""
+    """Create topics through the first bootstrap server that accepts a connection (one that is
+    down, a broker restarted or killed, is passed over); existing topics are fine with
+    ``exist_ok``."""
     specs = topic_specs(topics)
     if not specs:
         return
-    settings = ClientSettings.of(bootstrap)
-    host, port = parse_bootstrap(settings.bootstrap_servers)[0]
-    conn = await AsyncConnection.open(host, port, client_id=client_id, security=settings)
+    conn = await open_any(ClientSettings.of(bootstrap), client_id)
     try:
         response = await conn.call(create_topics_request(specs), CreateTopicsResponse)
         check_create_topics(response, exist_ok=exist_ok)

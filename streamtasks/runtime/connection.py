@@ -51,6 +51,7 @@ __all__ = [
     "AsyncConnection",
     "ConnectionLost",
     "GroupCoordinatorClient",
+    "coordinator_moved",
     "open_any",
     "parse_bootstrap",
 ]
@@ -74,6 +75,16 @@ COORDINATOR_GONE = frozenset(
 
 class ConnectionLost(BrokerError):
     """The connection closed or failed while requests were in flight."""
+
+
+def coordinator_moved(response: Any) -> bool:
+    """Whether a decoded group response says the coordinator moved or is not there yet: its
+    top-level ``error``, or any per-partition one (OffsetCommit answers NOT_COORDINATOR per
+    partition, with no top-level error; OffsetFetch may answer it either way)."""
+    if getattr(response, "error", None) in COORDINATOR_GONE:
+        return True
+    rows = (*getattr(response, "errors", ()), *getattr(response, "offsets", ()))
+    return any(row[-1] in COORDINATOR_GONE for row in rows)
 
 
 def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
@@ -411,6 +422,8 @@ class GroupCoordinatorClient:
         self._group_id = group_id
         self._client_id = client_id
         self._coordinator: AsyncConnection | None = None
+        #: The bootstrap server that answered the last FindCoordinator (asked first next time).
+        self._answered = 0
         self._lock = asyncio.Lock()
 
     async def ensure_coordinator(self) -> None:
@@ -422,7 +435,11 @@ class GroupCoordinatorClient:
             if self._coordinator is not None and not self._coordinator.closed:
                 return self._coordinator
             last: str = "no bootstrap server answered"
-            for host, port in self._bootstrap:
+            # Start at the server that answered last time: a dead or hung one (killed, paused)
+            # is not asked first again on every lookup while the coordinator moves.
+            start = self._answered
+            for index in [*range(start, len(self._bootstrap)), *range(start)]:
+                host, port = self._bootstrap[index]
                 try:
                     conn = await self._open(host, port)
                 except ConnectionLost as exc:
@@ -430,10 +447,16 @@ class GroupCoordinatorClient:
                     continue
                 try:
                     found = await conn.call(
-                        find_coordinator_request(self._group_id), KFindCoordinatorResponse
+                        find_coordinator_request(self._group_id),
+                        KFindCoordinatorResponse,
+                        timeout_s=self._timeout_s,
                     )
+                except ConnectionLost as exc:  # it died or hung mid-request: ask the next one
+                    last = str(exc)
+                    continue
                 finally:
                     await conn.close()
+                self._answered = index
                 error = KafkaErrorCode.of(int(found.error_code.value))
                 if error is KafkaErrorCode.GROUP_AUTHORIZATION_FAILED:
                     raise AuthorizationError(
@@ -465,7 +488,7 @@ class GroupCoordinatorClient:
             await self.reset()
             raise
         response = from_wire(wire)
-        if getattr(response, "error", None) in COORDINATOR_GONE:
+        if coordinator_moved(response):
             await self.reset()
         return response
 

@@ -40,7 +40,6 @@ from streamtasks.membership.classic import (
     ListenerKind,
 )
 from streamtasks.membership.consumer import ConsumerMember
-from streamtasks.protocol.classic_group import OffsetFetchRequest
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.txn_offsets import TxnOffsetCommitResponse
 from streamtasks.runtime.aio import AioTopicPartition, from_aio
@@ -57,11 +56,12 @@ from streamtasks.runtime.consumer_driver import (
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
     GroupMember,
+    fetch_offsets,
     make_member,
     member_epoch,
     member_metrics,
     read_topic_metadata,
-    send_offset_commit,
+    send_offset_commit_retrying,
     send_txn_offset_commit,
     wait_for_new_epoch,
 )
@@ -471,7 +471,9 @@ class Consumer:
         )
         while chosen:
             epoch = self.generation
-            response = await send_offset_commit(self._client, self._member, self.config, chosen, epoch)
+            response = await send_offset_commit_retrying(
+                self._client, self._member, self.config, chosen, epoch
+            )
             failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
             stale = {tp for tp, err in failed if err is KafkaErrorCode.STALE_MEMBER_EPOCH}
             if not failed:
@@ -589,11 +591,7 @@ class Consumer:
         pending transaction still holds (``read_committed`` asks with ``require_stable``)."""
         assert self._client is not None
         stable = self.config.isolation_level == "read_committed"
-        fetched = await self._client.send(
-            OffsetFetchRequest(
-                group_id=self.config.group_id, partitions=tuple(partitions), require_stable=stable
-            )
-        )
+        fetched = await fetch_offsets(self._client, self.config, tuple(partitions), require_stable=stable)
         unstable: list[TopicPartition] = []
         for tp, offset, err in fetched.offsets:
             if KafkaErrorCode.UNSTABLE_OFFSET_COMMIT in (err, fetched.error):

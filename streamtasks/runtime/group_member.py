@@ -13,27 +13,43 @@ from kio.static.constants import uuid_zero
 
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
-from streamtasks.errors import AuthorizationError, ConfigError
+from streamtasks.errors import AuthorizationError, BrokerError, ConfigError
 from streamtasks.membership.classic import ClassicMember, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
-from streamtasks.protocol.classic_group import CommittedOffset, OffsetCommitRequest, OffsetCommitResponse
+from streamtasks.protocol.classic_group import (
+    CommittedOffset,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.txn_offsets import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from streamtasks.runtime.admin import metadata_request
 from streamtasks.runtime.config import ConsumerConfig
-from streamtasks.runtime.connection import AsyncConnection, GroupCoordinatorClient
+from streamtasks.runtime.connection import (
+    COORDINATOR_GONE,
+    AsyncConnection,
+    ConnectionLost,
+    GroupCoordinatorClient,
+)
 from streamtasks.runtime.consumer_driver import TopicMetadata, new_member_id, send_consumer_group_request
 from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
 __all__ = [
+    "RETRY_CODES",
     "USER_DATA_PROVIDER_REMOVED",
     "GroupMember",
+    "fetch_answered",
+    "fetch_committed",
+    "fetch_offsets",
     "make_member",
     "member_epoch",
     "member_metrics",
     "read_topic_metadata",
     "send_offset_commit",
+    "send_offset_commit_retrying",
     "send_txn_offset_commit",
     "wait_for_new_epoch",
 ]
@@ -99,6 +115,16 @@ def make_member(
             lose_on_missed_generation=config.lose_on_missed_generation,
         )
     )
+
+
+#: OffsetCommit / OffsetFetch answers worth sending again after ``retry_backoff_ms``: the
+#: coordinator moved, is not there yet or is loading the group (a broker died), or the request
+#: timed out, as Kafka's ConsumerCoordinator retries them (``RetriableCommitFailedException``).
+RETRY_CODES = COORDINATOR_GONE | {
+    KafkaErrorCode.REQUEST_TIMED_OUT,
+    KafkaErrorCode.NETWORK_EXCEPTION,
+    KafkaErrorCode.UNSTABLE_OFFSET_COMMIT,
+}
 
 
 def member_epoch(member: GroupMember) -> int:
@@ -205,3 +231,87 @@ async def read_topic_metadata(conn: AsyncConnection, topics: tuple[str, ...]) ->
             if topic.topic_id is not None and topic.topic_id != uuid_zero:
                 ids[str(topic.name)] = topic.topic_id
     return TopicMetadata(partitions=counts, topic_ids=ids)
+
+
+async def send_offset_commit_retrying(
+    client: GroupCoordinatorClient,
+    member: GroupMember,
+    config: ConsumerConfig,
+    offsets: Mapping[TopicPartition, int],
+    epoch: int,
+) -> OffsetCommitResponse:
+    """:func:`send_offset_commit`, sent again while it fails for a reason of the broker's side
+    (:data:`RETRY_CODES` on every failed partition, or a dropped connection) for up to the
+    request timeout, ``retry_backoff_ms`` apart, each time to the coordinator looked up again:
+    a commit that meets a coordinator moving off a dead broker lands on the new one instead of
+    being given up. The last answer is returned (the last ConnectionLost raised)."""
+    deadline = monotonic_ms() + config.request_timeout_ms
+    while True:
+        try:
+            response = await send_offset_commit(client, member, config, offsets, epoch)
+        except ConnectionLost:
+            if monotonic_ms() >= deadline:
+                raise
+        else:
+            failed = [err for _, err in response.errors if err is not KafkaErrorCode.NONE]
+            if not failed or not all(err in RETRY_CODES for err in failed) or monotonic_ms() >= deadline:
+                return response
+        await asyncio.sleep(config.retry_backoff_ms / 1000)
+
+
+def fetch_answered(response: OffsetFetchResponse, *, unstable_is_final: bool = False) -> bool:
+    """Whether an OffsetFetch answer is final (not one of :data:`RETRY_CODES`, overall or for
+    a partition: the committed offsets are not known yet). ``unstable_is_final``: an
+    UNSTABLE_OFFSET_COMMIT is the caller's to handle (a ``read_committed`` member keeps such a
+    partition owned but unfetched), not a reason to ask again here."""
+    retry = RETRY_CODES - {KafkaErrorCode.UNSTABLE_OFFSET_COMMIT} if unstable_is_final else RETRY_CODES
+    return response.error not in retry and not any(err in retry for _, _, err in response.offsets)
+
+
+async def fetch_committed(
+    client: GroupCoordinatorClient, config: ConsumerConfig, partitions: tuple[TopicPartition, ...]
+) -> dict[TopicPartition, int]:
+    """The committed offsets of ``partitions`` (those with none are left out); see
+    :func:`fetch_offsets`."""
+    response = await fetch_offsets(client, config, partitions)
+    return {tp: off for tp, off, err in response.offsets if err is KafkaErrorCode.NONE and off >= 0}
+
+
+async def fetch_offsets(
+    client: GroupCoordinatorClient,
+    config: ConsumerConfig,
+    partitions: tuple[TopicPartition, ...],
+    *,
+    require_stable: bool = False,
+) -> OffsetFetchResponse:
+    """The OffsetFetch answer for ``partitions``, asked again while the coordinator is moving
+    (:func:`fetch_answered`) for up to half the session timeout (the member's loop waits
+    meanwhile). Kafka's consumer never starts an assigned partition at ``auto.offset.reset``
+    because the coordinator could not answer: with ``latest`` that would skip every record
+    after the last commit. ``require_stable`` (KIP-447, ``read_committed``): offsets a pending
+    transaction holds come back as UNSTABLE_OFFSET_COMMIT for the caller. Raises
+    ConnectionLost, or :class:`~streamtasks.errors.BrokerError` naming the code, when it still
+    has no answer."""
+    deadline = monotonic_ms() + min(config.request_timeout_ms, config.session_timeout_ms // 2)
+    request = OffsetFetchRequest(
+        group_id=config.group_id, partitions=partitions, require_stable=require_stable
+    )
+    while True:
+        try:
+            response: OffsetFetchResponse = await client.send(
+                request, timeout_s=config.request_timeout_ms / 1000
+            )
+        except ConnectionLost:
+            if monotonic_ms() >= deadline:
+                raise
+        else:
+            if fetch_answered(response, unstable_is_final=require_stable):
+                return response
+            if monotonic_ms() >= deadline:
+                codes = sorted(
+                    {response.error.name, *(err.name for _, _, err in response.offsets)} - {"NONE"}
+                )
+                raise BrokerError(
+                    f"OffsetFetch for group {config.group_id!r} still answered {', '.join(codes)}"
+                )
+        await asyncio.sleep(config.retry_backoff_ms / 1000)

@@ -186,3 +186,68 @@ def test_connection_closed_by_the_peer_closes_its_transport() -> None:
         return [w for w in caught if issubclass(w.category, ResourceWarning)]
 
     assert asyncio.run(go()) == []
+
+
+def test_a_partition_level_not_coordinator_says_the_coordinator_moved() -> None:
+    """OffsetCommit carries NOT_COORDINATOR per partition, with no top-level error: the client
+    must forget the coordinator on it too, or it asks the old broker again and again."""
+    from streamtasks.runtime.connection import coordinator_moved
+
+    tp = TopicPartition("t", 0)
+    gone = [KafkaErrorCode.NOT_COORDINATOR, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE]
+    for code in [*gone, KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS]:
+        assert coordinator_moved(cg.OffsetCommitResponse(errors=((tp, KafkaErrorCode.NONE), (tp, code))))
+        assert coordinator_moved(cg.OffsetFetchResponse(error=code))
+        assert coordinator_moved(cg.OffsetFetchResponse(error=KafkaErrorCode.NONE, offsets=((tp, -1, code),)))
+        assert coordinator_moved(cg.HeartbeatResponse(error=code))
+    for code in [KafkaErrorCode.NONE, KafkaErrorCode.ILLEGAL_GENERATION, KafkaErrorCode.REQUEST_TIMED_OUT]:
+        assert not coordinator_moved(cg.OffsetCommitResponse(errors=((tp, code),)))
+        assert not coordinator_moved(cg.HeartbeatResponse(error=code))
+
+
+def _commit(group: str) -> cg.OffsetCommitRequest:
+    return cg.OffsetCommitRequest(
+        group_id=group, generation_id=1, member_id="m", group_instance_id=None,
+        offsets=(cg.CommittedOffset(partition=TopicPartition("t", 0), offset=5),),
+    )  # fmt: skip
+
+
+def test_a_commit_answered_not_coordinator_looks_the_coordinator_up_again() -> None:
+    from collections import deque
+
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        async with FakeCoordinator(commit_errors=deque([KafkaErrorCode.NOT_COORDINATOR])) as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                first = await client.send(_commit("g"))
+                assert first.errors == ((TopicPartition("t", 0), KafkaErrorCode.NOT_COORDINATOR),)
+                second = await client.send(_commit("g"))
+                assert second.errors == ((TopicPartition("t", 0), KafkaErrorCode.NONE),)
+                assert fake.finds == 2  # before the fix: 1, the old connection was kept
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_bootstrap_server_that_dies_mid_find_coordinator_is_passed_over() -> None:
+    """The first bootstrap server hangs up on FindCoordinator (killed mid-request): the lookup
+    goes on to the next server instead of failing, and starts there next time."""
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        async with FakeCoordinator(hang_up_finds=1) as dying, FakeCoordinator() as alive:
+            client = GroupCoordinatorClient(f"{dying.address},{alive.address}", "g")
+            try:
+                answer = await client.send(_commit("g"))
+                assert answer.errors == ((TopicPartition("t", 0), KafkaErrorCode.NONE),)
+                assert (dying.finds, alive.finds) == (1, 1)
+                await client.reset()
+                await client.send(_commit("g"))
+                assert (dying.finds, alive.finds) == (1, 2)  # the one that answered is asked first
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))

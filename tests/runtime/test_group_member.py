@@ -1,0 +1,110 @@
+"""Offset commits and fetches while the coordinator moves (a broker died): sent again to the
+coordinator looked up again, never given up at the first NOT_COORDINATOR, and never an
+assigned partition started at auto.offset.reset because the coordinator could not answer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import pytest
+
+from streamtasks.errors import BrokerError
+from streamtasks.membership.classic import ClassicMember
+from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.errors import KafkaErrorCode as E
+from streamtasks.runtime.config import ConsumerConfig, make_config
+from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.group_member import (
+    fetch_answered,
+    fetch_committed,
+    make_member,
+    send_offset_commit_retrying,
+)
+from tests.runtime.fake_coordinator import FakeCoordinator
+from topology import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def _config(address: str, **kw: object) -> ConsumerConfig:
+    settings: dict[str, object] = {
+        "bootstrap_servers": address, "group_id": "g", "retry_backoff_ms": 10, "request_timeout_ms": 2_000,
+        "session_timeout_ms": 6_000, "heartbeat_interval_ms": 1_000,
+    }  # fmt: skip
+    return make_config({**settings, **kw})
+
+
+def test_offset_fetch_answers_that_are_not_final() -> None:
+    assert fetch_answered(cg.OffsetFetchResponse(error=E.NONE, offsets=((TP, 3, E.NONE),)))
+    assert not fetch_answered(cg.OffsetFetchResponse(error=E.COORDINATOR_LOAD_IN_PROGRESS))
+    assert not fetch_answered(cg.OffsetFetchResponse(error=E.NOT_COORDINATOR))
+    assert not fetch_answered(
+        cg.OffsetFetchResponse(error=E.NONE, offsets=((TP, -1, E.UNSTABLE_OFFSET_COMMIT),))
+    )
+    assert fetch_answered(cg.OffsetFetchResponse(error=E.GROUP_AUTHORIZATION_FAILED))
+
+
+def test_a_commit_meeting_a_moving_coordinator_lands_on_the_new_one() -> None:
+    async def go() -> None:
+        errors = deque([E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.REQUEST_TIMED_OUT])
+        async with FakeCoordinator(commit_errors=errors) as fake:
+            config = _config(fake.address)
+            member = make_member(config, ("t",), None)
+            assert isinstance(member, ClassicMember)
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                answer = await send_offset_commit_retrying(client, member, config, {TP: 7}, 1)
+            finally:
+                await client.close()
+            assert answer.errors == ((TP, E.NONE),)
+            assert fake.commits == 4
+            assert fake.finds == 3  # looked up again after each coordinator code, not the timeout
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_commit_rejected_for_a_reason_of_the_group_is_not_sent_again() -> None:
+    async def go() -> None:
+        async with FakeCoordinator(commit_errors=deque([E.ILLEGAL_GENERATION])) as fake:
+            config = _config(fake.address)
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                answer = await send_offset_commit_retrying(
+                    client, make_member(config, ("t",), None), config, {TP: 7}, 1
+                )
+            finally:
+                await client.close()
+            assert answer.errors == ((TP, E.ILLEGAL_GENERATION),)
+            assert fake.commits == 1
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_committed_offsets_are_asked_again_while_the_coordinator_loads_the_group() -> None:
+    async def go() -> None:
+        errors = deque([E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS])
+        async with FakeCoordinator(fetch_errors=errors, committed={("t", 0): 42}) as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                got = await fetch_committed(client, _config(fake.address), (TP, TopicPartition("t", 1)))
+            finally:
+                await client.close()
+            assert got == {TP: 42}  # partition 1 has no commit: left to auto.offset.reset
+            assert fake.fetches == 3
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_committed_offsets_never_answered_are_an_error_not_a_silent_reset() -> None:
+    async def go() -> None:
+        errors = deque([E.COORDINATOR_LOAD_IN_PROGRESS] * 10_000)
+        async with FakeCoordinator(fetch_errors=errors) as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                with pytest.raises(BrokerError, match="COORDINATOR_LOAD_IN_PROGRESS"):
+                    await fetch_committed(client, _config(fake.address, request_timeout_ms=1_000), (TP,))
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
