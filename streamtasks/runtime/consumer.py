@@ -42,7 +42,7 @@ from streamtasks.membership.classic import (
 from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.txn_offsets import TxnOffsetCommitResponse
-from streamtasks.runtime.aio import AioTopicPartition, from_aio
+from streamtasks.runtime.aio import AioTopicPartition
 from streamtasks.runtime.aio import to_aio as _tp
 from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.runtime.classic_driver import MemberDriver
@@ -53,6 +53,7 @@ from streamtasks.runtime.consumer_driver import (
     TopicMetadata,
     open_kip848_bootstrap,
 )
+from streamtasks.runtime.fetch_gaps import FetchGaps
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
     GroupMember,
@@ -126,9 +127,8 @@ class Consumer:
         self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
         #: Per owned partition, the offset after the last record handed out (or the committed offset).
         self._positions: dict[TopicPartition, int] = {}
-        #: Partitions whose fetcher was sent back to check a gap, and the offset it was sent to.
-        self._gap_probes: dict[TopicPartition, int] = {}
-        self._fetch_stats = {"rewinds": 0, "gaps_detected": 0, "gaps_confirmed": 0, "gaps_recovered": 0}
+        #: The gap probes under way and the fetch counters.
+        self._gaps = FetchGaps()
         self._fatal: ErrorReported | None = None
         self._closed = False
 
@@ -270,7 +270,7 @@ class Consumer:
 
     def metrics(self) -> dict[str, float]:
         out = member_metrics(self._member)
-        for name, n in self._fetch_stats.items():
+        for name, n in self._gaps.stats.items():
             out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
         return out
 
@@ -293,7 +293,7 @@ class Consumer:
         if offset < 0:
             raise ConfigError(f"cannot seek {partition} to a negative offset ({offset})")
         self._positions[partition] = offset
-        self._gap_probes.pop(partition, None)
+        self._gaps.probes.pop(partition, None)
         self._fetcher.seek(_tp(partition), offset)
 
     def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -306,7 +306,7 @@ class Consumer:
             if tp in self._owned and position is not None and offset < position:
                 log.info("%s goes back from %d to %d (records not processed)", tp, position, offset)
                 self.seek(tp, offset)
-                self._fetch_stats["rewinds"] += 1
+                self._gaps.stats["rewinds"] += 1
 
     def _raise_pending_errors(self) -> None:
         if self._closed:
@@ -333,7 +333,7 @@ class Consumer:
         Paused partitions are paused in the fetcher too, so their records are neither fetched
         nor consumed (see docs/app.md, "What is guaranteed"). A batch that does not continue
         where the partition's last handed-out record ended is checked before it is handed out
-        (:meth:`_continues`).
+        (:meth:`FetchGaps.continues`).
         """
         self._raise_pending_errors()
         if self._fetcher is None:
@@ -345,102 +345,29 @@ class Consumer:
             return {}
         batch = await self._fetcher.getmany(timeout_ms=timeout_ms, max_records=max_records)
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
-        fetchable, positions, probes = self._fetchable, self._positions, self._gap_probes
+        fetchable, positions, gaps = self._fetchable, self._positions, self._gaps
+        probes = gaps.probes
         for atp, fetched in batch.items():
             if not fetched:
                 continue
             tp = fetchable.get(atp)
             if tp is None:
-                self._not_handed_out(atp, fetched[0].offset)
+                gaps.not_handed_out(atp, fetched[0].offset, self._owned, positions, self._fetcher)
                 continue
             # The common case, checked inline: the batch continues where the partition's last
             # handed-out record ended and no gap check is pending for it. Anything else (the
             # first batch after an assignment, one fetched before a seek, a gap, a gap probe's
-            # answer) goes through _checked.
+            # answer) goes through FetchGaps.checked.
             if fetched[0].offset == positions.get(tp) and not (probes and tp in probes):
                 records = fetched
             else:
-                checked = self._checked(tp, atp, fetched)
+                checked = gaps.checked(tp, atp, fetched, positions, self._fetcher)
                 if checked is None:
                     continue
                 records = checked
             positions[tp] = records[-1].offset + 1
             out[tp] = records
         return out
-
-    def _checked(
-        self, tp: TopicPartition, atp: AioTopicPartition, records: list[ConsumerRecord[Any, Any]]
-    ) -> list[ConsumerRecord[Any, Any]] | None:
-        """The records of a batch of ``tp`` that may be handed out, or None (the batch is
-        dropped): records below the partition's position (fetched before a seek) are trimmed,
-        and a batch that does not start at the position is checked (:meth:`_continues`)."""
-        floor = self._positions.get(tp)
-        if floor is None:
-            return records
-        # Offsets rise within a batch: only a batch that starts below our position (fetched
-        # before a seek) needs trimming, and that is rare.
-        fresh = records if records[0].offset >= floor else [r for r in records if r.offset >= floor]
-        if not fresh or not self._continues(tp, atp, floor, fresh[0].offset):
-            return None
-        return fresh
-
-    def _not_handed_out(self, atp: AioTopicPartition, first: int) -> None:
-        """Records of ``atp`` came back but are not handed out (the partition is paused or is
-        being revoked). If it is still owned, the fetcher goes back to where the records began,
-        so that they are fetched again after ``resume``; a revoked partition's next owner starts
-        from the committed offset."""
-        tp = from_aio(atp)
-        if tp not in self._owned or self._fetcher is None:
-            return
-        back = self._positions.get(tp, first)
-        log.warning(
-            "fetched records of %s from offset %d that cannot be handed out now (paused); "
-            "the fetcher goes back to %d",
-            tp,
-            first,
-            back,
-        )
-        self._fetcher.seek(atp, back)
-        self._fetch_stats["rewinds"] += 1
-
-    def _continues(self, tp: TopicPartition, atp: AioTopicPartition, expected: int, first: int) -> bool:
-        """Whether a batch of ``tp`` starting at ``first`` may be handed out when ``expected`` is
-        the offset after the last record handed out.
-
-        A batch that starts above ``expected`` leaves a gap. Gaps are legitimate where the log
-        has no records to give (compaction, transaction markers, retention deleted them); they
-        are a bug where the fetcher moved past records nobody handed out. The consumer cannot
-        tell the two apart from the batch, so it asks the broker: the fetcher goes back to
-        ``expected`` and the batch is dropped. The batch fetched from ``expected`` is the log's
-        own answer and is handed out whatever offset it starts at.
-        """
-        probe = self._gap_probes.pop(tp, None)
-        if first == expected:
-            if probe == expected:
-                log.error("the fetcher had skipped %s from offset %d; refetched from there", tp, expected)
-                self._fetch_stats["gaps_recovered"] += 1
-            return True
-        if probe == expected:
-            # INFO, not DEBUG: on a topic without compaction, transactions or retention deletes
-            # this is the broker skipping records, and the drills' logs (INFO) must show it.
-            log.info(
-                "%s: the broker has no records in [%d, %d) (compacted, markers, deleted)", tp, expected, first
-            )
-            self._fetch_stats["gaps_confirmed"] += 1
-            return True
-        log.warning(
-            "fetched %s from offset %d, but the next record handed out should be %d: "
-            "refetching from %d to check the gap",
-            tp,
-            first,
-            expected,
-            expected,
-        )
-        assert self._fetcher is not None
-        self._gap_probes[tp] = expected
-        self._fetcher.seek(atp, expected)
-        self._fetch_stats["gaps_detected"] += 1
-        return False
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord[Any, Any]]:
         return self._iterate()
@@ -557,7 +484,7 @@ class Consumer:
         owned = frozenset(change.owned)
         for tp in change.removed:
             self._positions.pop(tp, None)
-            self._gap_probes.pop(tp, None)
+            self._gaps.probes.pop(tp, None)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
         self._unstable.intersection_update(owned)
