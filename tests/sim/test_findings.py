@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from assignors.partition.types import RebalanceProtocol
+from streamtasks.sim.kip848.runner import MIXED, consumer_scenario, run_consumer_scenario
 from streamtasks.sim.runner import SAME_ASSIGNOR
 from streamtasks.sim.scenario import Step, Timeouts, generate
 from tests.sim.helpers import owned, scripted, tp, world
@@ -129,3 +130,20 @@ def test_leave_while_joining_no_longer_leaves_the_group_waiting_for_a_session_ti
         if "m2#1 <- OffsetCommitResponse" in line and "ILLEGAL_GENERATION" in line
     )
     assert any("m2#1 -> coordinator: LeaveGroupRequest" in line for line in lines[refused:])
+
+
+def test_an_assignment_in_an_unread_duplicate_answer_is_sent_again() -> None:
+    """Found on a fresh seed base: seed 1691880284, ``--protocol mixed``. m2 (KIP-848) was
+    paused past its session timeout and rejoined at epoch 6 with nothing, waiting for t0-4
+    (added by the metadata change) while the classic m0 revoked it. A duplicated heartbeat of
+    m2 (20 % duplication) reached the coordinator twice: the first copy was answered before
+    m0 released t0-4, the second after, and its answer handed m2 t0-4. m2 does not read a
+    second answer to one request; the coordinator counted the assignment as delivered and
+    never repeated it, and t0-4 stayed unowned in a stable group for the last 120 s. Now an
+    unread answer carrying an assignment makes the member's next heartbeat a full one; its
+    owned partitions differ from the assignment and the coordinator sends it again
+    (tests/membership/consumer/test_unread_answers.py)."""
+    scenario = consumer_scenario(1_691_880_284, MIXED, FRESH_SEED_FAULTS)
+    result = run_consumer_scenario(scenario, MIXED)
+    assert result.violations == (), result.violations
+    assert result.converged_after_ms is not None

@@ -706,9 +706,10 @@ class ConsumerMember:
 
     def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
         pending = self._k.answer(event.request_id, event.response)
-        if pending is None:
-            return
         resp = event.response
+        if pending is None:
+            self._unread_answer(resp)
+            return
         if isinstance(resp, ConsumerGroupHeartbeatResponse):
             self._on_heartbeat(resp, event.request_id, pending, now_ms)
         elif isinstance(resp, ConsumerGroupPrepareAssignmentResponse):
@@ -717,6 +718,19 @@ class ConsumerMember:
             self._on_install(resp, now_ms)
         else:
             self._on_commit(resp, pending.generation, now_ms)
+
+    def _unread_answer(self, resp: object) -> None:
+        """An answer to a heartbeat the member no longer waits for (a duplicate, or one it gave
+        up on) that carries an assignment: the coordinator counts that assignment as delivered
+        and does not repeat it, so the next heartbeat says everything again, owned partitions
+        included; a coordinator that finds them different from the assignment sends it again
+        (Kafka's client sends a full heartbeat after one whose answer it did not read)."""
+        if (
+            isinstance(resp, ConsumerGroupHeartbeatResponse)
+            and resp.error is E.NONE
+            and resp.assignment is not None
+        ):
+            self._membership = replace(self._membership, sent=None)
 
     def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
         pending = self._k.fail(event.request_id)
