@@ -480,6 +480,10 @@ def kafka_python_worker(
             enable_auto_commit=True,
             auto_commit_interval_ms=200,
             group_instance_id=group_instance_id,
+            # kafka-python may join before its first metadata answer names the topic; as leader it
+            # then assigns nothing and only rejoins when its metadata next changes (default: after
+            # 5 minutes). Seen once in a clean-clone CI under load (docs/testing.md).
+            metadata_max_age_ms=5000,
         )
         c.subscribe([topic], listener=Listener())
         return c
