@@ -6,7 +6,8 @@
 
 ``stream()`` starts a subtopology from external topics (several topics make a
 co-partitioned join); ``repartition()`` ends the current subtopology in an internal topic and
-returns the subtopology that reads it; ``store()`` attaches a state store.
+returns the subtopology that reads it; ``store()`` attaches a state store and
+``window_store()`` a window store.
 """
 
 from __future__ import annotations
@@ -46,6 +47,32 @@ class StreamBuilder:
         if not name or "/" in name:
             raise TopologyError(f"invalid store name {name!r}")
         self._draft.stores.append(StateStore(name=name, logging=logging))
+        return self
+
+    def window_store(
+        self,
+        name: str,
+        *,
+        size_ms: int,
+        retention_ms: int,
+        retain_duplicates: bool = False,
+        logging: bool = True,
+    ) -> StreamBuilder:
+        """Attach a window store (``streamtasks.state.window``): windows of ``size_ms``, kept
+        ``retention_ms`` behind the store's stream time; its changelog is compacted and deleted
+        after the retention plus a day, as Kafka Streams configures it. Returns ``self``."""
+        if not name or "/" in name:
+            raise TopologyError(f"invalid store name {name!r}")
+        self._draft.stores.append(
+            StateStore(
+                name=name,
+                logging=logging,
+                kind="window",
+                window_size_ms=size_ms,
+                retention_ms=retention_ms,
+                retain_duplicates=retain_duplicates,
+            )
+        )
         return self
 
     def repartition(self, name: str, *, partitions: int | None = None) -> StreamBuilder:

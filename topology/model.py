@@ -6,23 +6,95 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from streamtasks.errors import CopartitionError, TopologyError
 from topology.ids import TaskId, TopicPartition
 from topology.names import changelog_topic, repartition_topic
 
-__all__ = ["RepartitionTopic", "StateStore", "Subtopology", "TaskInfo", "Topology"]
+__all__ = [
+    "WINDOW_CHANGELOG_ADDITIONAL_RETENTION_MS",
+    "RepartitionTopic",
+    "StateStore",
+    "StoreKind",
+    "Subtopology",
+    "TaskInfo",
+    "Topology",
+]
+
+
+#: Kafka Streams' ``windowstore.changelog.additional.retention.ms``: a windowed changelog keeps
+#: records this much longer than the store's retention (clock drift between brokers and apps).
+WINDOW_CHANGELOG_ADDITIONAL_RETENTION_MS: Final = 24 * 60 * 60 * 1000
+
+StoreKind = Literal["key_value", "window"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateStore:
-    """A named key-value store; when ``logging`` is on, every write also goes to a changelog."""
+    """A named store; when ``logging`` is on, every write also goes to a changelog.
+
+    ``kind="window"`` is a window store (``streamtasks.state.window``): windows of
+    ``window_size_ms``, kept ``retention_ms`` (``>= window_size_ms``) behind the store's stream
+    time, with duplicates kept apart when ``retain_duplicates``.
+    """
 
     name: str
     logging: bool = True
+    kind: StoreKind = "key_value"
+    window_size_ms: int | None = None
+    retention_ms: int | None = None
+    retain_duplicates: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind == "key_value":
+            if self.window_size_ms is not None or self.retention_ms is not None or self.retain_duplicates:
+                why = "takes no window size, retention or retain_duplicates"
+                raise TopologyError(f"key-value store {self.name!r} {why}")
+            return
+        if self.kind != "window":
+            raise TopologyError(f"store {self.name!r}: unknown kind {self.kind!r}")
+        size, retention = self.window_size_ms, self.retention_ms
+        if size is None or size <= 0:
+            raise TopologyError(f"window store {self.name!r} needs a positive window size, got {size}")
+        if retention is None or retention < size:
+            raise TopologyError(
+                f"window store {self.name!r}: retention_ms ({retention}) must be at least "
+                f"the window size ({size})"
+            )
+
+    @property
+    def is_window(self) -> bool:
+        return self.kind == "window"
 
     def changelog_topic(self, application_id: str) -> str:
         return changelog_topic(application_id, self.name)
+
+    def changelog_configs(
+        self, additional_retention_ms: int = WINDOW_CHANGELOG_ADDITIONAL_RETENTION_MS
+    ) -> dict[str, str]:
+        """The topic configs of the changelog (Kafka Streams' ``InternalTopicConfig``s): compacted
+        for a key-value store; compacted and deleted after ``retention_ms`` plus
+        ``additional_retention_ms`` for a window store, whose every window is a distinct key."""
+        if self.retention_ms is None:
+            return {"cleanup.policy": "compact"}
+        return {
+            "cleanup.policy": "compact,delete",
+            "retention.ms": str(self.retention_ms + additional_retention_ms),
+        }
+
+    def describe(self) -> dict[str, object]:
+        """JSON-ready; a key-value store's is what it was before window stores existed (so the
+        fingerprints of existing topologies do not change)."""
+        out: dict[str, object] = {"name": self.name, "logging": self.logging}
+        if self.is_window:
+            out.update(
+                kind=self.kind,
+                window_size_ms=self.window_size_ms,
+                retention_ms=self.retention_ms,
+                retain_duplicates=self.retain_duplicates,
+            )
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +139,8 @@ class TaskInfo:
     source_partitions: tuple[TopicPartition, ...]
     changelog_partitions: tuple[TopicPartition, ...]
     store_names: tuple[str, ...]
+    #: The stores themselves (kinds, window sizes, retentions), by name.
+    stores: tuple[StateStore, ...] = ()
 
     @property
     def is_stateful(self) -> bool:
@@ -201,6 +275,7 @@ class Topology:
                         source_partitions=tuple(TopicPartition(t, p) for t in topics),
                         changelog_partitions=tuple(TopicPartition(t, p) for t in logged),
                         store_names=names,
+                        stores=tuple(sorted(sub.stores, key=lambda st: st.name)),
                     )
                 )
         return tuple(out)
@@ -230,10 +305,7 @@ class Topology:
                     "sources": sorted(s.sources),
                     "repartition_sources": sorted(s.repartition_sources),
                     "repartition_sinks": sorted(s.repartition_sinks),
-                    "stores": [
-                        {"name": st.name, "logging": st.logging}
-                        for st in sorted(s.stores, key=lambda st: st.name)
-                    ],
+                    "stores": [st.describe() for st in sorted(s.stores, key=lambda st: st.name)],
                 }
                 for s in sorted(self.subtopologies, key=lambda s: s.id)
             ],

@@ -430,7 +430,7 @@ class App:
             TopicSpec(
                 name=store.changelog_topic(app_id),
                 partitions=counts[store.changelog_topic(app_id)],
-                configs={"cleanup.policy": "compact"},
+                configs=store.changelog_configs(),
                 replication_factor=self.config.replication_factor,
             )
             for sub in self.topology.subtopologies

@@ -31,6 +31,7 @@ from streamtasks.app.handlers import Headers
 from streamtasks.errors import UndeclaredTopicError, UnknownStoreError
 from streamtasks.state import TypedStore
 from streamtasks.state.serdes import Serde
+from streamtasks.state.window import TypedWindowStore
 from topology.ids import TaskId
 
 __all__ = [
@@ -97,7 +98,7 @@ class Output:
 class ProcessorContext:
     """Handed to a processor for every record of one task (see the module docstring)."""
 
-    __slots__ = ("_emit", "_repartition", "_stores", "task_id")
+    __slots__ = ("_emit", "_repartition", "_stores", "_windows", "task_id")
 
     def __init__(
         self,
@@ -105,19 +106,34 @@ class ProcessorContext:
         stores: dict[str, TypedStore[Any, Any]],
         repartition_topics: dict[str, str],
         emit: Callable[[Output], None],
+        *,
+        window_stores: dict[str, TypedWindowStore[Any, Any]] | None = None,
     ) -> None:
         self.task_id = task_id
         self._stores = stores
         self._repartition = repartition_topics
         self._emit = emit
+        self._windows = {} if window_stores is None else window_stores
 
     def store(self, name: str) -> TypedStore[Any, Any]:
+        """The key-value store ``name`` of this task (:class:`UnknownStoreError` otherwise)."""
         try:
             return self._stores[name]
         except KeyError:
-            raise UnknownStoreError(
-                f"task {self.task_id} has no store {name!r} (its stores: {sorted(self._stores) or 'none'})"
-            ) from None
+            raise self._unknown("store", name) from None
+
+    def window_store(self, name: str) -> TypedWindowStore[Any, Any]:
+        """The window store ``name`` of this task (:class:`UnknownStoreError` otherwise)."""
+        try:
+            return self._windows[name]
+        except KeyError:
+            raise self._unknown("window store", name) from None
+
+    def _unknown(self, kind: str, name: str) -> UnknownStoreError:
+        have = ", ".join(
+            [f"{n!r}" for n in sorted(self._stores)] + [f"{n!r} (window)" for n in sorted(self._windows)]
+        )
+        return UnknownStoreError(f"task {self.task_id} has no {kind} {name!r} (its stores: {have or 'none'})")
 
     def forward(
         self,

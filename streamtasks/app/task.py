@@ -36,8 +36,9 @@ from streamtasks.state import (
     TypedStore,
 )
 from streamtasks.state.serdes import BYTES, Serde
+from streamtasks.state.window import TypedWindowStore, WindowStore
 from topology.ids import TaskId, TopicPartition
-from topology.model import TaskInfo
+from topology.model import StateStore, TaskInfo
 from topology.names import changelog_topic
 
 __all__ = ["PendingWrite", "Role", "StreamTask"]
@@ -85,6 +86,9 @@ class StreamTask:
                 self.changelog_of[name] = tp
         self.stores: dict[str, KeyValueStore] = {}
         self.typed: dict[str, TypedStore[Any, Any]] = {}
+        #: Window stores (the topology's ``kind="window"`` stores): in bytes, and typed.
+        self.window_stores: dict[str, WindowStore] = {}
+        self.windows: dict[str, TypedWindowStore[Any, Any]] = {}
         #: The record cache in front of each store (none when ``cache`` is None or 0 bytes).
         self.caches: dict[str, CachedStore] = {}
         self._cache_budget = cache if cache is not None and cache.max_bytes > 0 else None
@@ -153,12 +157,16 @@ class StreamTask:
                 )
                 self._wipe_logged()
                 checkpoint = None
+        specs = {spec.name: spec for spec in self.info.stores}
         for name in self.info.store_names:
             sink = self._sink_for(name) if name in self.changelog_of else None
             store = KeyValueStore(self.directory.store_path(self.id, name), name=name, sink=sink)
             self.stores[name] = store
             key_serde, value_serde = self._serdes.get(name, (BYTES, BYTES))
-            if self._cache_budget is None:
+            spec = specs.get(name)
+            if spec is not None and spec.is_window:
+                self._open_window(spec, store, key_serde, value_serde)
+            elif self._cache_budget is None:
                 self.typed[name] = TypedStore(store, key_serde, value_serde)
             else:
                 cached = self.caches[name] = CachedStore(store, self._cache_budget)
@@ -169,6 +177,29 @@ class StreamTask:
         self.changelog_offsets = {
             tp: held.get(tp, 0) if name in on_disk else 0 for tp, name in self.store_of.items()
         }
+
+    def _open_window(
+        self, spec: StateStore, store: KeyValueStore, key_serde: Serde[Any], value_serde: Serde[Any]
+    ) -> None:
+        """A window store over ``store``, behind the record cache unless it keeps duplicates
+        (as Kafka Streams, which turns caching off for those)."""
+        assert spec.window_size_ms is not None
+        assert spec.retention_ms is not None
+        front: ByteStore = store
+        flush = None
+        if self._cache_budget is not None and not spec.retain_duplicates:
+            cached = self.caches[spec.name] = CachedStore(store, self._cache_budget)
+            front, flush = _Stamped(cached, self._stamps.setdefault(spec.name, {}), self), cached.flush
+        window = WindowStore(
+            store,
+            size_ms=spec.window_size_ms,
+            retention_ms=spec.retention_ms,
+            retain_duplicates=spec.retain_duplicates,
+            front=front,
+            flush=flush,
+        )
+        self.window_stores[spec.name] = window
+        self.windows[spec.name] = TypedWindowStore(window, key_serde, value_serde)
 
     def _wipe_logged(self) -> None:
         """Remove the changelogged stores and the checkpoint (they are restored from 0)."""
@@ -206,7 +237,8 @@ class StreamTask:
         if cache is not None and len(cache):
             cache.invalidate()  # restore and standby reads write around the cache
             self._stamps[name].clear()
-        applied = self.stores[name].restore_batch(records)
+        window = self.window_stores.get(name)  # skips records older than its retention
+        applied = (window or self.stores[name]).restore_batch(records)
         self.changelog_offsets[tp] = max(self.changelog_offsets.get(tp, 0), next_offset)
         self.applied_records += applied
         if self.restoring:

@@ -366,7 +366,11 @@ class TaskSet:
         ctx = self._contexts.get(task.id)
         if ctx is None:
             ctx = ProcessorContext(
-                task.id, task.typed, self._repartition_of.get(task.id.subtopology, {}), self._queue_output
+                task.id,
+                task.typed,
+                self._repartition_of.get(task.id.subtopology, {}),
+                self._queue_output,
+                window_stores=task.windows,
             )
             self._contexts[task.id] = ctx
         return ctx

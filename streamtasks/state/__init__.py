@@ -9,7 +9,9 @@ On disk, per application and machine (see :mod:`streamtasks.state.directory`)::
             .checkpoint                Kafka's offset checkpoint format v0 (changelog offsets)
             rocksdb/<store>/           one RocksDB database (rocksdict, raw bytes) per store
 
-:class:`KeyValueStore` is a store in bytes with an optional changelog sink; :class:`CachedStore`
+:class:`WindowStore` (:mod:`streamtasks.state.window`) keeps values per key and time window
+with a retention, in Kafka Streams' windowed key layout; :class:`TypedWindowStore` is its typed
+view. :class:`KeyValueStore` is a store in bytes with an optional changelog sink; :class:`CachedStore`
 is the record cache in front of one (:mod:`streamtasks.state.cache`); :class:`TypedStore`
 puts :mod:`serdes <streamtasks.state.serdes>` in front of either. :class:`StateDirectory` owns the
 layout, the lock, the process id and the offset sums the assignor needs. This layer does IO but
@@ -30,6 +32,13 @@ from streamtasks.state.checkpoint import CHECKPOINT_VERSION, read_checkpoint, wr
 from streamtasks.state.directory import StateDirectory
 from streamtasks.state.serdes import BYTES, INT64, JSON, STRING, Serde
 from streamtasks.state.store import ByteStore, ChangelogSink, KeyValueStore, TypedStore
+from streamtasks.state.window import (
+    TypedWindowStore,
+    WindowStore,
+    split_window_key,
+    tumbling_window_start,
+    window_key,
+)
 
 __all__ = [
     "BYTES",
@@ -51,6 +60,11 @@ __all__ = [
     "StateError",
     "StoreClosedError",
     "TypedStore",
+    "TypedWindowStore",
+    "WindowStore",
     "read_checkpoint",
+    "split_window_key",
+    "tumbling_window_start",
+    "window_key",
     "write_checkpoint",
 ]

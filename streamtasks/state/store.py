@@ -14,6 +14,7 @@ RocksDB itself refuses to open a database that is already open (in this or anoth
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -110,6 +111,15 @@ class KeyValueStore:
         entries = _Entries(self, self._open_db())
         self._iterators.add(entries)
         return entries
+
+    def range(self, lower: bytes, upper: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The entries with ``lower <= key <= upper``, in key order (a seek to ``lower``, then
+        a scan; the window store's range reads). Like :meth:`items` otherwise."""
+        _check_bytes("lower bound", lower)
+        _check_bytes("upper bound", upper)
+        entries = _Entries(self, self._open_db(), from_key=lower)
+        self._iterators.add(entries)
+        return itertools.takewhile(lambda row: row[0] <= upper, entries)
 
     def count(self) -> int:
         """The exact number of entries (walks the whole store)."""
@@ -209,9 +219,9 @@ class _Entries(Iterator[tuple[bytes, bytes]]):
 
     __slots__ = ("__weakref__", "_rows", "_store")
 
-    def __init__(self, store: KeyValueStore, db: rocksdict.Rdict) -> None:
+    def __init__(self, store: KeyValueStore, db: rocksdict.Rdict, *, from_key: bytes | None = None) -> None:
         self._store = store
-        self._rows: Iterator[tuple[object, object]] | None = db.items()
+        self._rows: Iterator[tuple[object, object]] | None = db.items(from_key=from_key)
 
     def release(self) -> None:
         self._rows = None
