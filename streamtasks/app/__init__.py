@@ -19,12 +19,15 @@ from streamtasks.app.events import (
     event_to_json,
 )
 from streamtasks.app.handlers import ErrorContext, HandlerResponse, HandlerResult
+from streamtasks.app.processor import ProcessorSpec
+from streamtasks.app.punctuation import Cancellable, PunctuationType
 from streamtasks.app.tasks import ProcessingError, Processor
 
 __all__ = [
     "App",
     "AppConfig",
     "AppEvent",
+    "Cancellable",
     "ErrorContext",
     "HandlerResponse",
     "HandlerResult",
@@ -34,6 +37,8 @@ __all__ = [
     "ProcessingStarted",
     "Processor",
     "ProcessorContext",
+    "ProcessorSpec",
+    "PunctuationType",
     "RebalanceTriggered",
     "Record",
     "RestoreCompleted",

@@ -57,8 +57,9 @@ from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersi
 from streamtasks.app.handlers import ErrorHandling, resolve_handler
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
+from streamtasks.app.processor import AnyProcessor
 from streamtasks.app.restorer import Restorer
-from streamtasks.app.tasks import Processor, TaskSet
+from streamtasks.app.tasks import TaskSet
 from streamtasks.app.transactions import ExactlyOnce, transactional_id
 from streamtasks.errors import (
     CommitFailedError,
@@ -87,7 +88,7 @@ log = logging.getLogger("streamtasks.app")
 EVENT_HISTORY = 10_000
 
 
-def _check_app(config: AppConfig, topology: Topology, processors: Mapping[int, Processor]) -> None:
+def _check_app(config: AppConfig, topology: Topology, processors: Mapping[int, AnyProcessor]) -> None:
     """The topology is the configured application's and the processors cover its subtopologies
     exactly (a :class:`ConfigError` otherwise)."""
     if config.application_id != topology.application_id:
@@ -109,7 +110,7 @@ class App:
     def __init__(
         self,
         topology: Topology,
-        processors: Mapping[int, Processor],
+        processors: Mapping[int, AnyProcessor],
         *,
         config: Mapping[str, Any] | AppConfig | None = None,
         stores: Mapping[str, tuple[Serde[Any], Serde[Any]]] | None = None,

@@ -19,6 +19,12 @@ Timestamps and headers follow Kafka Streams: a record written while processing a
 carries that input's timestamp and headers unless the processor passes ``timestamp=`` (ms) or
 ``headers=`` (``()`` for none); a store's changelog record carries the timestamp of the input
 record whose processing wrote it.
+
+``ctx.schedule(interval_ms, PunctuationType.STREAM_TIME | WALL_CLOCK_TIME, callback)`` runs
+``callback(ctx, timestamp_ms)`` periodically for this task (:mod:`streamtasks.app.punctuation`;
+register schedules in the subtopology's ``init`` hook, :mod:`streamtasks.app.processor`);
+``ctx.stream_time`` is the largest timestamp among the records the task processed (-1 before
+any). A record written by a punctuation carries its ``timestamp_ms`` and no headers.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from streamtasks.app.events import wall_ms
 from streamtasks.app.handlers import Headers
+from streamtasks.app.punctuation import Cancellable, PunctuationType, Punctuator, TaskPunctuation
 from streamtasks.errors import UndeclaredTopicError, UnknownStoreError
 from streamtasks.state import TypedStore
 from streamtasks.state.serdes import Serde
@@ -98,7 +106,7 @@ class Output:
 class ProcessorContext:
     """Handed to a processor for every record of one task (see the module docstring)."""
 
-    __slots__ = ("_emit", "_repartition", "_stores", "_windows", "task_id")
+    __slots__ = ("_emit", "_punctuation", "_repartition", "_stores", "_windows", "task_id")
 
     def __init__(
         self,
@@ -106,6 +114,7 @@ class ProcessorContext:
         stores: dict[str, TypedStore[Any, Any]],
         repartition_topics: dict[str, str],
         emit: Callable[[Output], None],
+        punctuation: TaskPunctuation | None = None,
         *,
         window_stores: dict[str, TypedWindowStore[Any, Any]] | None = None,
     ) -> None:
@@ -114,6 +123,23 @@ class ProcessorContext:
         self._repartition = repartition_topics
         self._emit = emit
         self._windows = {} if window_stores is None else window_stores
+        self._punctuation = punctuation if punctuation is not None else TaskPunctuation(wall_ms)
+
+    @property
+    def stream_time(self) -> int:
+        """The largest timestamp (ms) among the records this task processed (-1 before any)."""
+        return self._punctuation.stream_time
+
+    @property
+    def punctuation(self) -> TaskPunctuation:
+        """This task's stream time and schedules (read by the task set that runs them)."""
+        return self._punctuation
+
+    def schedule(self, interval_ms: int, kind: PunctuationType, callback: Punctuator) -> Cancellable:
+        """Run ``callback(ctx, timestamp_ms)`` every ``interval_ms`` of ``kind`` time for this
+        task, until the returned handle is cancelled or the task stops running here (see
+        :mod:`streamtasks.app.punctuation` for when exactly it fires)."""
+        return self._punctuation.schedule(interval_ms, kind, callback)
 
     def store(self, name: str) -> TypedStore[Any, Any]:
         """The key-value store ``name`` of this task (:class:`UnknownStoreError` otherwise)."""

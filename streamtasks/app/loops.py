@@ -1,7 +1,8 @@
 """The app's three loops, all on one event loop and all mutating tasks under the app lock:
 
 * processing: fetch a batch from the member's consumer, run the processors, send what they
-  wrote; commit every ``commit_interval_ms``;
+  wrote; start the tasks that finished restoring and fire the wall-clock punctuations that are
+  due (:meth:`TaskSet.punctuate`); commit every ``commit_interval_ms``;
 * changelog: the :class:`~streamtasks.app.restorer.Restorer` fetches changelog records for
   restoring actives and standbys and applies them; an active task that reached its restore
   target resumes its source partitions;
@@ -131,6 +132,11 @@ class Loops:
                 # Neither a buffered getmany nor a batched send suspends: yield once per batch so
                 # heartbeats, the changelog and lag loops run during a long backlog.
                 await asyncio.sleep(0)
+            due = tasks.next_wall_clock_ms()
+            if due is not None and due <= tasks.clock():
+                async with self._lock:  # tasks to start (init hooks) or wall-clock punctuations
+                    if await tasks.punctuate() or tasks.has_unsent():
+                        await self._send_pending()
             if time.monotonic() >= next_commit:
                 next_commit = time.monotonic() + interval_s
                 try:

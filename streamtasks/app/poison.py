@@ -45,6 +45,26 @@ class PoisonRecords:
             raise ProcessingError(f"{what} of task {task} failed on {where}: {exc!r}") from exc
         self.dropped += 1
 
+    def punctuation_failed(self, task: TaskId, kind: str, timestamp: int, exc: Exception) -> None:
+        """A punctuation callback of ``task`` raised: the processing handler decides (Kafka
+        Streams' KIP-1033 rule), told by a context without an input record (topic ``""``,
+        partition and offset -1, nothing to dead-letter); raise :class:`ProcessingError` on FAIL."""
+        context = ErrorContext(
+            stage="processing",
+            task=task,
+            topic="",
+            partition=-1,
+            offset=-1,
+            timestamp=timestamp,
+            headers=(),
+            key=None,
+            value=None,
+        )
+        if decide(self.errors.processing, context, exc).response is HandlerResponse.FAIL:
+            what = f"a {kind} punctuation of task {task} failed at {timestamp}"
+            raise ProcessingError(f"{what}: {exc!r}") from exc
+        self.dropped += 1
+
     def output_refused(self, task: TaskId | None, origin: Any, topic: str, exc: BaseException) -> bool:
         """The broker refused an output to ``topic`` written for the input ``origin`` (None: a
         dead-letter record, or one written outside processing). Returns whether that is fatal."""

@@ -10,10 +10,18 @@ delivered what the batch wrote. A record a source serde cannot read, or one its 
 on, goes to the app's exception handlers (:mod:`streamtasks.app.handlers`): CONTINUE skips it
 (its offset becomes committable, as if processed), FAIL raises :class:`ProcessingError`. An
 output record the broker refused goes to the production handler when its batch fails.
+
+Punctuation (:mod:`streamtasks.app.punctuation`): a task starts running here when it is first
+processed or punctuated after its restore: its context is made and its subtopology's ``init``
+hook runs (:mod:`streamtasks.app.processor`). Stream-time schedules fire after the record that
+advanced the stream time past their due time, wall-clock ones from :meth:`TaskSet.punctuate`
+(the app's processing loop); what they write is queued, sent and committed with what processing
+writes. A task's schedules end when its context is dropped (revoked, closed, recycled).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -25,6 +33,8 @@ from streamtasks.app.context import Output, ProcessorContext, Record, SourceSerd
 from streamtasks.app.events import AppEvent, ProcessingStarted, TaskClosed, TaskCreated, TaskRecycled, wall_ms
 from streamtasks.app.handlers import ErrorHandling
 from streamtasks.app.poison import PoisonRecords
+from streamtasks.app.processor import AnyProcessor, Init, Processor, resolve_processor
+from streamtasks.app.punctuation import PunctuationType, TaskPunctuation
 from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
@@ -40,8 +50,6 @@ __all__ = ["ProcessingError", "Processor", "TaskSet"]
 
 log = logging.getLogger("streamtasks.app.tasks")
 
-#: A processor: ``fn(ctx, record)``, sync or async.
-Processor = Callable[[ProcessorContext, Record], Awaitable[None] | None]
 #: An output waiting to be sent, with the input record being processed when it was written.
 Queued = tuple[Output, ConsumerRecord[Any, Any] | None]
 
@@ -52,7 +60,7 @@ class TaskSet:
     def __init__(
         self,
         topology: Topology,
-        processors: Mapping[int, Processor],
+        processors: Mapping[int, AnyProcessor],
         *,
         directory: StateDirectory,
         store_serdes: Mapping[str, tuple[Serde[Any], Serde[Any]]],
@@ -61,8 +69,13 @@ class TaskSet:
         exactly_once: bool = False,
         errors: ErrorHandling | None = None,
         source_serdes: Mapping[str, SourceSerdes] | None = None,
+        clock: Callable[[], int] = wall_ms,
     ) -> None:
         self._topology = topology
+        #: The wall clock of WALL_CLOCK_TIME punctuations (ms).
+        self.clock = clock
+        #: The time of the punctuation running now (its outputs' default timestamp), if any.
+        self._punctuating: int | None = None
         #: Exactly-once: an active task's checkpoint is removed once read, and written again
         #: only when its stores hold exactly what was committed (clean close, recycling).
         self._exactly_once = exactly_once
@@ -72,7 +85,9 @@ class TaskSet:
         self._current: ConsumerRecord[Any, Any] | None = None
         #: The record cache's byte budget, shared by every task's stores (0: no cache).
         self.cache = CacheBudget(cache_max_bytes)
-        self._processors = dict(processors)
+        resolved = {sid: resolve_processor(sid, spec) for sid, spec in processors.items()}
+        self._processors: dict[int, Processor] = {sid: fn for sid, (fn, _) in resolved.items()}
+        self._inits: dict[int, Init | None] = {sid: init for sid, (_, init) in resolved.items()}
         self._directory = directory
         self._serdes = dict(store_serdes)
         self._emit = emit
@@ -158,7 +173,7 @@ class TaskSet:
             task.checkpoint()
             task.role, task.warmup = Role.STANDBY, tid in info.warmup_tasks
             task.restore.stop()
-            self._contexts.pop(tid, None)
+            self._forget(tid)
             self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
         opening = (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)
         wanted = [tp for tid in opening for tp in self._infos[tid].changelog_partitions]
@@ -238,7 +253,7 @@ class TaskSet:
         task.close(clean=clean)
         if not clean:
             self._directory.checkpoint_path(tid).unlink(missing_ok=True)
-        self._contexts.pop(tid, None)
+        self._forget(tid)
         self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
 
     def _create(self, tid: TaskId, role: Role, ends: Mapping[TopicPartition, int], now: int) -> None:
@@ -319,7 +334,8 @@ class TaskSet:
                         offset=records[0].offset,
                     )
                 )
-            ctx = self._context(task)
+            ctx = self._contexts.get(task.id) or await self._start(task)
+            clock = ctx.punctuation
             fn = self._processors[task.id.subtopology]
             serdes = self._source_serdes.get(tp.topic)
             for r in records:
@@ -348,6 +364,9 @@ class TaskSet:
                             await result
                     except Exception as exc:
                         self._poison.input_failed("processing", task.id, r, exc)
+                    if clock.observe(r.timestamp):
+                        self._current = None
+                        await self._punctuate(task, ctx, PunctuationType.STREAM_TIME)
                 self._processed[tp] = r.offset + 1
                 done += 1
             self._current = None
@@ -362,22 +381,91 @@ class TaskSet:
         out, self._unprocessed = self._unprocessed, {}
         return out
 
-    def _context(self, task: StreamTask) -> ProcessorContext:
-        ctx = self._contexts.get(task.id)
-        if ctx is None:
-            ctx = ProcessorContext(
-                task.id,
-                task.typed,
-                self._repartition_of.get(task.id.subtopology, {}),
-                self._queue_output,
-                window_stores=task.windows,
-            )
-            self._contexts[task.id] = ctx
+    async def _start(self, task: StreamTask) -> ProcessorContext:
+        """The task starts running here: make its context and run its ``init`` hook."""
+        ctx = ProcessorContext(
+            task.id,
+            task.typed,
+            self._repartition_of.get(task.id.subtopology, {}),
+            self._queue_output,
+            TaskPunctuation(self.clock),
+            window_stores=task.windows,
+        )
+        self._contexts[task.id] = ctx
+        init = self._inits.get(task.id.subtopology)
+        if init is not None:
+            try:
+                result = init(ctx)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self._forget(task.id)
+                raise ProcessingError(f"the init hook of task {task.id} failed: {exc!r}") from exc
         return ctx
+
+    def _forget(self, tid: TaskId) -> None:
+        """The task stops running here: drop its context; its schedules end."""
+        ctx = self._contexts.pop(tid, None)
+        if ctx is not None:
+            ctx.punctuation.cancel_all()
+
+    async def punctuate(self) -> int:
+        """Start the running active tasks that have not started (their ``init`` hooks run),
+        then fire the wall-clock schedules that are due. Returns how many fired."""
+        fired = 0
+        for task in list(self.tasks.values()):
+            if not task.is_active or task.restoring or task.closed:
+                continue
+            ctx = self._contexts.get(task.id) or await self._start(task)
+            due = ctx.punctuation.next_wall_clock_ms()
+            if due is not None and due <= self.clock():
+                fired += await self._punctuate(task, ctx, PunctuationType.WALL_CLOCK_TIME)
+        return fired
+
+    def next_wall_clock_ms(self) -> int | None:
+        """When a wall-clock schedule is next due (None: none), or 0 when a running active task
+        has not started yet: what tells the app's loop to call :meth:`punctuate`."""
+        times: list[int] = []
+        for task in self.tasks.values():
+            if not task.is_active or task.restoring or task.closed:
+                continue
+            ctx = self._contexts.get(task.id)
+            due = 0 if ctx is None else ctx.punctuation.next_wall_clock_ms()
+            if due is not None:
+                times.append(due)
+        return min(times, default=None)
+
+    async def _punctuate(self, task: StreamTask, ctx: ProcessorContext, kind: PunctuationType) -> int:
+        """Fire ``kind``'s due schedules of ``task`` (Kafka's ``PunctuationQueue.maybePunctuate``:
+        each due one once, at the current time). A callback's failure goes to the processing
+        handler (KIP-1033), which has no input record to dead-letter."""
+        clock = ctx.punctuation
+        queue = clock.queue(kind)
+        now = clock.now(kind)
+        fired = 0
+        before = task.record_timestamp
+        self._punctuating = task.record_timestamp = now
+        try:
+            while (schedule := queue.pop_due(now)) is not None:
+                fired += 1
+                try:
+                    result = schedule.callback(ctx, now)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    self._poison.punctuation_failed(task.id, kind.value, now, exc)
+                finally:
+                    queue.done(schedule, now)
+        finally:
+            self._punctuating = None
+            task.record_timestamp = before
+        return fired
 
     def _queue_output(self, output: Output) -> None:
         # Looked up on every call: send_pending swaps in a new outbox, and a context that held
         # the old list's append would write into a list nobody sends.
+        if self._current is None and self._punctuating is not None and output.timestamp is None:
+            output = dataclasses.replace(output, timestamp=self._punctuating)
         self._outbox.append((output, self._current))
 
     def has_unsent(self) -> bool:
@@ -499,7 +587,7 @@ class TaskSet:
                 task.close(clean=False)
                 self._directory.checkpoint_path(tid).unlink(missing_ok=True)
                 del self.tasks[tid]
-                self._contexts.pop(tid, None)
+                self._forget(tid)
                 self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
         self._by_partition = {}
         self._processed.clear()
@@ -512,7 +600,8 @@ class TaskSet:
             self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
         self.tasks.clear()
         self._by_partition.clear()
-        self._contexts.clear()
+        for tid in list(self._contexts):
+            self._forget(tid)
 
     def metrics(self) -> dict[str, float]:
         return {
