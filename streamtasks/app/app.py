@@ -54,7 +54,6 @@ from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
-from streamtasks.app.handlers import ErrorHandling, resolve_handler
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
@@ -145,12 +144,7 @@ class App:
             emit=self.emit,
             cache_max_bytes=cfg.cache_max_bytes,
             exactly_once=cfg.exactly_once,
-            errors=ErrorHandling(
-                deserialization=resolve_handler(cfg.deserialization_exception_handler),
-                processing=resolve_handler(cfg.processing_exception_handler),
-                production=resolve_handler(cfg.production_exception_handler),
-                dead_letter_topic=cfg.dead_letter_queue_topic,
-            ),
+            errors=cfg.error_handling(),
             source_serdes=source_serdes,
         )
         #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.

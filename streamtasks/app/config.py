@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
-from streamtasks.app.handlers import HANDLER_NAMES, ErrorHandler
+from streamtasks.app.handlers import HANDLER_NAMES, ErrorHandler, ErrorHandling, resolve_handler
 from streamtasks.runtime.config import validate_settings
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, security_fields
 from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES
@@ -160,6 +160,15 @@ class AppConfig(SecuritySettings):
     @property
     def exactly_once(self) -> bool:
         return self.processing_guarantee == "exactly_once_v2"
+
+    def error_handling(self) -> ErrorHandling:
+        """The three exception handlers, resolved, and the dead-letter topic."""
+        return ErrorHandling(
+            deserialization=resolve_handler(self.deserialization_exception_handler),
+            processing=resolve_handler(self.processing_exception_handler),
+            production=resolve_handler(self.production_exception_handler),
+            dead_letter_topic=self.dead_letter_queue_topic,
+        )
 
     @property
     def isolation_level(self) -> Literal["read_uncommitted", "read_committed"]:

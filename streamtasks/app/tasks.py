@@ -422,6 +422,11 @@ class TaskSet:
                 fired += await self._punctuate(task, ctx, PunctuationType.WALL_CLOCK_TIME)
         return fired
 
+    def stream_time(self, tid: TaskId) -> int:
+        """The stream time of a task running here (-1 before its first record, or not running)."""
+        ctx = self._contexts.get(tid)
+        return -1 if ctx is None else ctx.stream_time
+
     def next_wall_clock_ms(self) -> int | None:
         """When a wall-clock schedule is next due (None: none), or 0 when a running active task
         has not started yet: what tells the app's loop to call :meth:`punctuate`."""

@@ -1,5 +1,19 @@
-"""Testing a streamtasks App's processors without a broker (see :mod:`streamtasks.testing.driver`)."""
+"""Testing an App's processors without a broker: :class:`TopologyTestDriver` (see
+:mod:`streamtasks.testing.driver` and docs/app.md, "Testing without a broker")."""
 
+from streamtasks.testing.driver import DriverError, TopologyTestDriver
+from streamtasks.testing.records import TestInputTopic, TestOutputTopic, TestRecord
+from streamtasks.testing.stores import StoreView
 from streamtasks.testing.topics import InMemoryProducer, InMemoryTopics, StoredRecord
 
-__all__ = ["InMemoryProducer", "InMemoryTopics", "StoredRecord"]
+__all__ = [
+    "DriverError",
+    "InMemoryProducer",
+    "InMemoryTopics",
+    "StoreView",
+    "StoredRecord",
+    "TestInputTopic",
+    "TestOutputTopic",
+    "TestRecord",
+    "TopologyTestDriver",
+]
