@@ -4,36 +4,21 @@ the same rules; late clicks are dropped."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from streamtasks.state.serdes import BYTES, STRING
 from streamtasks.testing import TestOutputTopic, TopologyTestDriver
+from tests.example_loader import load_example
 from topology import TaskId
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE = 1_700_000_040_000  # a minute boundary
 
 
-def _load_example() -> ModuleType:
-    name = "windowed_count_example_offline"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples/windowed_count/windowed_count.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-example = _load_example()
+example = load_example("examples/windowed_count/windowed_count.py", "windowed_count_example_offline")
 
 
 @pytest.fixture

@@ -5,32 +5,15 @@ changelog topic is created as Kafka Streams creates a window store's."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from tests.example_loader import load_example
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "windowed_count_example", ROOT / "examples/windowed_count/windowed_count.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 async def _topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
@@ -47,7 +30,7 @@ async def _topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
 def test_windowed_count_example_emits_every_window_once(
     kafka: EmbeddedBroker | ExternalCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    example = _load_example()
+    example = load_example("examples/windowed_count/windowed_count.py", "windowed_count_example")
     status = asyncio.run(example.main(kafka.bootstrap_servers, timeout_s=90.0))
     out = capsys.readouterr().out
     print(out)

@@ -25,16 +25,9 @@ from streamtasks.state import (
     window_key,
 )
 from streamtasks.state.window import segment_interval
+from tests.state.test_store import Recorder
 
 MINUTE = 60_000
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-
-    def __call__(self, key: bytes, value: bytes | None) -> None:
-        self.records.append((key, value))
 
 
 @pytest.fixture
