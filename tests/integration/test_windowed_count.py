@@ -5,6 +5,7 @@ changelog topic is created as Kafka Streams creates a window store's."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -36,6 +37,10 @@ def test_windowed_count_example_emits_every_window_once(
     print(out)
     assert status == 0, out
     assert "OK: all 36 windows emitted once" in out
+    # the second instance started on an empty state directory: the open windows came from the changelog
+    restored = re.search(r"instance-b restored (\d+) changelog records", out)
+    assert restored is not None
+    assert int(restored.group(1)) > 0
     configs = asyncio.run(_topic_configs(kafka.bootstrap_servers, "windowed-count-counts-changelog"))
     assert configs["cleanup.policy"] == "compact,delete"
     assert configs["retention.ms"] == str(70_000 + 86_400_000)
