@@ -115,7 +115,8 @@ class WindowStore:
         "_db",
         "_flush",
         "_front",
-        "_purged_to",
+        "_interval",
+        "_purge_at",
         "_seqnum",
         "expired_puts",
         "observed_stream_time",
@@ -151,8 +152,10 @@ class WindowStore:
         self._seqnum = 0
         #: The largest window start put or restored; -1 until one is.
         self.observed_stream_time = -1
-        #: The expiry point the last purge deleted up to (inclusive).
-        self._purged_to = -1
+        #: The observed stream time at which the next purge is due: when the expiry point has
+        #: moved a segment interval past the last purge's (the first once it reaches one).
+        self._interval = segment_interval(retention_ms)
+        self._purge_at = self._interval + retention_ms
         #: Counters: puts dropped as expired, restored records skipped as expired, records purged.
         self.expired_puts = 0
         self.restore_skipped = 0
@@ -223,10 +226,10 @@ class WindowStore:
         return applied
 
     def _maybe_purge(self) -> None:
-        point = self.expiry_point
-        if point < 0 or point < self._purged_to + segment_interval(self.retention_ms):
+        if self.observed_stream_time < self._purge_at:
             return
-        self._purged_to = point
+        point = self.expiry_point
+        self._purge_at = point + self._interval + self.retention_ms
         if self._flush is not None:
             self._flush()
         expired = [(stored, None) for stored, _ in self._db.items() if not self._live(_start_of(stored))]
