@@ -133,7 +133,7 @@ class Loops:
                 # heartbeats, the changelog and lag loops run during a long backlog.
                 await asyncio.sleep(0)
             due = tasks.next_wall_clock_ms()
-            if due is not None and due <= tasks.clock():
+            if due is not None and due <= tasks.running.clock():
                 async with self._lock:  # tasks to start (init hooks) or wall-clock punctuations
                     if await tasks.punctuate() or tasks.has_unsent():
                         await self._send_pending()

@@ -148,18 +148,23 @@ class ScheduleQueue:
     def __len__(self) -> int:
         return sum(1 for s in self._heap if not s.handle.cancelled)
 
+    def __bool__(self) -> bool:
+        """Whether any schedule (cancelled ones not yet dropped included) is queued: cheap."""
+        return bool(self._heap)
+
 
 class TaskPunctuation:
     """One running task's stream time and schedules (see the module docstring); ``clock``
     gives the wall-clock time in ms."""
 
-    __slots__ = ("_clock", "_queues", "stream_time")
+    __slots__ = ("_clock", "_queues", "_stream", "stream_time")
 
     def __init__(self, clock: Callable[[], int]) -> None:
         self._clock = clock
         #: The largest timestamp among the records the task processed (-1 before the first).
         self.stream_time = -1
         self._queues = {kind: ScheduleQueue() for kind in PunctuationType}
+        self._stream = self._queues[PunctuationType.STREAM_TIME]
 
     def schedule(self, interval_ms: int, kind: PunctuationType, callback: Punctuator) -> Cancellable:
         """Run ``callback(ctx, timestamp_ms)`` every ``interval_ms`` of ``kind`` time."""
@@ -177,9 +182,12 @@ class TaskPunctuation:
     def observe(self, timestamp_ms: int) -> bool:
         """A record with ``timestamp_ms`` was processed: advance the stream time. Returns
         whether a stream-time schedule is due now."""
+        # called for every record: the common cases (no schedule, none due) stay short
         self.stream_time = max(self.stream_time, timestamp_ms)
-        due = self._queues[PunctuationType.STREAM_TIME].next_due_ms()
-        return due is not None and self.stream_time >= 0 and due <= self.stream_time
+        if not self._stream:
+            return False
+        due = self._stream.next_due_ms()
+        return due is not None and 0 <= due <= self.stream_time
 
     def now(self, kind: PunctuationType) -> int:
         """The current time of ``kind``: the stream time or the clock's."""

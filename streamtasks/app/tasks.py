@@ -29,12 +29,13 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 
-from streamtasks.app.context import Output, ProcessorContext, Record, SourceSerdes
+from streamtasks.app.context import Output, Record, SourceSerdes
 from streamtasks.app.events import AppEvent, ProcessingStarted, TaskClosed, TaskCreated, TaskRecycled, wall_ms
 from streamtasks.app.handlers import ErrorHandling
 from streamtasks.app.poison import PoisonRecords
-from streamtasks.app.processor import AnyProcessor, Init, Processor, resolve_processor
-from streamtasks.app.punctuation import PunctuationType, TaskPunctuation
+from streamtasks.app.processor import AnyProcessor, Processor, resolve_processor
+from streamtasks.app.punctuation import PunctuationType
+from streamtasks.app.running import RunningTasks
 from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
@@ -72,10 +73,6 @@ class TaskSet:
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         self._topology = topology
-        #: The wall clock of WALL_CLOCK_TIME punctuations (ms).
-        self.clock = clock
-        #: The time of the punctuation running now (its outputs' default timestamp), if any.
-        self._punctuating: int | None = None
         #: Exactly-once: an active task's checkpoint is removed once read, and written again
         #: only when its stores hold exactly what was committed (clean close, recycling).
         self._exactly_once = exactly_once
@@ -87,7 +84,6 @@ class TaskSet:
         self.cache = CacheBudget(cache_max_bytes)
         resolved = {sid: resolve_processor(sid, spec) for sid, spec in processors.items()}
         self._processors: dict[int, Processor] = {sid: fn for sid, (fn, _) in resolved.items()}
-        self._inits: dict[int, Init | None] = {sid: init for sid, (_, init) in resolved.items()}
         self._directory = directory
         self._serdes = dict(store_serdes)
         self._emit = emit
@@ -95,12 +91,18 @@ class TaskSet:
         self._logged = frozenset(
             store.name for sub in topology.subtopologies for store in sub.stores if store.logging
         )
-        self._repartition_of: dict[int, dict[str, str]] = {
-            sub.id: {name: repartition_topic(topology.application_id, name) for name in sub.repartition_sinks}
-            for sub in topology.subtopologies
-        }
+        #: The contexts, init hooks and punctuations of the tasks running here.
+        self.running = RunningTasks(
+            inits={sid: init for sid, (_, init) in resolved.items()},
+            repartition_of={
+                sub.id: {n: repartition_topic(topology.application_id, n) for n in sub.repartition_sinks}
+                for sub in topology.subtopologies
+            },
+            queue_output=self._queue_output,
+            poison=self._poison,
+            clock=clock,
+        )
         self.tasks: dict[TaskId, StreamTask] = {}
-        self._contexts: dict[TaskId, ProcessorContext] = {}
         self._by_partition: dict[TopicPartition, StreamTask] = {}
         self._processed: dict[TopicPartition, int] = {}
         #: Per partition, the first offset of records :meth:`process` was handed but could not
@@ -173,7 +175,7 @@ class TaskSet:
             task.checkpoint()
             task.role, task.warmup = Role.STANDBY, tid in info.warmup_tasks
             task.restore.stop()
-            self._forget(tid)
+            self.running.forget(tid)
             self._emit(TaskRecycled(at_ms=now, task=tid, from_role="active", to_role=self._role_name(task)))
         opening = (*plan.create_active, *plan.recycle_to_active, *plan.create_standby)
         wanted = [tp for tid in opening for tp in self._infos[tid].changelog_partitions]
@@ -253,7 +255,7 @@ class TaskSet:
         task.close(clean=clean)
         if not clean:
             self._directory.checkpoint_path(tid).unlink(missing_ok=True)
-        self._forget(tid)
+        self.running.forget(tid)
         self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
 
     def _create(self, tid: TaskId, role: Role, ends: Mapping[TopicPartition, int], now: int) -> None:
@@ -334,7 +336,7 @@ class TaskSet:
                         offset=records[0].offset,
                     )
                 )
-            ctx = self._contexts.get(task.id) or await self._start(task)
+            ctx = self.running.get(task.id) or await self.running.start(task)
             clock = ctx.punctuation
             fn = self._processors[task.id.subtopology]
             serdes = self._source_serdes.get(tp.topic)
@@ -366,7 +368,7 @@ class TaskSet:
                         self._poison.input_failed("processing", task.id, r, exc)
                     if clock.observe(r.timestamp):
                         self._current = None
-                        await self._punctuate(task, ctx, PunctuationType.STREAM_TIME)
+                        await self.running.fire(task, ctx, PunctuationType.STREAM_TIME)
                 self._processed[tp] = r.offset + 1
                 done += 1
             self._current = None
@@ -381,96 +383,29 @@ class TaskSet:
         out, self._unprocessed = self._unprocessed, {}
         return out
 
-    async def _start(self, task: StreamTask) -> ProcessorContext:
-        """The task starts running here: make its context and run its ``init`` hook."""
-        ctx = ProcessorContext(
-            task.id,
-            task.typed,
-            self._repartition_of.get(task.id.subtopology, {}),
-            self._queue_output,
-            TaskPunctuation(self.clock),
-            window_stores=task.windows,
-        )
-        self._contexts[task.id] = ctx
-        init = self._inits.get(task.id.subtopology)
-        if init is not None:
-            try:
-                result = init(ctx)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                self._forget(task.id)
-                raise ProcessingError(f"the init hook of task {task.id} failed: {exc!r}") from exc
-        return ctx
-
-    def _forget(self, tid: TaskId) -> None:
-        """The task stops running here: drop its context; its schedules end."""
-        ctx = self._contexts.pop(tid, None)
-        if ctx is not None:
-            ctx.punctuation.cancel_all()
-
     async def punctuate(self) -> int:
         """Start the running active tasks that have not started (their ``init`` hooks run),
         then fire the wall-clock schedules that are due. Returns how many fired."""
-        fired = 0
-        for task in list(self.tasks.values()):
-            if not task.is_active or task.restoring or task.closed:
-                continue
-            ctx = self._contexts.get(task.id) or await self._start(task)
-            due = ctx.punctuation.next_wall_clock_ms()
-            if due is not None and due <= self.clock():
-                fired += await self._punctuate(task, ctx, PunctuationType.WALL_CLOCK_TIME)
-        return fired
-
-    def stream_time(self, tid: TaskId) -> int:
-        """The stream time of a task running here (-1 before its first record, or not running)."""
-        ctx = self._contexts.get(tid)
-        return -1 if ctx is None else ctx.stream_time
+        return await self.running.punctuate(self._running_tasks())
 
     def next_wall_clock_ms(self) -> int | None:
         """When a wall-clock schedule is next due (None: none), or 0 when a running active task
         has not started yet: what tells the app's loop to call :meth:`punctuate`."""
-        times: list[int] = []
-        for task in self.tasks.values():
-            if not task.is_active or task.restoring or task.closed:
-                continue
-            ctx = self._contexts.get(task.id)
-            due = 0 if ctx is None else ctx.punctuation.next_wall_clock_ms()
-            if due is not None:
-                times.append(due)
-        return min(times, default=None)
+        return self.running.next_wall_clock_ms(self._running_tasks())
 
-    async def _punctuate(self, task: StreamTask, ctx: ProcessorContext, kind: PunctuationType) -> int:
-        """Fire ``kind``'s due schedules of ``task`` (Kafka's ``PunctuationQueue.maybePunctuate``:
-        each due one once, at the current time). A callback's failure goes to the processing
-        handler (KIP-1033), which has no input record to dead-letter."""
-        clock = ctx.punctuation
-        queue = clock.queue(kind)
-        now = clock.now(kind)
-        fired = 0
-        before = task.record_timestamp
-        self._punctuating = task.record_timestamp = now
-        try:
-            while (schedule := queue.pop_due(now)) is not None:
-                fired += 1
-                try:
-                    result = schedule.callback(ctx, now)
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception as exc:
-                    self._poison.punctuation_failed(task.id, kind.value, now, exc)
-                finally:
-                    queue.done(schedule, now)
-        finally:
-            self._punctuating = None
-            task.record_timestamp = before
-        return fired
+    def stream_time(self, tid: TaskId) -> int:
+        """The stream time of a task running here (-1 before its first record, or not running)."""
+        return self.running.stream_time(tid)
+
+    def _running_tasks(self) -> list[StreamTask]:
+        return [t for t in self.tasks.values() if t.is_active and not t.restoring and not t.closed]
 
     def _queue_output(self, output: Output) -> None:
         # Looked up on every call: send_pending swaps in a new outbox, and a context that held
         # the old list's append would write into a list nobody sends.
-        if self._current is None and self._punctuating is not None and output.timestamp is None:
-            output = dataclasses.replace(output, timestamp=self._punctuating)
+        punctuating = self.running.punctuating
+        if self._current is None and punctuating is not None and output.timestamp is None:
+            output = dataclasses.replace(output, timestamp=punctuating)
         self._outbox.append((output, self._current))
 
     def has_unsent(self) -> bool:
@@ -592,7 +527,7 @@ class TaskSet:
                 task.close(clean=False)
                 self._directory.checkpoint_path(tid).unlink(missing_ok=True)
                 del self.tasks[tid]
-                self._forget(tid)
+                self.running.forget(tid)
                 self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
         self._by_partition = {}
         self._processed.clear()
@@ -605,8 +540,7 @@ class TaskSet:
             self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
         self.tasks.clear()
         self._by_partition.clear()
-        for tid in list(self._contexts):
-            self._forget(tid)
+        self.running.forget_all()
 
     def metrics(self) -> dict[str, float]:
         return {

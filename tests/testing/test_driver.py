@@ -290,3 +290,19 @@ def test_init_hooks_run_for_every_task_when_the_driver_starts() -> None:
     spec = ProcessorSpec(process=count, init=init)
     with TopologyTestDriver(wordcount(), {0: split, 1: spec}, partitions={"lines": 2}):
         assert started == ["1_0", "1_1"]
+
+
+def test_pipe_many_steps_timestamps_and_read_record_reads_one_at_a_time(driver: TopologyTestDriver) -> None:
+    lines = driver.input_topic("lines", BYTES, STRING)
+    lines.pipe_many([(None, "a"), (None, "b"), (None, "a")], timestamp=100, step_ms=10)
+    out = driver.output_topic("counted", STRING, STRING)
+    assert out.queue_size() == 3
+    first = out.read_record()
+    assert (first.key, first.value, first.timestamp) == ("a", "1", 100)
+    assert sorted((r.key, r.value, r.timestamp) for r in out.read_records()) == [
+        ("a", "2", 120),
+        ("b", "1", 110),
+    ]
+    with pytest.raises(LookupError, match="no record left"):
+        out.read_record()
+    assert driver.stream_time("wc-words-repartition", driver.store("counts").task_of("a").partition) == 120  # type: ignore[union-attr]

@@ -1,0 +1,138 @@
+"""The tasks that run on this process: their processor contexts, ``init`` hooks and punctuations.
+
+A task *starts running* here the first time it is processed or punctuated after its restore
+(created active or recycled to active): :meth:`RunningTasks.start` makes its
+:class:`~streamtasks.app.context.ProcessorContext` (with its
+:class:`~streamtasks.app.punctuation.TaskPunctuation`) and runs its subtopology's ``init`` hook
+(:mod:`streamtasks.app.processor`). It stops running when the task set drops it
+(:meth:`RunningTasks.forget`: revoked, lost, closed, recycled to standby), which cancels its
+schedules. :meth:`RunningTasks.fire` runs the due schedules of one time type; while it runs,
+:attr:`RunningTasks.punctuating` is the punctuation time, the default timestamp of what the
+callbacks write.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+
+from streamtasks.app.context import Output, ProcessorContext
+from streamtasks.app.poison import PoisonRecords
+from streamtasks.app.processor import Init
+from streamtasks.app.punctuation import PunctuationType, TaskPunctuation
+from streamtasks.app.task import StreamTask
+from streamtasks.errors import ProcessingError
+from topology.ids import TaskId
+
+__all__ = ["RunningTasks"]
+
+
+class RunningTasks:
+    """The contexts of the tasks running here (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        inits: Mapping[int, Init | None],
+        repartition_of: Mapping[int, dict[str, str]],
+        queue_output: Callable[[Output], None],
+        poison: PoisonRecords,
+        clock: Callable[[], int],
+    ) -> None:
+        self._inits = dict(inits)
+        self._repartition_of = dict(repartition_of)
+        self._queue_output = queue_output
+        self._poison = poison
+        #: The wall clock of WALL_CLOCK_TIME punctuations (ms).
+        self.clock = clock
+        self._contexts: dict[TaskId, ProcessorContext] = {}
+        #: The time of the punctuation running now (its outputs' default timestamp), if any.
+        self.punctuating: int | None = None
+
+    def get(self, tid: TaskId) -> ProcessorContext | None:
+        return self._contexts.get(tid)
+
+    async def start(self, task: StreamTask) -> ProcessorContext:
+        """The task starts running here: make its context and run its ``init`` hook."""
+        ctx = ProcessorContext(
+            task.id,
+            task.typed,
+            self._repartition_of.get(task.id.subtopology, {}),
+            self._queue_output,
+            TaskPunctuation(self.clock),
+            window_stores=task.windows,
+        )
+        self._contexts[task.id] = ctx
+        init = self._inits.get(task.id.subtopology)
+        if init is not None:
+            try:
+                result = init(ctx)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self.forget(task.id)
+                raise ProcessingError(f"the init hook of task {task.id} failed: {exc!r}") from exc
+        return ctx
+
+    def forget(self, tid: TaskId) -> None:
+        """The task stops running here: drop its context; its schedules end."""
+        ctx = self._contexts.pop(tid, None)
+        if ctx is not None:
+            ctx.punctuation.cancel_all()
+
+    def forget_all(self) -> None:
+        for tid in list(self._contexts):
+            self.forget(tid)
+
+    def stream_time(self, tid: TaskId) -> int:
+        """The stream time of a task running here (-1 before its first record, or not running)."""
+        ctx = self._contexts.get(tid)
+        return -1 if ctx is None else ctx.stream_time
+
+    async def punctuate(self, tasks: Iterable[StreamTask]) -> int:
+        """Start those of the running ``tasks`` that have not started, then fire the wall-clock
+        schedules that are due. Returns how many fired."""
+        fired = 0
+        for task in list(tasks):
+            ctx = self._contexts.get(task.id) or await self.start(task)
+            due = ctx.punctuation.next_wall_clock_ms()
+            if due is not None and due <= self.clock():
+                fired += await self.fire(task, ctx, PunctuationType.WALL_CLOCK_TIME)
+        return fired
+
+    def next_wall_clock_ms(self, tasks: Iterable[StreamTask]) -> int | None:
+        """When a wall-clock schedule of the running ``tasks`` is next due (None: none), or 0
+        when one of them has not started yet."""
+        times: list[int] = []
+        for task in tasks:
+            ctx = self._contexts.get(task.id)
+            due = 0 if ctx is None else ctx.punctuation.next_wall_clock_ms()
+            if due is not None:
+                times.append(due)
+        return min(times, default=None)
+
+    async def fire(self, task: StreamTask, ctx: ProcessorContext, kind: PunctuationType) -> int:
+        """Fire ``kind``'s due schedules of ``task`` (Kafka's ``PunctuationQueue.maybePunctuate``:
+        each due one once, at the current time). A callback's failure goes to the processing
+        handler (KIP-1033), which has no input record to dead-letter."""
+        clock = ctx.punctuation
+        queue = clock.queue(kind)
+        now = clock.now(kind)
+        fired = 0
+        before = task.record_timestamp
+        self.punctuating = task.record_timestamp = now
+        try:
+            while (schedule := queue.pop_due(now)) is not None:
+                fired += 1
+                try:
+                    result = schedule.callback(ctx, now)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:
+                    self._poison.punctuation_failed(task.id, kind.value, now, exc)
+                finally:
+                    queue.done(schedule, now)
+        finally:
+            self.punctuating = None
+            task.record_timestamp = before
+        return fired
