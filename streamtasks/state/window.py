@@ -19,9 +19,10 @@ record); a record whose window start is ``<= observed - retention_ms`` is expire
 is dropped (counted in :attr:`WindowStore.expired_puts`), a restored one is not applied, and
 reads never return one. Expired records are deleted from the database (without changelog
 tombstones: the windowed changelog topic drops them by its own ``retention.ms``, as Kafka
-Streams configures it) each time the expiry point crosses a segment boundary
-(``segment_interval = max(retention_ms // 2, 60_000)``, Kafka's default), so a store holds at
-most about ``retention + segment_interval`` of windows. Observed stream time starts unknown
+Streams configures it) each time the expiry point has moved by a segment interval since the
+last purge (``segment_interval = max(retention_ms // 2, 60_000)``, Kafka's default; one walk of
+the database each time), so a store holds at most about ``retention + segment_interval`` of
+windows. Observed stream time starts unknown
 (-1) when a store is opened, as in Kafka Streams.
 
 Window starts must be ``>= 0`` (the big-endian layout orders negative numbers after positive
