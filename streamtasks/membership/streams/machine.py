@@ -145,7 +145,8 @@ class StreamsMember:
         self._statuses: frozenset[int] = frozenset()
         self._endpoint_epoch = 0
         self._invocation = 0
-        self._waiting: tuple[int, TasksListenerKind] | None = None
+        #: The callback the member waits for: (invocation id, kind, the tasks it was given).
+        self._waiting: tuple[int, TasksListenerKind, Tasks] | None = None
         self._handlers: dict[type, Callable[[Any, int], None]] = {
             JoinStreamsGroup: self._on_join,
             ResponseReceived: self._on_response,
@@ -268,7 +269,7 @@ class StreamsMember:
 
     def _invoke(self, kind: TasksListenerKind, tasks: Tasks) -> None:
         self._invocation += 1
-        self._waiting = (self._invocation, kind)
+        self._waiting = (self._invocation, kind, tasks)
         self._k.emit(
             InvokeTasksListener(
                 invocation_id=self._invocation,
@@ -285,7 +286,7 @@ class StreamsMember:
             raise LocalProtocolError(f"TasksListenerCompleted for unknown invocation {event.invocation_id}")
         if self._waiting is None or self._waiting[0] != event.invocation_id:
             return  # superseded (fenced or left meanwhile)
-        kind = self._waiting[1]
+        _, kind, tasks = self._waiting
         self._waiting = None
         if event.failed:
             self._k.report(f"the runtime's {kind.value} failed; the task change stands", None)
@@ -295,15 +296,11 @@ class StreamsMember:
             self._k.goto("tasks dropped: rejoin at epoch 0")
             self._rejoin(now_ms)
         elif self.state is S.RECONCILING and kind is TasksListenerKind.REVOKED:
-            self._owned = Tasks(
-                active=self._owned.active - self._revoking(),
-                standby=self._owned.standby,
-                warmup=self._owned.warmup,
-            )
-            self._assign()
+            o = self._owned
+            self._owned = Tasks(active=o.active - tasks.active, standby=o.standby, warmup=o.warmup)
+            self._reconcile()  # against the latest target: it may drop more active tasks
         elif self.state is S.RECONCILING and kind is TasksListenerKind.ASSIGNED:
-            assert self._target is not None
-            self._owned = self._target
+            self._owned = tasks  # a newer target is reconciled once this one is acknowledged
             self._k.goto("reconciled: acknowledge")
             self._next_heartbeat_ms = now_ms
 

@@ -340,3 +340,33 @@ def test_illegal_events_are_refused() -> None:
         d.feed(JoinStreamsGroup())
     with pytest.raises(LocalProtocolError, match="unknown invocation"):
         d.feed(TasksListenerCompleted(invocation_id=9))
+
+
+def test_a_target_that_changes_mid_reconciliation_is_reconciled_next() -> None:
+    d = Driver(StreamsMember(config()))
+    d.stable_with(1, tasks("0", 0, 1, 2))
+    d.poll(INTERVAL)
+    revoked = one(d.respond(answer(2, tasks("0", 1, 2))), InvokeTasksListener)
+    assert revoked.active == (("0", 0),)
+    d.poll(2 * INTERVAL)  # a heartbeat during the revocation brings a newer target
+    assert of_type(d.respond(answer(3, tasks("0", 2))), InvokeTasksListener) == []
+    more = one(d.complete(revoked), InvokeTasksListener)
+    assert (more.kind, more.active) == (TasksListenerKind.REVOKED, (("0", 1),))  # the newer one drops 1 too
+    assigned = one(d.complete(more), InvokeTasksListener)
+    assert (assigned.kind, assigned.active) == (TasksListenerKind.ASSIGNED, (("0", 2),))
+    ack = one(d.complete(assigned), SendRequest).request
+    assert (ack.member_epoch, ack.active_tasks) == (3, tasks("0", 2))
+    d.respond(answer(3))
+    assert d.state() is S.STABLE
+
+
+def test_a_target_that_arrives_after_the_assignment_callback_started_waits_for_the_ack() -> None:
+    d = Driver(StreamsMember(config()))
+    d.join()
+    first = one(d.respond(answer(1, tasks("0", 0, 1))), InvokeTasksListener)
+    d.poll(INTERVAL)
+    d.respond(answer(2, tasks("0", 0)))  # newer target while the first is being taken
+    ack = one(d.complete(first), SendRequest).request
+    assert ack.active_tasks == tasks("0", 0, 1)  # what the runtime took, not the newer target
+    revoked = one(d.respond(answer(2)), InvokeTasksListener)
+    assert (revoked.kind, revoked.active) == (TasksListenerKind.REVOKED, (("0", 1),))
