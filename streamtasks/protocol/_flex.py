@@ -17,10 +17,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from streamtasks.errors import LocalProtocolError
+from streamtasks.errors import DecodeError, LocalProtocolError
 from streamtasks.protocol._buf import INT16_MAX, INT32_MAX, Reader, Writer
 
 __all__ = [
+    "check_version",
+    "finish",
     "read_bool",
     "read_compact_array_count",
     "read_compact_bytes",
@@ -46,6 +48,21 @@ T = TypeVar("T")
 
 # A compact length is uvarint(length + 1); Kafka reads it as an unsigned 32-bit value.
 _MAX_COMPACT = INT32_MAX
+
+
+def check_version(version: int, versions: tuple[int, int], what: str, *, decoding: bool) -> None:
+    """A version outside ``versions`` (lowest, highest): DecodeError when decoding, else
+    LocalProtocolError."""
+    lo, hi = versions
+    if not lo <= version <= hi:
+        message = f"{what} version {version} is not supported (only {lo}-{hi})"
+        raise DecodeError(message) if decoding else LocalProtocolError(message)
+
+
+def finish(r: Reader) -> None:
+    """A message body must end where its last field does."""
+    if r.remaining:
+        raise r.fail(f"{r.remaining} trailing byte(s)")
 
 
 def _compact_length(r: Reader, field: str) -> int | None:

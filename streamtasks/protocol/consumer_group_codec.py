@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from streamtasks.errors import DecodeError, LocalProtocolError
+from streamtasks.errors import LocalProtocolError
 from streamtasks.protocol import _flex as F
 from streamtasks.protocol._buf import Reader, Writer
 from streamtasks.protocol.consumer_group import (
@@ -52,18 +52,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-def _check_version(version: int, versions: tuple[int, int], what: str, *, decoding: bool) -> None:
-    lo, hi = versions
-    if not lo <= version <= hi:
-        message = f"{what} version {version} is not supported (only {lo}-{hi})"
-        raise DecodeError(message) if decoding else LocalProtocolError(message)
-
-
-def _finish(r: Reader) -> None:
-    if r.remaining:
-        raise r.fail(f"{r.remaining} trailing byte(s)")
 
 
 def _encoded(write: Callable[[Writer], None]) -> bytes:
@@ -182,7 +170,7 @@ def _tag(found: dict[int, object], tag: int, default: T, kind: type[T]) -> T:
 
 
 def encode_heartbeat_request(request: ConsumerGroupHeartbeatRequest, version: int = 1) -> bytes:
-    _check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=False)
+    F.check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=False)
     w = Writer()
     F.write_compact_string(w, request.group_id, "GroupId")
     F.write_compact_string(w, request.member_id, "MemberId")
@@ -213,7 +201,7 @@ def encode_heartbeat_request(request: ConsumerGroupHeartbeatRequest, version: in
 
 
 def decode_heartbeat_request(data: bytes, version: int = 1) -> ConsumerGroupHeartbeatRequest:
-    _check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=True)
+    F.check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=True)
     r = Reader(data, f"ConsumerGroupHeartbeatRequest v{version}")
     group_id = F.read_compact_string(r, "GroupId")
     member_id = F.read_compact_string(r, "MemberId")
@@ -233,7 +221,7 @@ def decode_heartbeat_request(data: bytes, version: int = 1) -> ConsumerGroupHear
     found = F.read_tagged_fields(
         r, "ConsumerGroupHeartbeatRequest", {TAG_CLIENT_ASSIGNORS: _read_client_assignors}
     )
-    _finish(r)
+    F.finish(r)
     return ConsumerGroupHeartbeatRequest(
         group_id=group_id,
         member_id=member_id,
@@ -250,7 +238,7 @@ def decode_heartbeat_request(data: bytes, version: int = 1) -> ConsumerGroupHear
 
 
 def encode_heartbeat_response(response: ConsumerGroupHeartbeatResponse, version: int = 1) -> bytes:
-    _check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=False)
+    F.check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=False)
     w = Writer()
     w.int32(response.throttle_time_ms, "ThrottleTimeMs")
     w.int16(int(response.error), "ErrorCode")
@@ -273,7 +261,7 @@ def encode_heartbeat_response(response: ConsumerGroupHeartbeatResponse, version:
 
 
 def decode_heartbeat_response(data: bytes, version: int = 1) -> ConsumerGroupHeartbeatResponse:
-    _check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=True)
+    F.check_version(version, CONSUMER_GROUP_HEARTBEAT_VERSIONS, "ConsumerGroupHeartbeat", decoding=True)
     r = Reader(data, f"ConsumerGroupHeartbeatResponse v{version}")
     throttle = r.int32()
     error = KafkaErrorCode.of(r.int16())
@@ -297,7 +285,7 @@ def decode_heartbeat_response(data: bytes, version: int = 1) -> ConsumerGroupHea
         "ConsumerGroupHeartbeatResponse",
         {TAG_SHOULD_COMPUTE_ASSIGNMENT: lambda x: F.read_bool(x, "ShouldComputeAssignment")},
     )
-    _finish(r)
+    F.finish(r)
     return ConsumerGroupHeartbeatResponse(
         error=error,
         error_message=message,
@@ -314,7 +302,7 @@ def decode_heartbeat_response(data: bytes, version: int = 1) -> ConsumerGroupHea
 
 
 def encode_describe_request(request: ConsumerGroupDescribeRequest, version: int = 1) -> bytes:
-    _check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=False)
+    F.check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=False)
     w = Writer()
     F.write_compact_array_count(w, len(request.group_ids), "GroupIds")
     for group_id in request.group_ids:
@@ -325,13 +313,13 @@ def encode_describe_request(request: ConsumerGroupDescribeRequest, version: int 
 
 
 def decode_describe_request(data: bytes, version: int = 1) -> ConsumerGroupDescribeRequest:
-    _check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=True)
+    F.check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=True)
     r = Reader(data, f"ConsumerGroupDescribeRequest v{version}")
     count = F.read_compact_array_count(r, "GroupIds", 1)
     group_ids = tuple(F.read_compact_string(r, "GroupIds") for _ in range(count))
     include = F.read_bool(r, "IncludeAuthorizedOperations")
     F.read_tagged_fields(r, "ConsumerGroupDescribeRequest", {})
-    _finish(r)
+    F.finish(r)
     return ConsumerGroupDescribeRequest(group_ids=group_ids, include_authorized_operations=include)
 
 
@@ -413,7 +401,7 @@ def _read_member(r: Reader, version: int) -> DescribedMember:
 
 
 def encode_describe_response(response: ConsumerGroupDescribeResponse, version: int = 1) -> bytes:
-    _check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=False)
+    F.check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=False)
     w = Writer()
     w.int32(response.throttle_time_ms, "ThrottleTimeMs")
     F.write_compact_array_count(w, len(response.groups), "Groups")
@@ -435,7 +423,7 @@ def encode_describe_response(response: ConsumerGroupDescribeResponse, version: i
 
 
 def decode_describe_response(data: bytes, version: int = 1) -> ConsumerGroupDescribeResponse:
-    _check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=True)
+    F.check_version(version, CONSUMER_GROUP_DESCRIBE_VERSIONS, "ConsumerGroupDescribe", decoding=True)
     r = Reader(data, f"ConsumerGroupDescribeResponse v{version}")
     throttle = r.int32()
     count = F.read_compact_array_count(r, "Groups", 20)
@@ -465,5 +453,5 @@ def decode_describe_response(data: bytes, version: int = 1) -> ConsumerGroupDesc
             )
         )
     F.read_tagged_fields(r, "ConsumerGroupDescribeResponse", {})
-    _finish(r)
+    F.finish(r)
     return ConsumerGroupDescribeResponse(groups=tuple(groups), throttle_time_ms=throttle)

@@ -37,6 +37,7 @@ from streamtasks.protocol import (
 )
 from tests.protocol import strategies as S
 from tests.protocol.fuzz_cases_kip848 import KIP848_CASES
+from tests.protocol.fuzz_cases_streams import STREAMS_CASES
 
 Decoder = Callable[[bytes], Any]
 
@@ -78,6 +79,7 @@ CASES: dict[str, tuple[Decoder, st.SearchStrategy[bytes]]] = {
     ),
 }
 CASES.update(KIP848_CASES)
+CASES.update(STREAMS_CASES)
 
 
 def only_decode_errors(decode: Decoder, data: bytes) -> object:
