@@ -26,10 +26,11 @@ from typing import Any
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import (
-    Gate,
+    CommitGate,
     InFlight,
     Kernel,
     Purpose,
+    ReadOnly,
     assignment_changed,
     lookup_backoff_ms,
 )
@@ -41,6 +42,7 @@ from streamtasks.membership.consumer.actions import (
     Request,
     SendRequest,
 )
+from streamtasks.membership.consumer.assignment_job import AssignmentJob
 from streamtasks.membership.consumer.config import ConsumerMemberConfig
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
@@ -60,7 +62,6 @@ from streamtasks.membership.consumer.events import (
 from streamtasks.membership.consumer.records import (
     Api,
     Cluster,
-    Job,
     Link,
     Membership,
     Ownership,
@@ -97,7 +98,7 @@ class ConsumerMember:
     """
 
     __slots__ = (
-        "_cluster", "_config", "_installed", "_k", "_link", "_membership", "_ownership", "_round", "_sub",
+        "_cluster", "_config", "_gate", "_job", "_k", "_link", "_membership", "_ownership", "_round", "_sub",
     )  # fmt: skip
 
     def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
@@ -121,61 +122,22 @@ class ConsumerMember:
             hb_next_ms=now_ms,
             hb_last_ok_ms=now_ms,
         )
-        self._installed = 0
+        self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
+        self._job = AssignmentJob(config, self._k)
 
     # ------------------------------------------------------------------ read-only view
 
-    @property
-    def config(self) -> ConsumerMemberConfig:
-        return self._config
-
-    @property
-    def state(self) -> S:
-        return self._k.state
-
-    @property
-    def member_id(self) -> str:
-        return self._config.member_id
-
-    @property
-    def member_epoch(self) -> int:
-        """The epoch the coordinator last gave this member (0: joining / not a member)."""
-        return self._membership.epoch
-
-    @property
-    def owned_partitions(self) -> frozenset[TopicPartition]:
-        """The partitions the member owns now (those of the last ``AssignmentChanged``)."""
-        return self._ownership.owned
-
-    @property
-    def owned_epoch(self) -> int:
-        """The member epoch of the assignment ``owned_partitions`` were last reconciled to."""
-        return self._ownership.owned_epoch
-
-    @property
-    def assignment_user_data(self) -> bytes:
-        """The client-side assignor's metadata bytes for this member (``b""``: none)."""
-        return self._ownership.user_data
-
-    @property
-    def subscription(self) -> tuple[str, ...]:
-        """The topics the member subscribes to, sorted; sent with the next full heartbeat."""
-        return self._sub.topics
-
-    @property
-    def coordinator_known(self) -> bool:
-        """Whether a lookup found the coordinator and it was not lost since."""
-        return self._link.coordinator_known
-
-    @property
-    def computing_assignment(self) -> bool:
-        """A PrepareAssignment or InstallAssignment of this member is in flight."""
-        return self._round.job is not None
-
-    @property
-    def assignments_installed(self) -> int:
-        """How many client-side assignments this member computed and got installed."""
-        return self._installed
+    config = ReadOnly[ConsumerMemberConfig]("_config")
+    state = ReadOnly[S]("_k.state")
+    member_id = ReadOnly[str]("_config.member_id")
+    member_epoch = ReadOnly[int]("_membership.epoch", "The epoch the coordinator last gave it (0: none).")
+    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_ownership.owned", "What it owns now.")
+    owned_epoch = ReadOnly[int]("_ownership.owned_epoch", "The epoch of what it owns.")
+    assignment_user_data = ReadOnly[bytes]("_ownership.user_data", "The assignor's metadata (b'': none).")
+    subscription = ReadOnly[tuple[str, ...]]("_sub.topics", "Its topics, sent with the next full heartbeat.")
+    coordinator_known = ReadOnly[bool]("_link.coordinator_known", "A lookup found it, not lost since.")
+    computing_assignment = ReadOnly[bool]("_job.computing", "Prepare/InstallAssignment in flight.")
+    assignments_installed = ReadOnly[int]("_job.installed", "Client-side assignments installed.")
 
     @property
     def reasons(self) -> Mapping[str, int]:
@@ -202,8 +164,7 @@ class ConsumerMember:
                 self._on_failed(RequestFailed(request_id=rid), now_ms)
         if self._k.state in _IDLE:
             return self._k.flush()
-        gate = self._round.gate
-        if gate is not None and now_ms >= gate.deadline_ms:
+        if self._gate.expired(now_ms):
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
         if (
@@ -233,6 +194,7 @@ class ConsumerMember:
             ownership=self._ownership,
             link=self._link,
             round_=self._round,
+            gate=self._gate.gate,
             requests=self._k.requests,
         )
 
@@ -264,12 +226,11 @@ class ConsumerMember:
     def _hb_soon(self, now_ms: int) -> None:
         self._link = replace(self._link, hb_next_ms=min(self._link.hb_next_ms, now_ms))
 
-    def _set_gate(self, gate: Gate | None) -> None:
-        self._round = replace(self._round, gate=gate)
-
     def _drop_inflight(self, keep_find: bool = True) -> None:
         self._k.keep({None} if keep_find else ())
         self._round = P.dropped(self._round)
+        self._gate.dropped()
+        self._job.dropped()
 
     def _report(self, reason: str, code: E | None, *, fatal: bool = False) -> None:
         self._k.report(reason, code, fatal=fatal)
@@ -297,6 +258,8 @@ class ConsumerMember:
         """Back to epoch 0 with nothing in progress (the member id is kept)."""
         self._membership = replace(self._membership, epoch=0, sent=None)
         self._round = Round()
+        self._gate.close()
+        self._job.dropped()
         self._k.keep({None})
 
     def _leave_group(self) -> None:
@@ -330,9 +293,7 @@ class ConsumerMember:
         self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, hb_next_ms=now_ms)
         self._drop_inflight(keep_find=False)
         self._membership = replace(self._membership, sent=None)
-        gate = self._round.gate
-        if gate is not None:
-            self._set_gate(replace(gate, retry_at_ms=now_ms))
+        self._gate.retry_at(now_ms)
         if reason:
             self._report(f"coordinator unknown: {reason}", None)
 
@@ -426,7 +387,7 @@ class ConsumerMember:
         the new partitions and acknowledge. Never both revoked and new partitions unacknowledged:
         the coordinator gives nothing new while the member still owns what it must give up."""
         target = self._round.pending
-        if target is None or self._round.gate is not None or self._k.state not in IN_GROUP:
+        if target is None or self._gate.gate is not None or self._k.state not in IN_GROUP:
             return
         assigned, unresolved = P.resolve(target, self._cluster.names)
         if unresolved:
@@ -472,21 +433,18 @@ class ConsumerMember:
     # ------------------------------------------------------------------ commit before revoking
 
     def _start_gate(self, purpose: Purpose, partitions: frozenset[TopicPartition], now_ms: int) -> None:
-        deadline = now_ms + self._config.rebalance_timeout_ms // 2
-        self._set_gate(Gate(purpose=purpose, partitions=partitions, deadline_ms=deadline, retry_at_ms=now_ms))
+        self._gate.open(purpose, partitions, now_ms, now_ms + self._config.rebalance_timeout_ms // 2)
         self._maybe_commit(now_ms)
 
     def _maybe_commit(self, now_ms: int) -> None:
-        gate = self._round.gate
-        if gate is None or not gate.due(now_ms, self._link.coordinator_known):
+        gate = self._gate.due(now_ms, self._link.coordinator_known)
+        if gate is None:
             return
         partitions = gate.partitions & self._ownership.owned
         if not partitions:
             self._finish_gate(now_ms)
             return
-        deadline = now_ms + self._config.request_timeout_ms
-        rid = self._k.issue(Api.OFFSET_COMMIT, deadline, self._membership.epoch)
-        self._set_gate(replace(gate, commit_id=rid))
+        rid = self._gate.commit(now_ms + self._config.request_timeout_ms, self._membership.epoch)
         self._k.emit(P.commit_action(rid, self._config, self._membership.epoch, partitions))
 
     def _new_epoch_coming(self, sent_epoch: int) -> bool:
@@ -498,17 +456,15 @@ class ConsumerMember:
         return any(f.api is Api.HEARTBEAT for f in self._k.requests.inflight.values())
 
     def _on_commit(self, resp: OffsetCommitResponse, sent_epoch: int, now_ms: int) -> None:
-        gate = self._round.gate
+        gate = self._gate.answered()
         if gate is None:
             return
-        gate = replace(gate, commit_id=None)
-        self._set_gate(gate)
         verdict, codes = P.commit_verdict(resp)
         if verdict is P.Commit.DONE:
             self._finish_gate(now_ms)
         elif verdict is P.Commit.UNKNOWN_MEMBER:
             if gate.purpose is Purpose.LEAVE:
-                self._set_gate(None)
+                self._gate.close()
                 self._lose_all()
                 self._leave_group()
                 self._k.goto("left without a leave heartbeat")
@@ -520,17 +476,13 @@ class ConsumerMember:
             retry_at = (
                 now_ms if self._membership.epoch != sent_epoch else now_ms + self._config.retry_backoff_ms
             )
-            self._set_gate(replace(gate, retry_at_ms=retry_at))
+            self._gate.retry_at(retry_at)
         else:
             self._report(f"offset commit failed with {[c.name for c in codes]}; revoking anyway", codes[0])
             self._finish_gate(now_ms)
 
     def _finish_gate(self, now_ms: int) -> None:
-        gate = self._round.gate
-        assert gate is not None
-        self._set_gate(None)
-        if gate.commit_id is not None:
-            self._k.settle(gate.commit_id)
+        gate = self._gate.finish()
         owned = self._ownership.owned
         revoked = gate.partitions & owned
         if revoked:
@@ -568,12 +520,14 @@ class ConsumerMember:
         # of a heartbeat answer while it prepares to leave too, and ignores its assignment).
         self._k.keep({None, Api.HEARTBEAT})
         self._round = replace(P.dropped(self._round), pending=None)
+        self._gate.dropped()
+        self._job.dropped()
         self._k.goto("leave: revoke first")
         owned = self._ownership.owned
         if owned and self._membership.in_group:
             self._start_gate(Purpose.LEAVE, owned, now_ms)
             return
-        self._set_gate(None)
+        self._gate.close()
         self._lose_all()
         if self._link.coordinator_known or not self._membership.in_group:
             self._send_leave(now_ms)
@@ -593,48 +547,20 @@ class ConsumerMember:
     # ------------------------------------------------------------------ client-side assignment
 
     def _start_assignment(self, now_ms: int) -> None:
-        """ShouldComputeAssignment: PrepareAssignment, unless a computation is under way."""
-        if self._round.job is not None or not self._config.client_side or self._k.state not in IN_GROUP:
-            return
-        request = P.prepare_request(self._config, self._membership.epoch)
-        self._set_job(Job(phase=Api.PREPARE, request_id=self._send(Api.PREPARE, request, now_ms)))
+        """ShouldComputeAssignment (a member with a client-side assignor, in the group)."""
+        if self._config.client_side and self._k.state in IN_GROUP:
+            self._job.start(self._membership.epoch, now_ms)
 
-    def _set_job(self, job: Job | None) -> None:
-        self._round = replace(self._round, job=job)
-
-    def _job_failed(self, api: Api, code: E, message: str | None, now_ms: int) -> None:
-        self._set_job(None)
-        if code in P.COORDINATOR_CODES:
-            self._coordinator_lost(now_ms, f"{api.value} answered {code.name}")
-        elif code is E.STALE_MEMBER_EPOCH:
-            pass  # retried when the next heartbeat answer asks again
-        elif code is not E.UNKNOWN_MEMBER_ID:  # no longer the member asked: nothing to do
-            self._report(f"{api.value} failed with {code.name}: {message or ''}".rstrip(": "), code)
-
-    def _on_prepare(self, resp: ConsumerGroupPrepareAssignmentResponse, now_ms: int) -> None:
-        job = self._round.job
-        if job is None or job.phase is not Api.PREPARE:
-            return
-        if resp.error is not E.NONE:
-            self._job_failed(Api.PREPARE, resp.error, resp.error_message, now_ms)
-            return
-        request = P.install_request(self._config, self._membership.epoch, resp)
-        if isinstance(request, str):
-            self._set_job(None)
-            self._report(request, None)
-            return
-        self._set_job(Job(phase=Api.INSTALL, request_id=self._send(Api.INSTALL, request, now_ms)))
-
-    def _on_install(self, resp: ConsumerGroupInstallAssignmentResponse, now_ms: int) -> None:
-        job = self._round.job
-        if job is None or job.phase is not Api.INSTALL:
-            return
-        if resp.error is not E.NONE:
-            self._job_failed(Api.INSTALL, resp.error, resp.error_message, now_ms)
-            return
-        self._set_job(None)
-        self._installed += 1
-        self._hb_soon(now_ms)  # the new target has this member's part of it: fetch it now
+    def _on_job_answer(
+        self,
+        resp: ConsumerGroupPrepareAssignmentResponse | ConsumerGroupInstallAssignmentResponse,
+        now_ms: int,
+    ) -> None:
+        answer = self._job.answered(resp, self._membership.epoch, now_ms)
+        if answer.lost:
+            self._coordinator_lost(now_ms, answer.lost)
+        elif answer.installed:
+            self._hb_soon(now_ms)  # the new target has this member's part of it: fetch it now
 
     # ------------------------------------------------------------------ coordinator and application events
 
@@ -644,7 +570,7 @@ class ConsumerMember:
         if self._link.coordinator_known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
         self._link = replace(self._link, coordinator_known=True, find_failures=0, hb_next_ms=now_ms)
-        if self._k.state is S.PREPARE_LEAVING and self._round.gate is None:
+        if self._k.state is S.PREPARE_LEAVING and self._gate.gate is None:
             self._send_leave(now_ms)
 
     def _on_lost(self, event: CoordinatorLost, now_ms: int) -> None:
@@ -685,9 +611,7 @@ class ConsumerMember:
         if gone:  # owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone)
             self._set_owned(owned - gone, self._ownership.owned_epoch, lost=gone)
-            gate = self._round.gate
-            if gate is not None:
-                self._set_gate(replace(gate, partitions=gate.partitions - gone))
+            self._gate.without(gone)
         r = self._round
         last = r.last_target
         if (
@@ -712,10 +636,10 @@ class ConsumerMember:
             return
         if isinstance(resp, ConsumerGroupHeartbeatResponse):
             self._on_heartbeat(resp, event.request_id, pending, now_ms)
-        elif isinstance(resp, ConsumerGroupPrepareAssignmentResponse):
-            self._on_prepare(resp, now_ms)
-        elif isinstance(resp, ConsumerGroupInstallAssignmentResponse):
-            self._on_install(resp, now_ms)
+        elif isinstance(
+            resp, (ConsumerGroupPrepareAssignmentResponse, ConsumerGroupInstallAssignmentResponse)
+        ):
+            self._on_job_answer(resp, now_ms)
         else:
             self._on_commit(resp, pending.generation, now_ms)
 

@@ -20,6 +20,7 @@ from streamtasks.membership.consumer.config import UNRELEASED_WINDOW_INTERVALS, 
 from streamtasks.membership.consumer.events import AssignorMetadata
 from streamtasks.membership.consumer.records import (
     Api,
+    Gate,
     Link,
     Membership,
     Ownership,
@@ -240,10 +241,10 @@ def resolve(target: Target, names: Mapping[uuid.UUID, str]) -> tuple[frozenset[T
 
 
 def dropped(round_: Round) -> Round:
-    """The round once every request in flight is gone: no commit or assignment job under way,
-    and an acknowledgement owed is due again."""
-    gate = None if round_.gate is None else replace(round_.gate, commit_id=None)
-    return replace(round_, gate=gate, job=None, ack_rid=None if round_.ack_rid is None else 0)
+    """The round once every request in flight is gone: an acknowledgement owed is due again
+    (the commit and the assignment job forget their requests themselves: ``CommitGate``,
+    ``AssignmentJob``)."""
+    return replace(round_, ack_rid=None if round_.ack_rid is None else 0)
 
 
 # ------------------------------------------------------------------ commit before revoking
@@ -345,13 +346,13 @@ def next_deadline(
     ownership: Ownership,
     link: Link,
     round_: Round,
+    gate: Gate | None = None,
     requests: Requests[Api],
 ) -> int | None:
     """When ``poll`` next has something to do; ``None`` when only an event can move the member."""
     times = [f.deadline_ms for f in requests.inflight.values()]
     if state in _IDLE:
         return min(times) if times else None
-    gate = round_.gate
     if gate is not None:
         times.append(gate.deadline_ms)
     if state in IN_GROUP and (membership.epoch > 0 or ownership.owned):

@@ -3,9 +3,9 @@
 :class:`~streamtasks.membership.consumer.machine.ConsumerMember` holds one of each and is the
 only code that assigns them (h11's rule). Each record groups the fields that change together,
 so a reset is one assignment of a fresh record; :mod:`~streamtasks.membership.consumer.phases`
-computes over them without changing anything. The commit gate (:class:`Gate`, :class:`Purpose`)
-and the requests in flight (:class:`Requests`) are the classic member's records
-(:mod:`streamtasks.membership.common`).
+computes over them without changing anything. The commit gate (:class:`Gate`, :class:`Purpose`,
+held by :class:`~streamtasks.membership.common.gate.CommitGate`) and the requests in flight
+(:class:`Requests`) are every member's records (:mod:`streamtasks.membership.common`).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Job:
-    """The client-side assignment this member computes: ``prepare`` or ``install`` in flight."""
+    """The client-side assignment this member computes: ``prepare`` or ``install`` in flight
+    (held by :class:`~streamtasks.membership.consumer.assignment_job.AssignmentJob`)."""
 
     phase: Api
     request_id: int
@@ -127,8 +128,6 @@ class Round:
     pending: Target | None = None
     last_target: Target | None = None
     revoked_this_round: bool = False
-    gate: Gate | None = None
-    job: Job | None = None
     #: The acknowledging heartbeat's request id (0: due, not sent yet; None: none owed).
     ack_rid: int | None = None
     #: Since when the coordinator's latest assignment names unreleased partitions (None: it
