@@ -47,7 +47,6 @@ from streamtasks.membership.classic.events import (
 from streamtasks.membership.classic.metrics import RebalanceMetrics
 from streamtasks.membership.classic.reactions import Api, Reaction, reaction
 from streamtasks.membership.classic.records import (
-    Gate,
     LeaderView,
     Link,
     Membership,
@@ -61,9 +60,11 @@ from streamtasks.membership.classic.states import HAS_GENERATION, REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.transitions import TABLE
 from streamtasks.membership.common import (
+    CommitGate,
+    CoordinatorLink,
     Kernel,
+    ReadOnly,
     assignment_changed,
-    lookup_backoff_ms,
 )
 from streamtasks.membership.common.kernel import handler_for
 from streamtasks.protocol.classic_group import (
@@ -105,7 +106,7 @@ class ClassicMember:
     """
 
     __slots__ = (
-        "_config", "_k", "_leader", "_link", "_membership", "_metrics",
+        "_config", "_gate", "_k", "_leader", "_link", "_membership", "_metrics",
         "_ownership", "_protocol", "_rejoin", "_round", "_sub",
     )  # fmt: skip
 
@@ -121,81 +122,31 @@ class ClassicMember:
         self._rejoin = Rejoin()
         self._round = Round()
         self._leader = LeaderView()
-        self._link = Link.starting(now_ms)
+        self._link = CoordinatorLink(Link.starting(now_ms), config, self._k)
+        self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
         self._metrics = RebalanceMetrics(created_ms=now_ms)  # its own owner: counters only
 
     # ------------------------------------------------------------------ read-only view
 
-    @property
-    def config(self) -> MemberConfig:
-        return self._config
-
-    @property
-    def state(self) -> S:
-        return self._k.state
-
-    @property
-    def member_id(self) -> str:
-        """The id the coordinator gave this member; ``""`` before the first JoinGroup."""
-        return self._membership.member_id
-
-    @property
-    def generation(self) -> int:
-        """The generation of the last JoinGroup that succeeded; -1 when none / reset."""
-        return self._membership.generation
-
-    @property
-    def owned_generation(self) -> int:
-        """The generation ``owned_partitions`` were assigned in (-1: none)."""
-        return self._ownership.owned_generation
+    config = ReadOnly[MemberConfig]("_config")
+    state = ReadOnly[S]("_k.state")
+    member_id = ReadOnly[str]("_membership.member_id", "The coordinator's id for it ('': not joined yet).")
+    generation = ReadOnly[int]("_membership.generation", "Of the last JoinGroup that succeeded (-1: none).")
+    owned_generation = ReadOnly[int]("_ownership.owned_generation", "The generation of what it owns (-1).")
+    protocol_name = ReadOnly[str | None]("_membership.protocol_name", "The assignor the coordinator chose.")
+    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_ownership.owned")
+    assignment_user_data = ReadOnly[bytes]("_ownership.user_data", "Of the assignment it owns (b'': none).")
+    is_leader = ReadOnly[bool]("_membership.is_leader", "The last JoinGroup answer named it the leader.")
+    leader_id = ReadOnly[str]("_membership.leader_id", "The leader the last JoinGroup answer named.")
+    group_topics = ReadOnly[tuple[str, ...]]("_leader.group_topics", "Leader: the group's topics.")
+    subscription = ReadOnly[tuple[str, ...]]("_sub.topics")
+    rejoin_needed = ReadOnly[bool]("_rejoin.needed", "A rejoin was asked for and is not sent yet.")
+    coordinator_known = ReadOnly[bool]("_link.known")
 
     @property
     def protocol(self) -> RebalanceProtocol | None:
         """The rebalance protocol this member follows; ``None`` once it left the group."""
         return None if self._k.state is S.CLOSED else self._protocol
-
-    @property
-    def protocol_name(self) -> str | None:
-        """The assignor the coordinator selected at the last JoinGroup."""
-        return self._membership.protocol_name
-
-    @property
-    def owned_partitions(self) -> frozenset[TopicPartition]:
-        return self._ownership.owned
-
-    @property
-    def assignment_user_data(self) -> bytes:
-        """User data of the SyncGroup assignment applied now (``b""``: none); the value the
-        last ``AssignmentChanged`` carried."""
-        return self._ownership.user_data
-
-    @property
-    def is_leader(self) -> bool:
-        """Whether the last JoinGroup answer named this member the leader."""
-        return self._membership.is_leader
-
-    @property
-    def leader_id(self) -> str:
-        """The member id of the leader the last JoinGroup answer named."""
-        return self._membership.leader_id
-
-    @property
-    def group_topics(self) -> tuple[str, ...]:
-        """Leader only: every topic the group subscribes to (monitored for metadata changes)."""
-        return self._leader.group_topics
-
-    @property
-    def subscription(self) -> tuple[str, ...]:
-        return self._sub.topics
-
-    @property
-    def rejoin_needed(self) -> bool:
-        """A rejoin was asked for (KIP-568, a rebalance in progress...) and is not sent yet."""
-        return self._rejoin.needed
-
-    @property
-    def coordinator_known(self) -> bool:
-        return self._link.coordinator_known
 
     def metrics(self, now_ms: int) -> Mapping[str, float]:
         """KIP-429's rebalance metrics by name (see :mod:`.metrics`)."""
@@ -217,20 +168,16 @@ class ClassicMember:
             return self._k.flush()
         if any(f.deadline_ms <= now_ms for f in self._k.requests.inflight.values()):
             self._coordinator_lost(now_ms, "request timed out")
-        gate = self._round.gate
-        if gate is not None and now_ms >= gate.deadline_ms:
+        if self._gate.expired(now_ms):
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
-        link = self._link
-        if not link.coordinator_known:
-            if not self._k.requests.finds_in_flight() and now_ms >= link.find_retry_ms:
-                deadline = now_ms + self._config.request_timeout_ms
-                self._k.find(self._config.group_id, deadline, self._membership.generation)
+        if not self._link.known:
+            self._link.lookup(now_ms, self._membership.generation)
             return self._k.flush()
         if (
             self._k.state in HAS_GENERATION
             and self._membership.generation >= 0
-            and now_ms - link.hb_last_ok_ms > self._config.session_timeout_ms
+            and self._link.silent(now_ms, self._config.session_timeout_ms)
         ):
             self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
             return self._k.flush()
@@ -247,9 +194,10 @@ class ClassicMember:
             self._k.state,
             self._config,
             generation=self._membership.generation,
-            link=self._link,
+            link=self._link.record,
             requests=self._k.requests,
             round_=self._round,
+            gate=self._gate.gate,
             rejoin=self._rejoin,
         )
 
@@ -273,9 +221,6 @@ class ClassicMember:
     def _send(self, api: Api, request: Request, now_ms: int) -> int:
         deadline = now_ms + P.request_timeout(self._config, api)
         return self._k.send(api, request, deadline, self._membership.generation)
-
-    def _set_gate(self, gate: Gate | None) -> None:
-        self._round = replace(self._round, gate=gate)
 
     def _report(self, reason: str, code: KafkaErrorCode | None, *, fatal: bool = False) -> None:
         self._metrics.error_reported()
@@ -318,7 +263,7 @@ class ClassicMember:
             is_leader=False,
         )
         self._k.keep({None})
-        self._round = Round()
+        self._new_round()
         if self._k.state is S.LEAVING:
             # ILLEGAL_GENERATION keeps the member id: the coordinator still counts this member,
             # so tell it we are gone instead of leaving it to the session timeout.
@@ -330,14 +275,18 @@ class ClassicMember:
     def _fail(self, now_ms: int, reason: str, code: KafkaErrorCode | None) -> None:
         self._lose_all(now_ms)
         self._report(reason, code, fatal=True)
-        self._round = Round()  # FAILED: nothing of the round is read again; Leave closes
+        self._new_round()  # FAILED: nothing of the round is read again; Leave closes
         self._k.keep(())
         self._metrics.rebalance_abandoned()
         self._membership = replace(self._membership, is_leader=False)
         self._k.goto("fatal error")
 
-    def _close(self, trigger: str) -> None:
+    def _new_round(self) -> None:
         self._round = Round()
+        self._gate.close()
+
+    def _close(self, trigger: str) -> None:
+        self._new_round()
         self._k.keep({Api.LEAVE_GROUP})
         self._membership = replace(
             self._membership, member_id=UNKNOWN_MEMBER_ID, generation=UNKNOWN_GENERATION, is_leader=False
@@ -349,12 +298,9 @@ class ClassicMember:
     def _coordinator_lost(self, now_ms: int, reason: str) -> None:
         """Kafka's ``markCoordinatorUnknown``: every request in flight fails; membership and
         owned partitions are kept; a SyncGroup in flight means the rebalance must restart."""
-        retry = now_ms + self._config.retry_backoff_ms
-        self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, join_retry_ms=retry)
+        self._link.lost(now_ms, join_retry_ms=now_ms + self._config.retry_backoff_ms)
         self._k.keep(())
-        gate = self._round.gate
-        if gate is not None:
-            self._set_gate(replace(gate, commit_id=None, retry_at_ms=now_ms))
+        self._gate.resend(now_ms)
         if self._k.state in (S.JOINING, S.SYNCING):
             self._round = replace(self._round, join_sent=False)
             self._metrics.rebalance_failed(now_ms)
@@ -364,7 +310,7 @@ class ClassicMember:
             self._report(f"coordinator unknown: {reason}", None)
 
     def _send_leave(self, reason: str, now_ms: int) -> None:
-        request = P.leave_request(self._config, self._membership, self._link, reason)
+        request = P.leave_request(self._config, self._membership, self._link.record, reason)
         if request is not None:
             self._send(Api.LEAVE_GROUP, request, now_ms)
 
@@ -373,21 +319,16 @@ class ClassicMember:
         return changed
 
     def _backoff_join(self, now_ms: int) -> None:
-        self._link = replace(self._link, join_retry_ms=now_ms + self._config.retry_backoff_ms)
-
-    def _heard(self, now_ms: int) -> None:
-        self._link = replace(self._link, hb_last_ok_ms=now_ms)
+        self._link.change(join_retry_ms=now_ms + self._config.retry_backoff_ms)
 
     # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
         if not self._k.discovered(event.request_id):
             return
-        if self._link.coordinator_known or self._k.state in (S.CLOSED, S.FAILED):
+        if self._link.known or self._k.state in (S.CLOSED, S.FAILED):
             return
-        self._link = replace(
-            self._link, coordinator_known=True, find_failures=0, hb_last_ok_ms=now_ms, hb_next_ms=now_ms
-        )
+        self._link.found(now_ms, hb_last_ok_ms=now_ms)
 
     def _on_lost(self, event: CoordinatorLost, now_ms: int) -> None:
         self._coordinator_lost(now_ms, event.reason or "coordinator lost")
@@ -410,7 +351,8 @@ class ClassicMember:
             self._close("leave")
             return
         self._k.keep({None})
-        self._round = replace(self._round, gate=None, join_sent=False)
+        self._round = replace(self._round, join_sent=False)
+        self._gate.close()
         owned = self._ownership.owned
         if owned and self._membership.generation >= 0 and self._membership.member_id:
             self._k.goto("leave: commit before revoking")
@@ -430,11 +372,7 @@ class ClassicMember:
         if gone:  # KIP-429 1b: owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone, now_ms)
             self._set_owned(owned - gone, self._ownership.owned_generation, lost=gone)
-            gate = self._round.gate
-            if gate is not None:
-                self._set_gate(
-                    replace(gate, partitions=gate.partitions - gone, assignment=gate.assignment - gone)
-                )
+            self._gate.without(gone)
         if self._membership.is_leader and self._k.state is S.STABLE and self._metadata_changed():
             self._request_rejoin("leader saw a partition count change")
 
@@ -473,11 +411,7 @@ class ClassicMember:
             self._metrics.stale_response()
             return
         if pending.api is None:
-            failures = self._link.find_failures + 1
-            wait = lookup_backoff_ms(
-                self._config.retry_backoff_ms, self._config.retry_backoff_max_ms, failures
-            )
-            self._link = replace(self._link, find_retry_ms=now_ms + wait, find_failures=failures)
+            self._link.lookup_failed(now_ms)
             return
         if pending.api in (Api.LEAVE_GROUP, Api.DESCRIBE_GROUP):
             return  # gone either way; the follow-up the describe could cancel stays armed
@@ -503,10 +437,9 @@ class ClassicMember:
     # ------------------------------------------------------------------ joining
 
     def _maybe_join(self, now_ms: int) -> None:
-        link = self._link
         if not P.wants_join(self._k.state, self._round, self._rejoin):
             return
-        if not link.coordinator_known or now_ms < link.join_retry_ms:
+        if not self._link.known or now_ms < self._link.record.join_retry_ms:
             return
         if self._k.state in (S.UNJOINED, S.STABLE) and self._round.needs_join_prepare:
             self._metrics.rebalance_started(now_ms)
@@ -526,7 +459,7 @@ class ClassicMember:
         if self._k.state is not S.JOINING:
             trigger = "join" if self._k.state is S.UNJOINED else "rejoin"
             self._k.goto(f"{trigger}: nothing to revoke, JoinGroup sent")
-        if not self._link.coordinator_known or now_ms < self._link.join_retry_ms:
+        if not self._link.known or now_ms < self._link.record.join_retry_ms:
             return
         self._metrics.rebalance_started(now_ms)
         request = P.join_request(
@@ -570,9 +503,7 @@ class ClassicMember:
             self._report(missed, None)
             self._lose_all(now_ms)
         self._membership = P.joined(self._membership, resp)
-        self._link = replace(
-            self._link, hb_last_ok_ms=now_ms, hb_next_ms=now_ms + self._config.heartbeat_interval_ms
-        )
+        self._link.change(hb_last_ok_ms=now_ms, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)
         assignments: tuple[SyncGroupAssignment, ...] = ()
         if self._membership.is_leader:
             step = P.leader_step(self._config, self._membership.protocol_name, self._sub.metadata, resp)
@@ -607,7 +538,7 @@ class ClassicMember:
             self._k.goto("SyncGroup failed: rejoin")
             return
         assigned, user_data = read
-        self._heard(now_ms)
+        self._link.heard(now_ms)
         revoked = self._ownership.owned - assigned
         if revoked:  # KIP-429 3c: commit, revoke, then rejoin
             self._k.goto("SyncGroup ok: commit before revoking")
@@ -640,7 +571,7 @@ class ClassicMember:
         if probe and self._protocol is RebalanceProtocol.COOPERATIVE:
             # Hear of a follow-up rebalance (another member revoked and rejoined) soon, not an
             # interval from now: the follow-up's join waits for every member.
-            self._link = replace(self._link, hb_next_ms=min(self._link.hb_next_ms, now_ms + probe))
+            self._link.beat_by(now_ms + probe)
         followup = bool(revoked) or bool(self._round.stale_claims - assigned)
         if revoked:
             self._request_rejoin("partitions revoked: follow-up rebalance")
@@ -666,7 +597,7 @@ class ClassicMember:
         )
         if leader and self._metadata_changed():
             self._request_rejoin("leader saw a partition count change")
-        if unclaimed and due is not None and self._link.coordinator_known:
+        if unclaimed and due is not None and self._link.known:
             # Every member's current assignment tells a withheld partition from one a previous
             # generation handed out fresh: only the first needs the follow-up.
             self._send(Api.DESCRIBE_GROUP, DescribeGroupRequest(group_id=self._config.group_id), now_ms)
@@ -698,16 +629,7 @@ class ClassicMember:
         user_data: bytes = b"",
     ) -> None:
         deadline = now_ms + self._config.rebalance_timeout_ms
-        self._set_gate(
-            Gate(
-                purpose=purpose,
-                partitions=partitions,
-                deadline_ms=deadline,
-                retry_at_ms=now_ms,
-                assignment=assignment,
-                user_data=user_data,
-            )
-        )
+        self._gate.open(purpose, partitions, now_ms, deadline, assignment=assignment, user_data=user_data)
         self._maybe_commit(now_ms)
 
     def _maybe_followup(self, now_ms: int) -> None:
@@ -718,30 +640,25 @@ class ClassicMember:
         self._request_rejoin("leader withheld partitions and no follow-up rebalance started")
 
     def _maybe_commit(self, now_ms: int) -> None:
-        gate = self._round.gate
-        if gate is None or not gate.due(now_ms, self._link.coordinator_known):
+        gate = self._gate.due(now_ms, self._link.known)
+        if gate is None:
             return
         if not gate.partitions:
             self._finish_gate(now_ms)
             return
-        deadline = now_ms + self._config.request_timeout_ms
-        rid = self._k.issue(Api.OFFSET_COMMIT, deadline, self._membership.generation)
-        self._set_gate(replace(gate, commit_id=rid))
+        rid = self._gate.commit(now_ms + self._config.request_timeout_ms, self._membership.generation)
         self._k.emit(P.commit_action(rid, self._config, self._membership, gate.partitions))
 
     def _on_commit(self, resp: OffsetCommitResponse, now_ms: int) -> None:
-        gate = self._round.gate
-        if gate is None:
+        if self._gate.answered() is None:
             return
-        gate = replace(gate, commit_id=None)
-        self._set_gate(gate)
         codes = sorted({code for _, code in resp.errors if code is not KafkaErrorCode.NONE})
         if not codes:
             self._finish_gate(now_ms)
             return
         act, code = P.commit_verdict(codes)
         if act is Reaction.RETRY:
-            self._set_gate(replace(gate, retry_at_ms=now_ms + self._config.retry_backoff_ms))
+            self._gate.retry_at(now_ms + self._config.retry_backoff_ms)
         elif act in _ESCALATE:
             self._on_reset_or_other(Api.OFFSET_COMMIT, act, code, now_ms)
         else:
@@ -749,11 +666,7 @@ class ClassicMember:
             self._finish_gate(now_ms)
 
     def _finish_gate(self, now_ms: int) -> None:
-        gate = self._round.gate
-        assert gate is not None
-        self._set_gate(None)
-        if gate.commit_id is not None:
-            self._k.settle(gate.commit_id)
+        gate = self._gate.finish()
         owned = self._ownership.owned
         if gate.purpose is Purpose.SYNC:
             self._k.goto("commit done: revoked, assignment applied")
@@ -777,21 +690,21 @@ class ClassicMember:
         m = self._membership
         if self._k.state not in HAS_GENERATION or m.generation < 0 or not m.member_id:
             return
-        if self._k.requests.in_flight(Api.HEARTBEAT) or now_ms < self._link.hb_next_ms:
+        if self._k.requests.in_flight(Api.HEARTBEAT) or now_ms < self._link.record.hb_next_ms:
             return
         self._send(Api.HEARTBEAT, P.heartbeat_request(self._config, m), now_ms)
-        self._link = replace(self._link, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)
+        self._link.beat_at(now_ms + self._config.heartbeat_interval_ms)
 
     def _on_heartbeat(self, resp: HeartbeatResponse, sent_generation: int, now_ms: int) -> None:
         act = reaction(Api.HEARTBEAT, resp.error)
         if act is Reaction.PROCEED:
-            self._heard(now_ms)
+            self._link.heard(now_ms)
             return
         current = sent_generation == self._membership.generation and self._k.state in HAS_GENERATION
         if act is Reaction.FATAL:
             self._fail(now_ms, f"Heartbeat failed with {resp.error.name}", resp.error)
         elif act is Reaction.REJOIN:  # 1c
-            self._heard(now_ms)
+            self._link.heard(now_ms)
             if self._k.state is S.STABLE:
                 self._request_rejoin("the group is rebalancing")
         elif act in (Reaction.RESET_MEMBER, Reaction.RESET_GENERATION):  # 1d
@@ -800,7 +713,7 @@ class ClassicMember:
         elif act is Reaction.COORDINATOR:
             self._coordinator_lost(now_ms, f"Heartbeat answered {resp.error.name}")
         else:
-            self._link = replace(self._link, hb_next_ms=now_ms + self._config.retry_backoff_ms)
+            self._link.beat_at(now_ms + self._config.retry_backoff_ms)
             if act is Reaction.REPORT:
                 self._report(f"Heartbeat failed with {resp.error.name}", resp.error)
 

@@ -31,7 +31,7 @@ from streamtasks.membership.classic.records import (
 from streamtasks.membership.classic.states import HAS_GENERATION
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.subscription import join_protocols
-from streamtasks.membership.common import sorted_tps
+from streamtasks.membership.common import Gate, sorted_tps
 from streamtasks.protocol.classic_group import (
     DescribeGroupResponse,
     HeartbeatRequest,
@@ -354,12 +354,12 @@ def next_deadline(
     requests: Requests[Api],
     round_: Round,
     rejoin: Rejoin,
+    gate: Gate | None = None,
 ) -> int | None:
     """When ``poll`` next has something to do; ``None`` when only an event can move the member."""
     if state in (S.CLOSED, S.FAILED):
         return None
     times = [f.deadline_ms for f in requests.inflight.values()]
-    gate = round_.gate
     if gate is not None:
         times.append(gate.deadline_ms)
     if not link.coordinator_known:

@@ -5,7 +5,8 @@
   :mod:`.listener` runs an action list by KIP-429's listener rule.
 * :mod:`.transitions`: a protocol's legal moves as an h11-style table, (state, trigger) -> next.
 * :mod:`.kernel`: the component every member holds: state, actions to return, requests in flight;
-  :mod:`.gate`: the commit before a revocation (:class:`CommitGate`), held beside it;
+  :mod:`.gate`: the commit before a revocation (:class:`CommitGate`), and :mod:`.link`: the
+  coordinator, its lookup and the heartbeat timers (:class:`CoordinatorLink`), held beside it;
   :mod:`.view`: a member's read-only properties, one line each (:class:`ReadOnly`).
 * :mod:`.records` and :mod:`.requests`: frozen records (the commit gate, the requests) and the
   pure functions over them.
@@ -34,6 +35,7 @@ from streamtasks.membership.common.events import (
 )
 from streamtasks.membership.common.gate import CommitGate
 from streamtasks.membership.common.kernel import Kernel
+from streamtasks.membership.common.link import CoordinatorLink
 from streamtasks.membership.common.listener import RebalanceListener, execute
 from streamtasks.membership.common.records import Gate, Purpose
 from streamtasks.membership.common.requests import (
@@ -55,6 +57,7 @@ __all__ = [
     "CommitOffsets",
     "CommonAction",
     "CoordinatorDiscovered",
+    "CoordinatorLink",
     "CoordinatorLost",
     "EnforceRebalance",
     "ErrorReported",

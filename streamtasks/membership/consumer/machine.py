@@ -27,12 +27,12 @@ from typing import Any
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import (
     CommitGate,
+    CoordinatorLink,
     InFlight,
     Kernel,
     Purpose,
     ReadOnly,
     assignment_changed,
-    lookup_backoff_ms,
 )
 from streamtasks.membership.common.kernel import handler_for
 from streamtasks.membership.consumer import phases as P
@@ -115,13 +115,7 @@ class ConsumerMember:
         self._membership = Membership()
         self._ownership = Ownership()
         self._round = Round()
-        self._link = Link(
-            coordinator_known=False,
-            find_retry_ms=now_ms,
-            interval_ms=config.heartbeat_interval_ms,
-            hb_next_ms=now_ms,
-            hb_last_ok_ms=now_ms,
-        )
+        self._link = CoordinatorLink(Link.starting(now_ms, config.heartbeat_interval_ms), config, self._k)
         self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
         self._job = AssignmentJob(config, self._k)
 
@@ -135,7 +129,7 @@ class ConsumerMember:
     owned_epoch = ReadOnly[int]("_ownership.owned_epoch", "The epoch of what it owns.")
     assignment_user_data = ReadOnly[bytes]("_ownership.user_data", "The assignor's metadata (b'': none).")
     subscription = ReadOnly[tuple[str, ...]]("_sub.topics", "Its topics, sent with the next full heartbeat.")
-    coordinator_known = ReadOnly[bool]("_link.coordinator_known", "A lookup found it, not lost since.")
+    coordinator_known = ReadOnly[bool]("_link.known", "A lookup found it, not lost since.")
     computing_assignment = ReadOnly[bool]("_job.computing", "Prepare/InstallAssignment in flight.")
     assignments_installed = ReadOnly[int]("_job.installed", "Client-side assignments installed.")
 
@@ -170,13 +164,11 @@ class ConsumerMember:
         if (
             self._k.state in IN_GROUP
             and (self._membership.epoch > 0 or self._ownership.owned)
-            and now_ms - self._link.hb_last_ok_ms > self._config.session_timeout_ms
+            and self._link.silent(now_ms, self._config.session_timeout_ms)
         ):
             self._fence(now_ms, "no heartbeat answer within the session timeout", None)
-        if not self._link.coordinator_known:
-            if not self._k.requests.finds_in_flight() and now_ms >= self._link.find_retry_ms:
-                deadline = now_ms + self._config.request_timeout_ms
-                self._k.find(self._config.group_id, deadline, self._membership.epoch)
+        if not self._link.known:
+            self._link.lookup(now_ms, self._membership.epoch)
             return self._k.flush()
         if self._k.state is S.FENCED:
             self._start_joining(now_ms, "rejoin at epoch 0")
@@ -192,7 +184,7 @@ class ConsumerMember:
             self._config,
             membership=self._membership,
             ownership=self._ownership,
-            link=self._link,
+            link=self._link.record,
             round_=self._round,
             gate=self._gate.gate,
             requests=self._k.requests,
@@ -214,7 +206,7 @@ class ConsumerMember:
             # member that asked learns of it (and of partitions released to it) without waiting
             # out its interval after whoever computes and whoever revokes have done their part.
             self._round = replace(self._round, asked_since_ms=now_ms, asked_at_epoch=self._membership.epoch)
-            self._hb_soon(now_ms)
+            self._link.beat_by(now_ms)
         return True
 
     # ------------------------------------------------------------------ bookkeeping
@@ -222,9 +214,6 @@ class ConsumerMember:
     def _send(self, api: Api, request: Request, now_ms: int) -> int:
         deadline = now_ms + self._config.request_timeout_ms
         return self._k.send(api, request, deadline, self._membership.epoch)
-
-    def _hb_soon(self, now_ms: int) -> None:
-        self._link = replace(self._link, hb_next_ms=min(self._link.hb_next_ms, now_ms))
 
     def _drop_inflight(self, keep_find: bool = True) -> None:
         self._k.keep({None} if keep_find else ())
@@ -271,7 +260,7 @@ class ConsumerMember:
         self._lose_all()
         self._forget_membership()
         self._leave_group()
-        self._link = replace(self._link, hb_next_ms=now_ms)
+        self._link.beat_at(now_ms)
         self._k.goto("fenced: partitions lost")
 
     def _fail(self, reason: str, code: E | None) -> None:
@@ -284,13 +273,12 @@ class ConsumerMember:
 
     def _start_joining(self, now_ms: int, trigger: str) -> None:
         self._forget_membership()
-        self._link = replace(self._link, hb_next_ms=now_ms, hb_last_ok_ms=now_ms)
+        self._link.change(hb_next_ms=now_ms, hb_last_ok_ms=now_ms)
         self._k.goto(trigger)
 
     def _coordinator_lost(self, now_ms: int, reason: str) -> None:
         """Every request in flight fails; membership and owned partitions are kept."""
-        retry = now_ms + self._config.retry_backoff_ms
-        self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, hb_next_ms=now_ms)
+        self._link.lost(now_ms, hb_next_ms=now_ms)
         self._drop_inflight(keep_find=False)
         self._membership = replace(self._membership, sent=None)
         self._gate.retry_at(now_ms)
@@ -309,19 +297,15 @@ class ConsumerMember:
         return request
 
     def _maybe_heartbeat(self, now_ms: int) -> None:
-        if (
-            self._k.state not in IN_GROUP
-            or not self._link.coordinator_known
-            or self._k.requests.in_flight(Api.HEARTBEAT)
-        ):
+        if self._k.state not in IN_GROUP or not self._link.known or self._k.requests.in_flight(Api.HEARTBEAT):
             return
-        if now_ms < self._link.hb_next_ms and self._round.ack_rid != 0:
+        if now_ms < self._link.record.hb_next_ms and self._round.ack_rid != 0:
             return
         rid = self._send(Api.HEARTBEAT, self._heartbeat_request(), now_ms)
         self._membership = replace(self._membership, in_group=True)
         if self._round.ack_rid == 0:
             self._round = replace(self._round, ack_rid=rid)
-        self._link = replace(self._link, hb_next_ms=now_ms + self._link.interval_ms)
+        self._link.beat_at(now_ms + self._link.record.interval_ms)
 
     def _on_heartbeat(
         self, resp: ConsumerGroupHeartbeatResponse, rid: int, sent: InFlight[Api], now_ms: int
@@ -349,14 +333,13 @@ class ConsumerMember:
         else:
             if not code.retriable:
                 self._report(f"heartbeat failed with {code.name}", code)
-            self._link = replace(self._link, hb_next_ms=now_ms + self._config.retry_backoff_ms)
+            self._link.beat_at(now_ms + self._config.retry_backoff_ms)
 
     def _heartbeat_ok(self, resp: ConsumerGroupHeartbeatResponse, rid: int, now_ms: int) -> None:
-        link = replace(self._link, hb_last_ok_ms=now_ms)
+        self._link.heard(now_ms)
         if resp.heartbeat_interval_ms > 0:
-            interval = resp.heartbeat_interval_ms
-            link = replace(link, interval_ms=interval, hb_next_ms=min(link.hb_next_ms, now_ms + interval))
-        self._link = link
+            self._link.change(interval_ms=resp.heartbeat_interval_ms)
+            self._link.beat_by(now_ms + resp.heartbeat_interval_ms)
         epoch = resp.member_epoch
         self._membership = replace(self._membership, epoch=epoch)
         pending = P.next_pending(self._k.state, epoch, resp, self._round.pending)
@@ -364,9 +347,7 @@ class ConsumerMember:
         asked = P.asked_since(resp, self._round.asked_since_ms, self._round.asked_at_epoch)
         self._round = replace(self._round, pending=pending, unreleased_since_ms=since, asked_since_ms=asked)
         waiting = since if since is not None else asked
-        self._link = replace(
-            self._link, hb_next_ms=P.next_heartbeat_ms(self._config, self._link, waiting, now_ms)
-        )
+        self._link.beat_at(P.next_heartbeat_ms(self._config, self._link.record, waiting, now_ms))
         self._reconcile(now_ms)
         r = self._round
         if (
@@ -420,7 +401,7 @@ class ConsumerMember:
             self._listener(ListenerKind.ASSIGNED, added)
             self._k.goto("reconciled: acknowledge")
             self._round = replace(self._round, ack_rid=0)
-            self._link = replace(self._link, hb_next_ms=now_ms)
+            self._link.beat_at(now_ms)
         elif news or target.epoch != o.owned_epoch:
             self._set_owned(assigned, target.epoch)
 
@@ -437,7 +418,7 @@ class ConsumerMember:
         self._maybe_commit(now_ms)
 
     def _maybe_commit(self, now_ms: int) -> None:
-        gate = self._gate.due(now_ms, self._link.coordinator_known)
+        gate = self._gate.due(now_ms, self._link.known)
         if gate is None:
             return
         partitions = gate.partitions & self._ownership.owned
@@ -498,7 +479,7 @@ class ConsumerMember:
 
     def _send_leave(self, now_ms: int) -> None:
         """The leave heartbeat: epoch -1, or -2 for a static member (it will come back)."""
-        if not self._membership.in_group or not self._link.coordinator_known:
+        if not self._membership.in_group or not self._link.known:
             self._leave_group()
             self._k.goto("left without a leave heartbeat")
             return
@@ -529,7 +510,7 @@ class ConsumerMember:
             return
         self._gate.close()
         self._lose_all()
-        if self._link.coordinator_known or not self._membership.in_group:
+        if self._link.known or not self._membership.in_group:
             self._send_leave(now_ms)
 
     def _on_poll_timer(self, event: PollTimerExpired, now_ms: int) -> None:
@@ -537,7 +518,7 @@ class ConsumerMember:
             f"poll timer expired ({event.reason or 'the application stopped polling'}); leaving", None
         )
         self._lose_all()
-        in_group = self._membership.in_group and self._link.coordinator_known
+        in_group = self._membership.in_group and self._link.known
         self._forget_membership()
         if in_group:
             self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
@@ -560,16 +541,16 @@ class ConsumerMember:
         if answer.lost:
             self._coordinator_lost(now_ms, answer.lost)
         elif answer.installed:
-            self._hb_soon(now_ms)  # the new target has this member's part of it: fetch it now
+            self._link.beat_by(now_ms)  # the new target has this member's part of it: fetch it now
 
     # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
         if not self._k.discovered(event.request_id):
             return
-        if self._link.coordinator_known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
+        if self._link.known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
-        self._link = replace(self._link, coordinator_known=True, find_failures=0, hb_next_ms=now_ms)
+        self._link.found(now_ms)
         if self._k.state is S.PREPARE_LEAVING and self._gate.gate is None:
             self._send_leave(now_ms)
 
@@ -581,7 +562,7 @@ class ConsumerMember:
         if self._sub.assignor_metadata[event.name] != event.metadata:
             metadata = {**self._sub.assignor_metadata, event.name: event.metadata}
             self._sub = replace(self._sub, assignor_metadata=MappingProxyType(metadata))
-            self._hb_soon(now_ms)
+            self._link.beat_by(now_ms)
 
     def _on_polled(self, event: ApplicationPolled, now_ms: int) -> None:
         if self._k.state is S.STALE:
@@ -595,7 +576,7 @@ class ConsumerMember:
         if self._k.state is S.UNSUBSCRIBED:
             self._start_joining(now_ms, "subscribe: join at epoch 0")
         elif changed:
-            self._hb_soon(now_ms)
+            self._link.beat_by(now_ms)
 
     def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
         ids = dict(event.topic_ids)
@@ -661,11 +642,7 @@ class ConsumerMember:
         if pending is None:
             return
         if pending.api is None:
-            failures = self._link.find_failures + 1
-            wait = lookup_backoff_ms(
-                self._config.retry_backoff_ms, self._config.retry_backoff_max_ms, failures
-            )
-            self._link = replace(self._link, find_retry_ms=now_ms + wait, find_failures=failures)
+            self._link.lookup_failed(now_ms)
             return
         if self._k.state is S.LEAVING and pending.api is Api.HEARTBEAT:
             self._k.goto("left")

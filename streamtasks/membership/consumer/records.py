@@ -142,7 +142,8 @@ class Round:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
-    """The coordinator, and the member's timers towards it."""
+    """The coordinator, and the member's timers towards it (held by
+    :class:`~streamtasks.membership.common.link.CoordinatorLink`)."""
 
     coordinator_known: bool
     find_retry_ms: int
@@ -151,3 +152,13 @@ class Link:
     interval_ms: int
     hb_next_ms: int
     hb_last_ok_ms: int
+
+    @classmethod
+    def starting(cls, now_ms: int, interval_ms: int) -> Link:
+        return cls(
+            coordinator_known=False,
+            find_retry_ms=now_ms,
+            interval_ms=interval_ms,
+            hb_next_ms=now_ms,
+            hb_last_ok_ms=now_ms,
+        )
