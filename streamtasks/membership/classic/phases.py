@@ -355,6 +355,7 @@ def next_deadline(
     round_: Round,
     rejoin: Rejoin,
     gate: Gate | None = None,
+    followup_due_ms: int | None = None,
 ) -> int | None:
     """When ``poll`` next has something to do; ``None`` when only an event can move the member."""
     if state in (S.CLOSED, S.FAILED):
@@ -368,8 +369,8 @@ def next_deadline(
         return min(times)
     if wants_join(state, round_, rejoin):
         times.append(link.join_retry_ms)
-    if round_.followup_due_ms is not None and state is S.STABLE:
-        times.append(round_.followup_due_ms)
+    if followup_due_ms is not None and state is S.STABLE:
+        times.append(followup_due_ms)
     if gate is not None and gate.commit_id is None:
         times.append(gate.retry_at_ms)
     if state in HAS_GENERATION and generation >= 0:

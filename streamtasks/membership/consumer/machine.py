@@ -11,10 +11,14 @@ KIP-848 member") tells the whole story. The state, the action list and the reque
 are held by the shared :class:`~streamtasks.membership.common.kernel.Kernel` (composition),
 moved by trigger through :data:`.transitions.TABLE`.
 
-Size note: this module is longer than the 600 lines aimed at. It is the one place that assigns
-the KIP-848 member's records (h11's rule), and what is not the KIP-848 protocol is already the
-kernel's; making it shorter means carving out components that own records of their own (the
-client-side assignment job, the coordinator link), a change of its own.
+Components it holds own the rest: the commit before a revocation (``CommitGate``), the
+coordinator link and its timers (``CoordinatorLink``), the client-side assignment job
+(:mod:`.assignment_job`).
+
+Size note: this module is longer than the 600 lines aimed at. What is left is the KIP-848
+protocol's transitions with their effects (heartbeats, reconciliation, leaving); the next cut is
+a component owning what the member owns (the listener calls and ``AssignmentChanged``, the same
+for both members), a change of its own.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from streamtasks.membership.consumer.events import (
     Subscribe,
 )
 from streamtasks.membership.consumer.records import (
+    ANSWERS,
     Api,
     Cluster,
     Link,
@@ -81,12 +86,6 @@ from topology.ids import TopicPartition
 
 __all__ = ["ConsumerMember"]
 
-_EXPECTS: Mapping[Api, type] = {
-    Api.HEARTBEAT: ConsumerGroupHeartbeatResponse,
-    Api.PREPARE: ConsumerGroupPrepareAssignmentResponse,
-    Api.INSTALL: ConsumerGroupInstallAssignmentResponse,
-    Api.OFFSET_COMMIT: OffsetCommitResponse,
-}
 _IDLE = (S.UNSUBSCRIBED, S.FATAL, S.STALE)
 
 
@@ -104,7 +103,7 @@ class ConsumerMember:
     def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
         self._config = config
         self._k: Kernel[S, Api, Request, SendRequest] = Kernel(
-            TABLE, S.JOINING if config.topics else S.UNSUBSCRIBED, SendRequest, _EXPECTS
+            TABLE, S.JOINING if config.topics else S.UNSUBSCRIBED, SendRequest, ANSWERS
         )
         self._sub = Subscribed(
             topics=config.topics,
@@ -340,13 +339,8 @@ class ConsumerMember:
         if resp.heartbeat_interval_ms > 0:
             self._link.change(interval_ms=resp.heartbeat_interval_ms)
             self._link.beat_by(now_ms + resp.heartbeat_interval_ms)
-        epoch = resp.member_epoch
-        self._membership = replace(self._membership, epoch=epoch)
-        pending = P.next_pending(self._k.state, epoch, resp, self._round.pending)
-        since = P.unreleased_since(resp, self._round.unreleased_since_ms, now_ms)
-        asked = P.asked_since(resp, self._round.asked_since_ms, self._round.asked_at_epoch)
-        self._round = replace(self._round, pending=pending, unreleased_since_ms=since, asked_since_ms=asked)
-        waiting = since if since is not None else asked
+        self._membership = replace(self._membership, epoch=resp.member_epoch)
+        self._round, waiting = P.answered_round(self._k.state, resp, self._round, now_ms)
         self._link.beat_at(P.next_heartbeat_ms(self._config, self._link.record, waiting, now_ms))
         self._reconcile(now_ms)
         r = self._round
@@ -384,14 +378,8 @@ class ConsumerMember:
         revoked_before = self._round.revoked_this_round
         self._round = replace(self._round, pending=None, last_target=target)
         added = assigned - o.owned
-        news = (target.metadata_bytes, target.error, target.metadata_version) != (
-            o.user_data,
-            o.error,
-            o.version,
-        )
-        self._ownership = replace(
-            o, user_data=target.metadata_bytes, error=target.error, version=target.metadata_version
-        )
+        self._ownership = P.with_metadata(o, target)
+        news = self._ownership != o
         if target.error:
             self._report(f"the assignment carries assignor error {target.error}", None)
         if added or revoked_before or self._k.state is S.JOINING:
@@ -579,12 +567,7 @@ class ConsumerMember:
             self._link.beat_by(now_ms)
 
     def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
-        ids = dict(event.topic_ids)
-        self._cluster = Cluster(
-            counts=dict(event.partitions_per_topic),
-            ids=ids,
-            names={topic_id: name for name, topic_id in ids.items()},
-        )
+        self._cluster = Cluster.of(event.partitions_per_topic, event.topic_ids)
         if self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
         owned, counts = self._ownership.owned, self._cluster.counts
@@ -593,14 +576,8 @@ class ConsumerMember:
             self._listener(ListenerKind.LOST, gone)
             self._set_owned(owned - gone, self._ownership.owned_epoch, lost=gone)
             self._gate.without(gone)
-        r = self._round
-        last = r.last_target
-        if (
-            r.pending is None
-            and last is not None
-            and P.resolve(last, self._cluster.names)[0] - self._ownership.owned
-        ):
-            self._round = replace(r, pending=last)  # partitions of topics that were unknown until now
+        # partitions of topics that were unknown until now
+        self._round = P.known_topics(self._round, self._cluster.names, self._ownership.owned)
         self._reconcile(now_ms)
 
     def _on_listener_completed(self, event: ListenerCompleted, now_ms: int) -> None:

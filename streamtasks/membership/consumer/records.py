@@ -18,10 +18,20 @@ from types import MappingProxyType
 
 from streamtasks.membership.common import Gate, InFlight, Purpose, Requests
 from streamtasks.membership.consumer.events import AssignorMetadata
-from streamtasks.protocol.consumer_group import ClientAssignor, TopicIdPartitions
+from streamtasks.protocol.assignment_rpc import (
+    ConsumerGroupInstallAssignmentResponse,
+    ConsumerGroupPrepareAssignmentResponse,
+)
+from streamtasks.protocol.classic_group import OffsetCommitResponse
+from streamtasks.protocol.consumer_group import (
+    ClientAssignor,
+    ConsumerGroupHeartbeatResponse,
+    TopicIdPartitions,
+)
 from topology.ids import TopicPartition
 
 __all__ = [
+    "ANSWERS",
     "Api",
     "Cluster",
     "Gate",
@@ -46,6 +56,17 @@ class Api(enum.Enum):
     PREPARE = "ConsumerGroupPrepareAssignment"
     INSTALL = "ConsumerGroupInstallAssignment"
     OFFSET_COMMIT = "OffsetCommit"
+
+
+#: The response type that answers each API (the kernel checks every answer against it).
+ANSWERS: Mapping[Api, type] = MappingProxyType(
+    {
+        Api.HEARTBEAT: ConsumerGroupHeartbeatResponse,
+        Api.PREPARE: ConsumerGroupPrepareAssignmentResponse,
+        Api.INSTALL: ConsumerGroupInstallAssignmentResponse,
+        Api.OFFSET_COMMIT: OffsetCommitResponse,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +118,11 @@ class Cluster:
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     ids: Mapping[str, uuid.UUID] = field(default_factory=lambda: MappingProxyType({}))
     names: Mapping[uuid.UUID, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int], topic_ids: Mapping[str, uuid.UUID]) -> Cluster:
+        ids = dict(topic_ids)
+        return cls(counts=dict(counts), ids=ids, names={topic_id: name for name, topic_id in ids.items()})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
