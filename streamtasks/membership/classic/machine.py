@@ -122,7 +122,6 @@ class ClassicMember:
 
     # ------------------------------------------------------------------ read-only view
 
-    config = ReadOnly[MemberConfig]("_config")
     state = ReadOnly[S]("_k.state")
     member_id = ReadOnly[str]("_membership.member_id", "The coordinator's id for it ('': not joined yet).")
     generation = ReadOnly[int]("_membership.generation", "Of the last JoinGroup that succeeded (-1: none).")
@@ -136,6 +135,10 @@ class ClassicMember:
     subscription = ReadOnly[tuple[str, ...]]("_sub.topics")
     rejoin_needed = ReadOnly[bool]("_rejoin.needed", "A rejoin was asked for and is not sent yet.")
     coordinator_known = ReadOnly[bool]("_link.known")
+
+    @property
+    def config(self) -> MemberConfig:  # a property: the runtime's LoopMember protocol reads it
+        return self._config
 
     @property
     def protocol(self) -> RebalanceProtocol | None:

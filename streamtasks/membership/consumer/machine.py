@@ -120,7 +120,6 @@ class ConsumerMember:
 
     # ------------------------------------------------------------------ read-only view
 
-    config = ReadOnly[ConsumerMemberConfig]("_config")
     state = ReadOnly[S]("_k.state")
     member_id = ReadOnly[str]("_config.member_id")
     member_epoch = ReadOnly[int]("_membership.epoch", "The epoch the coordinator last gave it (0: none).")
@@ -131,6 +130,10 @@ class ConsumerMember:
     coordinator_known = ReadOnly[bool]("_link.known", "A lookup found it, not lost since.")
     computing_assignment = ReadOnly[bool]("_job.computing", "Prepare/InstallAssignment in flight.")
     assignments_installed = ReadOnly[int]("_job.installed", "Client-side assignments installed.")
+
+    @property
+    def config(self) -> ConsumerMemberConfig:  # a property: the runtime's LoopMember protocol reads it
+        return self._config
 
     @property
     def reasons(self) -> Mapping[str, int]:
