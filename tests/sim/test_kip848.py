@@ -70,7 +70,7 @@ def test_the_invariants_catch_an_early_acknowledgement(monkeypatch: pytest.Monke
     original = ConsumerMember._heartbeat_request
 
     def early(self: ConsumerMember) -> object:
-        gate = self._round.gate
+        gate = self._gate.gate
         if gate is not None:
             keep = self._ownership
             self._ownership = replace(keep, owned=keep.owned - gate.partitions)

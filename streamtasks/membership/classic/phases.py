@@ -31,7 +31,7 @@ from streamtasks.membership.classic.records import (
 from streamtasks.membership.classic.states import HAS_GENERATION
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.subscription import join_protocols
-from streamtasks.membership.common import sorted_tps
+from streamtasks.membership.common import Gate, sorted_tps
 from streamtasks.protocol.classic_group import (
     DescribeGroupResponse,
     HeartbeatRequest,
@@ -354,12 +354,13 @@ def next_deadline(
     requests: Requests[Api],
     round_: Round,
     rejoin: Rejoin,
+    gate: Gate | None = None,
+    followup_due_ms: int | None = None,
 ) -> int | None:
     """When ``poll`` next has something to do; ``None`` when only an event can move the member."""
     if state in (S.CLOSED, S.FAILED):
         return None
     times = [f.deadline_ms for f in requests.inflight.values()]
-    gate = round_.gate
     if gate is not None:
         times.append(gate.deadline_ms)
     if not link.coordinator_known:
@@ -368,8 +369,8 @@ def next_deadline(
         return min(times)
     if wants_join(state, round_, rejoin):
         times.append(link.join_retry_ms)
-    if round_.followup_due_ms is not None and state is S.STABLE:
-        times.append(round_.followup_due_ms)
+    if followup_due_ms is not None and state is S.STABLE:
+        times.append(followup_due_ms)
     if gate is not None and gate.commit_id is None:
         times.append(gate.retry_at_ms)
     if state in HAS_GENERATION and generation >= 0:

@@ -10,9 +10,17 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from streamtasks.protocol.classic_group import (
+    DescribeGroupResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    SyncGroupResponse,
+)
 from streamtasks.protocol.errors import KafkaErrorCode as E
 
-__all__ = ["Api", "Reaction", "reaction"]
+__all__ = ["ANSWERS", "Api", "Reaction", "reaction"]
 
 
 class Api(enum.Enum):
@@ -25,6 +33,19 @@ class Api(enum.Enum):
     LEAVE_GROUP = "LeaveGroup"
     #: Only a COOPERATIVE leader told to skip the assignment asks (KIP-814, the follow-up check).
     DESCRIBE_GROUP = "DescribeGroups"
+
+
+#: The response type that answers each API (the kernel checks every answer against it).
+ANSWERS: Mapping[Api, type] = MappingProxyType(
+    {
+        Api.JOIN_GROUP: JoinGroupResponse,
+        Api.SYNC_GROUP: SyncGroupResponse,
+        Api.HEARTBEAT: HeartbeatResponse,
+        Api.LEAVE_GROUP: LeaveGroupResponse,
+        Api.OFFSET_COMMIT: OffsetCommitResponse,
+        Api.DESCRIBE_GROUP: DescribeGroupResponse,
+    }
+)
 
 
 class Reaction(enum.Enum):

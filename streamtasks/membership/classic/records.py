@@ -82,14 +82,6 @@ class Round:
 
     join_sent: bool = False
     needs_join_prepare: bool = True
-    gate: Gate | None = None
-    #: Leader, STABLE: rejoin at this time unless a rebalance started (None: not armed).
-    followup_due_ms: int | None = None
-    #: Leader: the rebalance in flight is one it forced for a follow-up (at most one in a row).
-    followup_forced: bool = False
-    #: What this round's JoinGroup claimed and the member then lost (a missed generation):
-    #: the leader may withhold them from others, waiting for a revocation that cannot come.
-    stale_claims: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +102,8 @@ class LeaderView:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
-    """The coordinator, and the member's timers towards it."""
+    """The coordinator, and the member's timers towards it (held by
+    :class:`~streamtasks.membership.common.link.CoordinatorLink`)."""
 
     coordinator_known: bool
     find_retry_ms: int

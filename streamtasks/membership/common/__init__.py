@@ -4,7 +4,10 @@
   actions a member emits (each protocol adds its ``ResponseReceived`` and ``SendRequest``);
   :mod:`.listener` runs an action list by KIP-429's listener rule.
 * :mod:`.transitions`: a protocol's legal moves as an h11-style table, (state, trigger) -> next.
-* :mod:`.kernel`: the component every member holds: state, actions to return, requests in flight.
+* :mod:`.kernel`: the component every member holds: state, actions to return, requests in flight;
+  :mod:`.gate`: the commit before a revocation (:class:`CommitGate`), and :mod:`.link`: the
+  coordinator, its lookup and the heartbeat timers (:class:`CoordinatorLink`), held beside it;
+  :mod:`.view`: a member's read-only properties, one line each (:class:`ReadOnly`).
 * :mod:`.records` and :mod:`.requests`: frozen records (the commit gate, the requests) and the
   pure functions over them.
 """
@@ -30,7 +33,9 @@ from streamtasks.membership.common.events import (
     RequestFailed,
     Subscribe,
 )
+from streamtasks.membership.common.gate import CommitGate
 from streamtasks.membership.common.kernel import Kernel
+from streamtasks.membership.common.link import CoordinatorLink
 from streamtasks.membership.common.listener import RebalanceListener, execute
 from streamtasks.membership.common.records import Gate, Purpose
 from streamtasks.membership.common.requests import (
@@ -43,13 +48,16 @@ from streamtasks.membership.common.requests import (
     lookup_backoff_ms,
 )
 from streamtasks.membership.common.transitions import Transitions
+from streamtasks.membership.common.view import ReadOnly
 
 __all__ = [
     "MAX_OPEN_INVOCATIONS",
     "AssignmentChanged",
+    "CommitGate",
     "CommitOffsets",
     "CommonAction",
     "CoordinatorDiscovered",
+    "CoordinatorLink",
     "CoordinatorLost",
     "EnforceRebalance",
     "ErrorReported",
@@ -62,6 +70,7 @@ __all__ = [
     "ListenerCompleted",
     "ListenerKind",
     "Purpose",
+    "ReadOnly",
     "RebalanceListener",
     "Requests",
     "RequestFailed",

@@ -11,10 +11,14 @@ KIP-848 member") tells the whole story. The state, the action list and the reque
 are held by the shared :class:`~streamtasks.membership.common.kernel.Kernel` (composition),
 moved by trigger through :data:`.transitions.TABLE`.
 
-Size note: this module is longer than the 600 lines aimed at. It is the one place that assigns
-the KIP-848 member's records (h11's rule), and what is not the KIP-848 protocol is already the
-kernel's; making it shorter means carving out components that own records of their own (the
-client-side assignment job, the coordinator link), a change of its own.
+Components it holds own the rest: the commit before a revocation (``CommitGate``), the
+coordinator link and its timers (``CoordinatorLink``), the client-side assignment job
+(:mod:`.assignment_job`).
+
+Size note: this module is longer than the 600 lines aimed at. What is left is the KIP-848
+protocol's transitions with their effects (heartbeats, reconciliation, leaving); the next cut is
+a component owning what the member owns (the listener calls and ``AssignmentChanged``, the same
+for both members), a change of its own.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from typing import Any
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import (
-    Gate,
+    CommitGate,
+    CoordinatorLink,
     InFlight,
     Kernel,
     Purpose,
+    ReadOnly,
     assignment_changed,
-    lookup_backoff_ms,
 )
 from streamtasks.membership.common.kernel import handler_for
 from streamtasks.membership.consumer import phases as P
@@ -41,6 +46,7 @@ from streamtasks.membership.consumer.actions import (
     Request,
     SendRequest,
 )
+from streamtasks.membership.consumer.assignment_job import AssignmentJob
 from streamtasks.membership.consumer.config import ConsumerMemberConfig
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
@@ -58,9 +64,9 @@ from streamtasks.membership.consumer.events import (
     Subscribe,
 )
 from streamtasks.membership.consumer.records import (
+    ANSWERS,
     Api,
     Cluster,
-    Job,
     Link,
     Membership,
     Ownership,
@@ -80,12 +86,6 @@ from topology.ids import TopicPartition
 
 __all__ = ["ConsumerMember"]
 
-_EXPECTS: Mapping[Api, type] = {
-    Api.HEARTBEAT: ConsumerGroupHeartbeatResponse,
-    Api.PREPARE: ConsumerGroupPrepareAssignmentResponse,
-    Api.INSTALL: ConsumerGroupInstallAssignmentResponse,
-    Api.OFFSET_COMMIT: OffsetCommitResponse,
-}
 _IDLE = (S.UNSUBSCRIBED, S.FATAL, S.STALE)
 
 
@@ -97,13 +97,13 @@ class ConsumerMember:
     """
 
     __slots__ = (
-        "_cluster", "_config", "_installed", "_k", "_link", "_membership", "_ownership", "_round", "_sub",
+        "_cluster", "_config", "_gate", "_job", "_k", "_link", "_membership", "_ownership", "_round", "_sub",
     )  # fmt: skip
 
     def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
         self._config = config
         self._k: Kernel[S, Api, Request, SendRequest] = Kernel(
-            TABLE, S.JOINING if config.topics else S.UNSUBSCRIBED, SendRequest, _EXPECTS
+            TABLE, S.JOINING if config.topics else S.UNSUBSCRIBED, SendRequest, ANSWERS
         )
         self._sub = Subscribed(
             topics=config.topics,
@@ -114,68 +114,26 @@ class ConsumerMember:
         self._membership = Membership()
         self._ownership = Ownership()
         self._round = Round()
-        self._link = Link(
-            coordinator_known=False,
-            find_retry_ms=now_ms,
-            interval_ms=config.heartbeat_interval_ms,
-            hb_next_ms=now_ms,
-            hb_last_ok_ms=now_ms,
-        )
-        self._installed = 0
+        self._link = CoordinatorLink(Link.starting(now_ms, config.heartbeat_interval_ms), config, self._k)
+        self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
+        self._job = AssignmentJob(config, self._k)
 
     # ------------------------------------------------------------------ read-only view
 
+    state = ReadOnly[S]("_k.state")
+    member_id = ReadOnly[str]("_config.member_id")
+    member_epoch = ReadOnly[int]("_membership.epoch", "The epoch the coordinator last gave it (0: none).")
+    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_ownership.owned", "What it owns now.")
+    owned_epoch = ReadOnly[int]("_ownership.owned_epoch", "The epoch of what it owns.")
+    assignment_user_data = ReadOnly[bytes]("_ownership.user_data", "The assignor's metadata (b'': none).")
+    subscription = ReadOnly[tuple[str, ...]]("_sub.topics", "Its topics, sent with the next full heartbeat.")
+    coordinator_known = ReadOnly[bool]("_link.known", "A lookup found it, not lost since.")
+    computing_assignment = ReadOnly[bool]("_job.computing", "Prepare/InstallAssignment in flight.")
+    assignments_installed = ReadOnly[int]("_job.installed", "Client-side assignments installed.")
+
     @property
-    def config(self) -> ConsumerMemberConfig:
+    def config(self) -> ConsumerMemberConfig:  # a property: the runtime's LoopMember protocol reads it
         return self._config
-
-    @property
-    def state(self) -> S:
-        return self._k.state
-
-    @property
-    def member_id(self) -> str:
-        return self._config.member_id
-
-    @property
-    def member_epoch(self) -> int:
-        """The epoch the coordinator last gave this member (0: joining / not a member)."""
-        return self._membership.epoch
-
-    @property
-    def owned_partitions(self) -> frozenset[TopicPartition]:
-        """The partitions the member owns now (those of the last ``AssignmentChanged``)."""
-        return self._ownership.owned
-
-    @property
-    def owned_epoch(self) -> int:
-        """The member epoch of the assignment ``owned_partitions`` were last reconciled to."""
-        return self._ownership.owned_epoch
-
-    @property
-    def assignment_user_data(self) -> bytes:
-        """The client-side assignor's metadata bytes for this member (``b""``: none)."""
-        return self._ownership.user_data
-
-    @property
-    def subscription(self) -> tuple[str, ...]:
-        """The topics the member subscribes to, sorted; sent with the next full heartbeat."""
-        return self._sub.topics
-
-    @property
-    def coordinator_known(self) -> bool:
-        """Whether a lookup found the coordinator and it was not lost since."""
-        return self._link.coordinator_known
-
-    @property
-    def computing_assignment(self) -> bool:
-        """A PrepareAssignment or InstallAssignment of this member is in flight."""
-        return self._round.job is not None
-
-    @property
-    def assignments_installed(self) -> int:
-        """How many client-side assignments this member computed and got installed."""
-        return self._installed
 
     @property
     def reasons(self) -> Mapping[str, int]:
@@ -202,20 +160,17 @@ class ConsumerMember:
                 self._on_failed(RequestFailed(request_id=rid), now_ms)
         if self._k.state in _IDLE:
             return self._k.flush()
-        gate = self._round.gate
-        if gate is not None and now_ms >= gate.deadline_ms:
+        if self._gate.expired(now_ms):
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
         if (
             self._k.state in IN_GROUP
             and (self._membership.epoch > 0 or self._ownership.owned)
-            and now_ms - self._link.hb_last_ok_ms > self._config.session_timeout_ms
+            and self._link.silent(now_ms, self._config.session_timeout_ms)
         ):
             self._fence(now_ms, "no heartbeat answer within the session timeout", None)
-        if not self._link.coordinator_known:
-            if not self._k.requests.finds_in_flight() and now_ms >= self._link.find_retry_ms:
-                deadline = now_ms + self._config.request_timeout_ms
-                self._k.find(self._config.group_id, deadline, self._membership.epoch)
+        if not self._link.known:
+            self._link.lookup(now_ms, self._membership.epoch)
             return self._k.flush()
         if self._k.state is S.FENCED:
             self._start_joining(now_ms, "rejoin at epoch 0")
@@ -231,8 +186,9 @@ class ConsumerMember:
             self._config,
             membership=self._membership,
             ownership=self._ownership,
-            link=self._link,
+            link=self._link.record,
             round_=self._round,
+            gate=self._gate.gate,
             requests=self._k.requests,
         )
 
@@ -252,7 +208,7 @@ class ConsumerMember:
             # member that asked learns of it (and of partitions released to it) without waiting
             # out its interval after whoever computes and whoever revokes have done their part.
             self._round = replace(self._round, asked_since_ms=now_ms, asked_at_epoch=self._membership.epoch)
-            self._hb_soon(now_ms)
+            self._link.beat_by(now_ms)
         return True
 
     # ------------------------------------------------------------------ bookkeeping
@@ -261,15 +217,11 @@ class ConsumerMember:
         deadline = now_ms + self._config.request_timeout_ms
         return self._k.send(api, request, deadline, self._membership.epoch)
 
-    def _hb_soon(self, now_ms: int) -> None:
-        self._link = replace(self._link, hb_next_ms=min(self._link.hb_next_ms, now_ms))
-
-    def _set_gate(self, gate: Gate | None) -> None:
-        self._round = replace(self._round, gate=gate)
-
     def _drop_inflight(self, keep_find: bool = True) -> None:
         self._k.keep({None} if keep_find else ())
         self._round = P.dropped(self._round)
+        self._gate.dropped()
+        self._job.dropped()
 
     def _report(self, reason: str, code: E | None, *, fatal: bool = False) -> None:
         self._k.report(reason, code, fatal=fatal)
@@ -297,6 +249,8 @@ class ConsumerMember:
         """Back to epoch 0 with nothing in progress (the member id is kept)."""
         self._membership = replace(self._membership, epoch=0, sent=None)
         self._round = Round()
+        self._gate.close()
+        self._job.dropped()
         self._k.keep({None})
 
     def _leave_group(self) -> None:
@@ -308,7 +262,7 @@ class ConsumerMember:
         self._lose_all()
         self._forget_membership()
         self._leave_group()
-        self._link = replace(self._link, hb_next_ms=now_ms)
+        self._link.beat_at(now_ms)
         self._k.goto("fenced: partitions lost")
 
     def _fail(self, reason: str, code: E | None) -> None:
@@ -321,18 +275,15 @@ class ConsumerMember:
 
     def _start_joining(self, now_ms: int, trigger: str) -> None:
         self._forget_membership()
-        self._link = replace(self._link, hb_next_ms=now_ms, hb_last_ok_ms=now_ms)
+        self._link.change(hb_next_ms=now_ms, hb_last_ok_ms=now_ms)
         self._k.goto(trigger)
 
     def _coordinator_lost(self, now_ms: int, reason: str) -> None:
         """Every request in flight fails; membership and owned partitions are kept."""
-        retry = now_ms + self._config.retry_backoff_ms
-        self._link = replace(self._link, coordinator_known=False, find_retry_ms=retry, hb_next_ms=now_ms)
+        self._link.lost(now_ms, hb_next_ms=now_ms)
         self._drop_inflight(keep_find=False)
         self._membership = replace(self._membership, sent=None)
-        gate = self._round.gate
-        if gate is not None:
-            self._set_gate(replace(gate, retry_at_ms=now_ms))
+        self._gate.retry_at(now_ms)
         if reason:
             self._report(f"coordinator unknown: {reason}", None)
 
@@ -348,19 +299,15 @@ class ConsumerMember:
         return request
 
     def _maybe_heartbeat(self, now_ms: int) -> None:
-        if (
-            self._k.state not in IN_GROUP
-            or not self._link.coordinator_known
-            or self._k.requests.in_flight(Api.HEARTBEAT)
-        ):
+        if self._k.state not in IN_GROUP or not self._link.known or self._k.requests.in_flight(Api.HEARTBEAT):
             return
-        if now_ms < self._link.hb_next_ms and self._round.ack_rid != 0:
+        if now_ms < self._link.record.hb_next_ms and self._round.ack_rid != 0:
             return
         rid = self._send(Api.HEARTBEAT, self._heartbeat_request(), now_ms)
         self._membership = replace(self._membership, in_group=True)
         if self._round.ack_rid == 0:
             self._round = replace(self._round, ack_rid=rid)
-        self._link = replace(self._link, hb_next_ms=now_ms + self._link.interval_ms)
+        self._link.beat_at(now_ms + self._link.record.interval_ms)
 
     def _on_heartbeat(
         self, resp: ConsumerGroupHeartbeatResponse, rid: int, sent: InFlight[Api], now_ms: int
@@ -388,24 +335,16 @@ class ConsumerMember:
         else:
             if not code.retriable:
                 self._report(f"heartbeat failed with {code.name}", code)
-            self._link = replace(self._link, hb_next_ms=now_ms + self._config.retry_backoff_ms)
+            self._link.beat_at(now_ms + self._config.retry_backoff_ms)
 
     def _heartbeat_ok(self, resp: ConsumerGroupHeartbeatResponse, rid: int, now_ms: int) -> None:
-        link = replace(self._link, hb_last_ok_ms=now_ms)
+        self._link.heard(now_ms)
         if resp.heartbeat_interval_ms > 0:
-            interval = resp.heartbeat_interval_ms
-            link = replace(link, interval_ms=interval, hb_next_ms=min(link.hb_next_ms, now_ms + interval))
-        self._link = link
-        epoch = resp.member_epoch
-        self._membership = replace(self._membership, epoch=epoch)
-        pending = P.next_pending(self._k.state, epoch, resp, self._round.pending)
-        since = P.unreleased_since(resp, self._round.unreleased_since_ms, now_ms)
-        asked = P.asked_since(resp, self._round.asked_since_ms, self._round.asked_at_epoch)
-        self._round = replace(self._round, pending=pending, unreleased_since_ms=since, asked_since_ms=asked)
-        waiting = since if since is not None else asked
-        self._link = replace(
-            self._link, hb_next_ms=P.next_heartbeat_ms(self._config, self._link, waiting, now_ms)
-        )
+            self._link.change(interval_ms=resp.heartbeat_interval_ms)
+            self._link.beat_by(now_ms + resp.heartbeat_interval_ms)
+        self._membership = replace(self._membership, epoch=resp.member_epoch)
+        self._round, waiting = P.answered_round(self._k.state, resp, self._round, now_ms)
+        self._link.beat_at(P.next_heartbeat_ms(self._config, self._link.record, waiting, now_ms))
         self._reconcile(now_ms)
         r = self._round
         if (
@@ -426,7 +365,7 @@ class ConsumerMember:
         the new partitions and acknowledge. Never both revoked and new partitions unacknowledged:
         the coordinator gives nothing new while the member still owns what it must give up."""
         target = self._round.pending
-        if target is None or self._round.gate is not None or self._k.state not in IN_GROUP:
+        if target is None or self._gate.gate is not None or self._k.state not in IN_GROUP:
             return
         assigned, unresolved = P.resolve(target, self._cluster.names)
         if unresolved:
@@ -442,14 +381,8 @@ class ConsumerMember:
         revoked_before = self._round.revoked_this_round
         self._round = replace(self._round, pending=None, last_target=target)
         added = assigned - o.owned
-        news = (target.metadata_bytes, target.error, target.metadata_version) != (
-            o.user_data,
-            o.error,
-            o.version,
-        )
-        self._ownership = replace(
-            o, user_data=target.metadata_bytes, error=target.error, version=target.metadata_version
-        )
+        self._ownership = P.with_metadata(o, target)
+        news = self._ownership != o
         if target.error:
             self._report(f"the assignment carries assignor error {target.error}", None)
         if added or revoked_before or self._k.state is S.JOINING:
@@ -459,7 +392,7 @@ class ConsumerMember:
             self._listener(ListenerKind.ASSIGNED, added)
             self._k.goto("reconciled: acknowledge")
             self._round = replace(self._round, ack_rid=0)
-            self._link = replace(self._link, hb_next_ms=now_ms)
+            self._link.beat_at(now_ms)
         elif news or target.epoch != o.owned_epoch:
             self._set_owned(assigned, target.epoch)
 
@@ -472,21 +405,18 @@ class ConsumerMember:
     # ------------------------------------------------------------------ commit before revoking
 
     def _start_gate(self, purpose: Purpose, partitions: frozenset[TopicPartition], now_ms: int) -> None:
-        deadline = now_ms + self._config.rebalance_timeout_ms // 2
-        self._set_gate(Gate(purpose=purpose, partitions=partitions, deadline_ms=deadline, retry_at_ms=now_ms))
+        self._gate.open(purpose, partitions, now_ms, now_ms + self._config.rebalance_timeout_ms // 2)
         self._maybe_commit(now_ms)
 
     def _maybe_commit(self, now_ms: int) -> None:
-        gate = self._round.gate
-        if gate is None or not gate.due(now_ms, self._link.coordinator_known):
+        gate = self._gate.due(now_ms, self._link.known)
+        if gate is None:
             return
         partitions = gate.partitions & self._ownership.owned
         if not partitions:
             self._finish_gate(now_ms)
             return
-        deadline = now_ms + self._config.request_timeout_ms
-        rid = self._k.issue(Api.OFFSET_COMMIT, deadline, self._membership.epoch)
-        self._set_gate(replace(gate, commit_id=rid))
+        rid = self._gate.commit(now_ms + self._config.request_timeout_ms, self._membership.epoch)
         self._k.emit(P.commit_action(rid, self._config, self._membership.epoch, partitions))
 
     def _new_epoch_coming(self, sent_epoch: int) -> bool:
@@ -498,17 +428,15 @@ class ConsumerMember:
         return any(f.api is Api.HEARTBEAT for f in self._k.requests.inflight.values())
 
     def _on_commit(self, resp: OffsetCommitResponse, sent_epoch: int, now_ms: int) -> None:
-        gate = self._round.gate
+        gate = self._gate.answered()
         if gate is None:
             return
-        gate = replace(gate, commit_id=None)
-        self._set_gate(gate)
         verdict, codes = P.commit_verdict(resp)
         if verdict is P.Commit.DONE:
             self._finish_gate(now_ms)
         elif verdict is P.Commit.UNKNOWN_MEMBER:
             if gate.purpose is Purpose.LEAVE:
-                self._set_gate(None)
+                self._gate.close()
                 self._lose_all()
                 self._leave_group()
                 self._k.goto("left without a leave heartbeat")
@@ -520,17 +448,13 @@ class ConsumerMember:
             retry_at = (
                 now_ms if self._membership.epoch != sent_epoch else now_ms + self._config.retry_backoff_ms
             )
-            self._set_gate(replace(gate, retry_at_ms=retry_at))
+            self._gate.retry_at(retry_at)
         else:
             self._report(f"offset commit failed with {[c.name for c in codes]}; revoking anyway", codes[0])
             self._finish_gate(now_ms)
 
     def _finish_gate(self, now_ms: int) -> None:
-        gate = self._round.gate
-        assert gate is not None
-        self._set_gate(None)
-        if gate.commit_id is not None:
-            self._k.settle(gate.commit_id)
+        gate = self._gate.finish()
         owned = self._ownership.owned
         revoked = gate.partitions & owned
         if revoked:
@@ -546,7 +470,7 @@ class ConsumerMember:
 
     def _send_leave(self, now_ms: int) -> None:
         """The leave heartbeat: epoch -1, or -2 for a static member (it will come back)."""
-        if not self._membership.in_group or not self._link.coordinator_known:
+        if not self._membership.in_group or not self._link.known:
             self._leave_group()
             self._k.goto("left without a leave heartbeat")
             return
@@ -568,14 +492,16 @@ class ConsumerMember:
         # of a heartbeat answer while it prepares to leave too, and ignores its assignment).
         self._k.keep({None, Api.HEARTBEAT})
         self._round = replace(P.dropped(self._round), pending=None)
+        self._gate.dropped()
+        self._job.dropped()
         self._k.goto("leave: revoke first")
         owned = self._ownership.owned
         if owned and self._membership.in_group:
             self._start_gate(Purpose.LEAVE, owned, now_ms)
             return
-        self._set_gate(None)
+        self._gate.close()
         self._lose_all()
-        if self._link.coordinator_known or not self._membership.in_group:
+        if self._link.known or not self._membership.in_group:
             self._send_leave(now_ms)
 
     def _on_poll_timer(self, event: PollTimerExpired, now_ms: int) -> None:
@@ -583,7 +509,7 @@ class ConsumerMember:
             f"poll timer expired ({event.reason or 'the application stopped polling'}); leaving", None
         )
         self._lose_all()
-        in_group = self._membership.in_group and self._link.coordinator_known
+        in_group = self._membership.in_group and self._link.known
         self._forget_membership()
         if in_group:
             self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
@@ -593,58 +519,30 @@ class ConsumerMember:
     # ------------------------------------------------------------------ client-side assignment
 
     def _start_assignment(self, now_ms: int) -> None:
-        """ShouldComputeAssignment: PrepareAssignment, unless a computation is under way."""
-        if self._round.job is not None or not self._config.client_side or self._k.state not in IN_GROUP:
-            return
-        request = P.prepare_request(self._config, self._membership.epoch)
-        self._set_job(Job(phase=Api.PREPARE, request_id=self._send(Api.PREPARE, request, now_ms)))
+        """ShouldComputeAssignment (a member with a client-side assignor, in the group)."""
+        if self._config.client_side and self._k.state in IN_GROUP:
+            self._job.start(self._membership.epoch, now_ms)
 
-    def _set_job(self, job: Job | None) -> None:
-        self._round = replace(self._round, job=job)
-
-    def _job_failed(self, api: Api, code: E, message: str | None, now_ms: int) -> None:
-        self._set_job(None)
-        if code in P.COORDINATOR_CODES:
-            self._coordinator_lost(now_ms, f"{api.value} answered {code.name}")
-        elif code is E.STALE_MEMBER_EPOCH:
-            pass  # retried when the next heartbeat answer asks again
-        elif code is not E.UNKNOWN_MEMBER_ID:  # no longer the member asked: nothing to do
-            self._report(f"{api.value} failed with {code.name}: {message or ''}".rstrip(": "), code)
-
-    def _on_prepare(self, resp: ConsumerGroupPrepareAssignmentResponse, now_ms: int) -> None:
-        job = self._round.job
-        if job is None or job.phase is not Api.PREPARE:
-            return
-        if resp.error is not E.NONE:
-            self._job_failed(Api.PREPARE, resp.error, resp.error_message, now_ms)
-            return
-        request = P.install_request(self._config, self._membership.epoch, resp)
-        if isinstance(request, str):
-            self._set_job(None)
-            self._report(request, None)
-            return
-        self._set_job(Job(phase=Api.INSTALL, request_id=self._send(Api.INSTALL, request, now_ms)))
-
-    def _on_install(self, resp: ConsumerGroupInstallAssignmentResponse, now_ms: int) -> None:
-        job = self._round.job
-        if job is None or job.phase is not Api.INSTALL:
-            return
-        if resp.error is not E.NONE:
-            self._job_failed(Api.INSTALL, resp.error, resp.error_message, now_ms)
-            return
-        self._set_job(None)
-        self._installed += 1
-        self._hb_soon(now_ms)  # the new target has this member's part of it: fetch it now
+    def _on_job_answer(
+        self,
+        resp: ConsumerGroupPrepareAssignmentResponse | ConsumerGroupInstallAssignmentResponse,
+        now_ms: int,
+    ) -> None:
+        answer = self._job.answered(resp, self._membership.epoch, now_ms)
+        if answer.lost:
+            self._coordinator_lost(now_ms, answer.lost)
+        elif answer.installed:
+            self._link.beat_by(now_ms)  # the new target has this member's part of it: fetch it now
 
     # ------------------------------------------------------------------ coordinator and application events
 
     def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
         if not self._k.discovered(event.request_id):
             return
-        if self._link.coordinator_known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
+        if self._link.known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
-        self._link = replace(self._link, coordinator_known=True, find_failures=0, hb_next_ms=now_ms)
-        if self._k.state is S.PREPARE_LEAVING and self._round.gate is None:
+        self._link.found(now_ms)
+        if self._k.state is S.PREPARE_LEAVING and self._gate.gate is None:
             self._send_leave(now_ms)
 
     def _on_lost(self, event: CoordinatorLost, now_ms: int) -> None:
@@ -655,7 +553,7 @@ class ConsumerMember:
         if self._sub.assignor_metadata[event.name] != event.metadata:
             metadata = {**self._sub.assignor_metadata, event.name: event.metadata}
             self._sub = replace(self._sub, assignor_metadata=MappingProxyType(metadata))
-            self._hb_soon(now_ms)
+            self._link.beat_by(now_ms)
 
     def _on_polled(self, event: ApplicationPolled, now_ms: int) -> None:
         if self._k.state is S.STALE:
@@ -669,15 +567,10 @@ class ConsumerMember:
         if self._k.state is S.UNSUBSCRIBED:
             self._start_joining(now_ms, "subscribe: join at epoch 0")
         elif changed:
-            self._hb_soon(now_ms)
+            self._link.beat_by(now_ms)
 
     def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
-        ids = dict(event.topic_ids)
-        self._cluster = Cluster(
-            counts=dict(event.partitions_per_topic),
-            ids=ids,
-            names={topic_id: name for name, topic_id in ids.items()},
-        )
+        self._cluster = Cluster.of(event.partitions_per_topic, event.topic_ids)
         if self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
         owned, counts = self._ownership.owned, self._cluster.counts
@@ -685,17 +578,9 @@ class ConsumerMember:
         if gone:  # owned partitions that no longer exist are lost
             self._listener(ListenerKind.LOST, gone)
             self._set_owned(owned - gone, self._ownership.owned_epoch, lost=gone)
-            gate = self._round.gate
-            if gate is not None:
-                self._set_gate(replace(gate, partitions=gate.partitions - gone))
-        r = self._round
-        last = r.last_target
-        if (
-            r.pending is None
-            and last is not None
-            and P.resolve(last, self._cluster.names)[0] - self._ownership.owned
-        ):
-            self._round = replace(r, pending=last)  # partitions of topics that were unknown until now
+            self._gate.without(gone)
+        # partitions of topics that were unknown until now
+        self._round = P.known_topics(self._round, self._cluster.names, self._ownership.owned)
         self._reconcile(now_ms)
 
     def _on_listener_completed(self, event: ListenerCompleted, now_ms: int) -> None:
@@ -712,10 +597,10 @@ class ConsumerMember:
             return
         if isinstance(resp, ConsumerGroupHeartbeatResponse):
             self._on_heartbeat(resp, event.request_id, pending, now_ms)
-        elif isinstance(resp, ConsumerGroupPrepareAssignmentResponse):
-            self._on_prepare(resp, now_ms)
-        elif isinstance(resp, ConsumerGroupInstallAssignmentResponse):
-            self._on_install(resp, now_ms)
+        elif isinstance(
+            resp, (ConsumerGroupPrepareAssignmentResponse, ConsumerGroupInstallAssignmentResponse)
+        ):
+            self._on_job_answer(resp, now_ms)
         else:
             self._on_commit(resp, pending.generation, now_ms)
 
@@ -737,11 +622,7 @@ class ConsumerMember:
         if pending is None:
             return
         if pending.api is None:
-            failures = self._link.find_failures + 1
-            wait = lookup_backoff_ms(
-                self._config.retry_backoff_ms, self._config.retry_backoff_max_ms, failures
-            )
-            self._link = replace(self._link, find_retry_ms=now_ms + wait, find_failures=failures)
+            self._link.lookup_failed(now_ms)
             return
         if self._k.state is S.LEAVING and pending.api is Api.HEARTBEAT:
             self._k.goto("left")

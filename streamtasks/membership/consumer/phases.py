@@ -20,6 +20,7 @@ from streamtasks.membership.consumer.config import UNRELEASED_WINDOW_INTERVALS, 
 from streamtasks.membership.consumer.events import AssignorMetadata
 from streamtasks.membership.consumer.records import (
     Api,
+    Gate,
     Link,
     Membership,
     Ownership,
@@ -190,6 +191,18 @@ def next_pending(
     return pending
 
 
+def answered_round(
+    state: S, resp: ConsumerGroupHeartbeatResponse, round_: Round, now_ms: int
+) -> tuple[Round, int | None]:
+    """The round after a successful heartbeat answer, and since when the member waits (for
+    unreleased partitions, or for the assignment it asked for; ``None``: it does not)."""
+    pending = next_pending(state, resp.member_epoch, resp, round_.pending)
+    since = unreleased_since(resp, round_.unreleased_since_ms, now_ms)
+    asked = asked_since(resp, round_.asked_since_ms, round_.asked_at_epoch)
+    after = replace(round_, pending=pending, unreleased_since_ms=since, asked_since_ms=asked)
+    return after, since if since is not None else asked
+
+
 def unreleased_since(resp: ConsumerGroupHeartbeatResponse, since_ms: int | None, now_ms: int) -> int | None:
     """Since when the member waits for unreleased partitions after this answer: kept while the
     coordinator names some (an answer without an assignment changes nothing), ``None`` once an
@@ -239,11 +252,27 @@ def resolve(target: Target, names: Mapping[uuid.UUID, str]) -> tuple[frozenset[T
     return frozenset(out), unresolved
 
 
+def known_topics(round_: Round, names: Mapping[uuid.UUID, str], owned: frozenset[TopicPartition]) -> Round:
+    """The round once the metadata names more topics: the last assignment applied is pending
+    again if it names partitions of them that are not owned yet."""
+    last = round_.last_target
+    if round_.pending is None and last is not None and resolve(last, names)[0] - owned:
+        return replace(round_, pending=last)
+    return round_
+
+
+def with_metadata(ownership: Ownership, target: Target) -> Ownership:
+    """What the member owns with the assignment metadata ``target`` carries."""
+    return replace(
+        ownership, user_data=target.metadata_bytes, error=target.error, version=target.metadata_version
+    )
+
+
 def dropped(round_: Round) -> Round:
-    """The round once every request in flight is gone: no commit or assignment job under way,
-    and an acknowledgement owed is due again."""
-    gate = None if round_.gate is None else replace(round_.gate, commit_id=None)
-    return replace(round_, gate=gate, job=None, ack_rid=None if round_.ack_rid is None else 0)
+    """The round once every request in flight is gone: an acknowledgement owed is due again
+    (the commit and the assignment job forget their requests themselves: ``CommitGate``,
+    ``AssignmentJob``)."""
+    return replace(round_, ack_rid=None if round_.ack_rid is None else 0)
 
 
 # ------------------------------------------------------------------ commit before revoking
@@ -345,13 +374,13 @@ def next_deadline(
     ownership: Ownership,
     link: Link,
     round_: Round,
+    gate: Gate | None = None,
     requests: Requests[Api],
 ) -> int | None:
     """When ``poll`` next has something to do; ``None`` when only an event can move the member."""
     times = [f.deadline_ms for f in requests.inflight.values()]
     if state in _IDLE:
         return min(times) if times else None
-    gate = round_.gate
     if gate is not None:
         times.append(gate.deadline_ms)
     if state in IN_GROUP and (membership.epoch > 0 or ownership.owned):

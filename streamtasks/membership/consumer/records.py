@@ -3,9 +3,9 @@
 :class:`~streamtasks.membership.consumer.machine.ConsumerMember` holds one of each and is the
 only code that assigns them (h11's rule). Each record groups the fields that change together,
 so a reset is one assignment of a fresh record; :mod:`~streamtasks.membership.consumer.phases`
-computes over them without changing anything. The commit gate (:class:`Gate`, :class:`Purpose`)
-and the requests in flight (:class:`Requests`) are the classic member's records
-(:mod:`streamtasks.membership.common`).
+computes over them without changing anything. The commit gate (:class:`Gate`, :class:`Purpose`,
+held by :class:`~streamtasks.membership.common.gate.CommitGate`) and the requests in flight
+(:class:`Requests`) are every member's records (:mod:`streamtasks.membership.common`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,20 @@ from types import MappingProxyType
 
 from streamtasks.membership.common import Gate, InFlight, Purpose, Requests
 from streamtasks.membership.consumer.events import AssignorMetadata
-from streamtasks.protocol.consumer_group import ClientAssignor, TopicIdPartitions
+from streamtasks.protocol.assignment_rpc import (
+    ConsumerGroupInstallAssignmentResponse,
+    ConsumerGroupPrepareAssignmentResponse,
+)
+from streamtasks.protocol.classic_group import OffsetCommitResponse
+from streamtasks.protocol.consumer_group import (
+    ClientAssignor,
+    ConsumerGroupHeartbeatResponse,
+    TopicIdPartitions,
+)
 from topology.ids import TopicPartition
 
 __all__ = [
+    "ANSWERS",
     "Api",
     "Cluster",
     "Gate",
@@ -48,6 +58,17 @@ class Api(enum.Enum):
     OFFSET_COMMIT = "OffsetCommit"
 
 
+#: The response type that answers each API (the kernel checks every answer against it).
+ANSWERS: Mapping[Api, type] = MappingProxyType(
+    {
+        Api.HEARTBEAT: ConsumerGroupHeartbeatResponse,
+        Api.PREPARE: ConsumerGroupPrepareAssignmentResponse,
+        Api.INSTALL: ConsumerGroupInstallAssignmentResponse,
+        Api.OFFSET_COMMIT: OffsetCommitResponse,
+    }
+)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     """An assignment the coordinator sent: what to own at ``epoch`` (topic ids, as received).
@@ -64,7 +85,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Job:
-    """The client-side assignment this member computes: ``prepare`` or ``install`` in flight."""
+    """The client-side assignment this member computes: ``prepare`` or ``install`` in flight
+    (held by :class:`~streamtasks.membership.consumer.assignment_job.AssignmentJob`)."""
 
     phase: Api
     request_id: int
@@ -97,6 +119,11 @@ class Cluster:
     ids: Mapping[str, uuid.UUID] = field(default_factory=lambda: MappingProxyType({}))
     names: Mapping[uuid.UUID, str] = field(default_factory=lambda: MappingProxyType({}))
 
+    @classmethod
+    def of(cls, counts: Mapping[str, int], topic_ids: Mapping[str, uuid.UUID]) -> Cluster:
+        ids = dict(topic_ids)
+        return cls(counts=dict(counts), ids=ids, names={topic_id: name for name, topic_id in ids.items()})
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Membership:
@@ -127,8 +154,6 @@ class Round:
     pending: Target | None = None
     last_target: Target | None = None
     revoked_this_round: bool = False
-    gate: Gate | None = None
-    job: Job | None = None
     #: The acknowledging heartbeat's request id (0: due, not sent yet; None: none owed).
     ack_rid: int | None = None
     #: Since when the coordinator's latest assignment names unreleased partitions (None: it
@@ -143,7 +168,8 @@ class Round:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
-    """The coordinator, and the member's timers towards it."""
+    """The coordinator, and the member's timers towards it (held by
+    :class:`~streamtasks.membership.common.link.CoordinatorLink`)."""
 
     coordinator_known: bool
     find_retry_ms: int
@@ -152,3 +178,13 @@ class Link:
     interval_ms: int
     hb_next_ms: int
     hb_last_ok_ms: int
+
+    @classmethod
+    def starting(cls, now_ms: int, interval_ms: int) -> Link:
+        return cls(
+            coordinator_known=False,
+            find_retry_ms=now_ms,
+            interval_ms=interval_ms,
+            hb_next_ms=now_ms,
+            hb_last_ok_ms=now_ms,
+        )

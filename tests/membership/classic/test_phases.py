@@ -135,5 +135,5 @@ def test_next_deadline_is_the_earliest_timer_and_none_when_closed() -> None:
     assert next_deadline(S.CLOSED, cfg, requests=Requests(), round_=Round(), **kw) is None  # type: ignore[arg-type]
     assert next_deadline(S.STABLE, cfg, requests=Requests(), round_=Round(), **kw) == 900  # type: ignore[arg-type]
     assert next_deadline(S.STABLE, cfg, requests=inflight, round_=Round(), **kw) == 700  # type: ignore[arg-type]
-    assert next_deadline(S.PREPARING, cfg, requests=Requests(), round_=Round(gate=gate), **kw) == 400  # type: ignore[arg-type]
+    assert next_deadline(S.PREPARING, cfg, requests=Requests(), round_=Round(), gate=gate, **kw) == 400  # type: ignore[arg-type]
     assert next_deadline(S.UNJOINED, cfg, requests=Requests(), round_=Round(), **kw) == 50  # type: ignore[arg-type]

@@ -7,8 +7,10 @@ import uuid
 import pytest
 
 from streamtasks.errors import LocalProtocolError
-from streamtasks.membership.common import Gate, InFlight, Purpose, Requests
+from streamtasks.membership.common import CommitGate, InFlight, Kernel, Purpose, Requests
 from streamtasks.membership.consumer import ConsumerMemberConfig
+from streamtasks.membership.consumer.actions import Request, SendRequest
+from streamtasks.membership.consumer.assignment_job import AssignmentJob
 from streamtasks.membership.consumer.events import AssignorMetadata
 from streamtasks.membership.consumer.phases import (
     Commit,
@@ -25,7 +27,6 @@ from streamtasks.membership.consumer.phases import (
 )
 from streamtasks.membership.consumer.records import (
     Api,
-    Job,
     Link,
     Membership,
     Ownership,
@@ -35,6 +36,7 @@ from streamtasks.membership.consumer.records import (
     Target,
 )
 from streamtasks.membership.consumer.states import MemberState as S
+from streamtasks.membership.consumer.transitions import TABLE
 from streamtasks.protocol.classic_group import OffsetCommitResponse
 from streamtasks.protocol.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -125,12 +127,23 @@ def test_resolve_counts_partitions_of_unknown_topic_ids() -> None:
 
 
 def test_dropped_requests_leave_no_commit_or_job_and_an_owed_ack_due() -> None:
-    gate = Gate(purpose=Purpose.RECONCILE, partitions=tps("foo-0"), deadline_ms=9, retry_at_ms=0, commit_id=7)
-    round_ = Round(gate=gate, job=Job(phase=Api.PREPARE, request_id=5), ack_rid=8)
-    after = dropped(round_)
-    assert after.gate is not None
-    assert after.gate.commit_id is None
-    assert (after.job, after.ack_rid) == (None, 0)
+    # The commit and the assignment job are owned by the machine's CommitGate and
+    # AssignmentJob; the round keeps the acknowledgement.
+    kernel: Kernel[S, Api, Request, SendRequest] = Kernel(TABLE, S.STABLE, SendRequest, {})
+    gate = CommitGate(kernel, Api.OFFSET_COMMIT)
+    gate.open(Purpose.RECONCILE, tps("foo-0"), 0, 9)
+    gate.commit(9, 1)
+    job = AssignmentJob(CONFIG, kernel)
+    job.start(1, 0)
+    assert gate.gate is not None
+    assert gate.gate.commit_id is not None
+    assert job.computing
+    gate.dropped()
+    job.dropped()
+    after = dropped(Round(ack_rid=8))
+    assert gate.gate is not None
+    assert gate.gate.commit_id is None
+    assert (job.computing, after.ack_rid) == (False, 0)
     assert dropped(Round()).ack_rid is None
 
 
