@@ -51,25 +51,31 @@ import assignors as assignor_registry
 from assignors.partition.hooks import MemberAssignment
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
+from streamtasks.app.clients import create_internal_topics, partition_count, start_producer
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import SourceSerdes
-from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
+from streamtasks.app.events import (
+    AppEvent,
+    OffsetsCommitted,
+    SubscriptionVersionChanged,
+    wall_ms,
+)
 from streamtasks.app.handlers import ErrorHandling, resolve_handler
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
+from streamtasks.app.recovery import Recovery, RecoveryHooks, is_recoverable
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import Processor, TaskSet
-from streamtasks.app.transactions import ExactlyOnce, transactional_id
+from streamtasks.app.transactions import ExactlyOnce
 from streamtasks.errors import (
     CommitFailedError,
     ConfigError,
+    ProcessingError,
     StreamTasksError,
     TransactionAbortedError,
 )
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
-from streamtasks.runtime.admin import TopicSpec, create_topics_async
-from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
@@ -185,8 +191,22 @@ class App:
         self.producer: AIOKafkaProducer | None = None
         #: Exactly-once: the process's transactions (None under at-least-once).
         self.eos: ExactlyOnce | None = None
-        #: Exactly-once: the abort that closed the active tasks; no commit happens after it.
-        self._aborted: TransactionAbortedError | None = None
+        #: A fatal failure that closed the active tasks; no commit happens after it.
+        self._aborted: ProcessingError | None = None
+        #: Reviving the active tasks in place after a corruption or an abort.
+        self.recovery = Recovery(
+            tasks=self.tasks,
+            consumer=self.consumer,
+            restorer=self.restorer,
+            hooks=RecoveryHooks(
+                eos=lambda: self.eos,
+                renew_producer=self._renew_producer,
+                owned=lambda: self._owned(self.consumer.assignment()),
+                keep_revoked=lambda: self.config.group_protocol == "consumer" and not self._closed,
+                emit=self.emit,
+            ),
+            task_timeout_ms=cfg.task_timeout_ms,
+        )
         self.lock = asyncio.Lock()
         self._loops: Loops | None = None
         self._started = False
@@ -225,30 +245,13 @@ class App:
         self.directory.lock()
         self.process_id = self.directory.process_id()
         try:
-            settings = cfg.client_settings()
-            txn: dict[str, Any] = {}
-            if cfg.exactly_once:
-                txn = {
-                    "transactional_id": transactional_id(cfg.application_id, str(self.process_id)),
-                    "transaction_timeout_ms": cfg.transaction_timeout_ms,
-                    "enable_idempotence": True,
-                }
-            self.producer = AIOKafkaProducer(
-                **settings.aiokafka_kwargs(), client_id=cfg.client_id, acks="all", linger_ms=5, **txn
-            )
-            await start_aiokafka(self.producer, settings, "the app's producer")
-            if cfg.exactly_once:
-                self.eos = ExactlyOnce(
-                    self.producer,
-                    self.consumer,
-                    group_id=cfg.application_id,
-                    request_timeout_ms=cfg.request_timeout_ms,
-                )
+            await self._start_producer()
             await self.restorer.start()
             counts = await self._source_partition_counts()
             if cfg.dead_letter_queue_topic is not None:  # as Kafka Streams, the app does not create it
-                await self._partition_count(cfg.dead_letter_queue_topic, "dead-letter")
-            await self._create_internal_topics(counts)
+                assert self.producer is not None
+                await partition_count(self.producer, cfg.dead_letter_queue_topic, "dead-letter")
+            await create_internal_topics(cfg, self.topology, counts)
             self.tasks.set_partition_counts(self.topology.partition_counts(counts))
             await self.restorer.refresh_end_offsets()
             await self.consumer.start()
@@ -261,7 +264,8 @@ class App:
             tasks=self.tasks,
             restorer=self.restorer,
             trigger=self.trigger,
-            send_pending=self.send_pending,
+            send_pending=self._send_or_revive,
+            revivals=lambda: self.recovery.revivals,
             lock=self.lock,
             commit=self.commit,
             emit=self.emit,
@@ -273,6 +277,16 @@ class App:
         )
         self._loops.start()
         self._started = True
+
+    async def _start_producer(self) -> None:
+        self.producer, self.eos = await start_producer(self.config, self.process_id, self.consumer)
+
+    async def _renew_producer(self) -> None:
+        """Exactly-once, fenced: replace the producer (a fenced one cannot go on)."""
+        if self.eos is not None:
+            await self.eos.stop()
+        self.eos = None
+        await self._start_producer()
 
     async def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Process until ``stop()`` is called or ``until()`` is true; re-raises a processing
@@ -329,8 +343,39 @@ class App:
         if self._aborted is not None:
             raise self._aborted
         if self.eos is not None:
-            await self.eos.begin()
-        await self.tasks.send_pending(self.producer)
+            try:
+                await self.eos.begin()
+            except Exception as exc:
+                raise TransactionAbortedError(f"no transaction could begin: {exc!r}") from exc
+        try:
+            await self.tasks.send_pending(self.producer)
+        except Exception:
+            self.tasks.raise_send_failures()  # the failure, classified (retriable, fenced, fatal)
+            raise
+
+    async def _send_or_revive(self) -> None:
+        """The processing loop's :meth:`send_pending` (under the lock): a retriable failure
+        revives the active tasks instead of ending ``run()``."""
+        try:
+            await self.send_pending()
+        except ProcessingError as exc:
+            await self._recover(exc)
+
+    async def _recover(self, exc: ProcessingError) -> None:
+        """Under the lock: revive the active tasks after ``exc`` if it allows (re-raise it
+        otherwise, and when the app is closing: then the tasks are only closed dirty)."""
+        if not is_recoverable(exc):
+            raise exc
+        if self._closed:
+            if self.eos is not None:
+                await self.eos.abort()
+            self.tasks.close_actives_dirty()
+            raise exc
+        try:
+            await self.recovery.recover(exc)
+        except ProcessingError as fatal:
+            self._aborted = fatal
+            raise
 
     async def flush(self) -> None:
         """Flush the record caches, deliver every pending changelog and output record, then
@@ -340,7 +385,7 @@ class App:
         await self.send_pending()
         await self.producer.flush()
         if self.tasks.has_unsent():  # dead-letter records of outputs the broker refused
-            await self.tasks.send_pending(self.producer)
+            await self.send_pending()
             await self.producer.flush()
         self.tasks.raise_send_failures()
         self.tasks.checkpoint_all()
@@ -353,31 +398,26 @@ class App:
             # (or the next interval) commits them.
             raise CommitFailedError("exactly-once commit deferred: the group is rebalancing")
         async with self.lock:
-            await self.flush()
-            offsets = self.tasks.committable(self.consumer.assignment())
-            if self.eos is not None:
-                await self._commit_transaction(offsets)
+            try:
+                await self.flush()
+                offsets = self.tasks.committable(self.consumer.assignment())
+                if self.eos is not None:
+                    await self._commit_transaction(offsets)
+                    return
+            except ProcessingError as exc:
+                await self._recover(exc)
                 return
         if offsets:
             await self.consumer.commit(offsets)
             self._committed(offsets, confirmed=True)
 
     async def _commit_transaction(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Exactly-once, under the lock: commit the open transaction with ``offsets``; on an
-        abort close the active tasks dirty and raise (every later commit raises it too)."""
+        """Exactly-once, under the lock: commit the open transaction with ``offsets`` (an abort
+        raises :class:`TransactionAbortedError`; the caller revives the tasks)."""
         assert self.eos is not None
-        try:
-            await self.eos.commit(offsets)
-        except TransactionAbortedError as exc:
-            self._abort(exc)
-            raise
+        await self.eos.commit(offsets)
         if offsets:
             self._committed(offsets, confirmed=True)
-
-    def _abort(self, exc: TransactionAbortedError) -> None:
-        log.error("%s; closing the active tasks dirty", exc)
-        self._aborted = self._aborted or exc
-        self.tasks.close_actives_dirty()
 
     async def _flushed_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Before the member commits ``partitions`` (a revocation): flush under the app lock
@@ -386,10 +426,14 @@ class App:
         nothing more."""
         async with self.lock:
             if self._aborted is not None:
-                return {}  # exactly-once, aborted: the active tasks are closed, nothing to commit
-            await self.flush()
-            if self.eos is not None:
-                await self._commit_transaction(self.tasks.committable(self.consumer.assignment()))
+                return {}  # a fatal failure closed the active tasks: nothing to commit
+            try:
+                await self.flush()
+                if self.eos is not None:
+                    await self._commit_transaction(self.tasks.committable(self.consumer.assignment()))
+                    return {}
+            except ProcessingError as exc:
+                await self._recover(exc)
                 return {}
             offsets = self.tasks.committable(partitions)
         if offsets:
@@ -397,57 +441,24 @@ class App:
         return offsets
 
     def _committed(self, offsets: Mapping[TopicPartition, int], *, confirmed: bool) -> None:
+        self.recovery.committed()
         rows = tuple((tp.topic, tp.partition, off) for tp, off in sorted(offsets.items()))
         self.emit(OffsetsCommitted(at_ms=wall_ms(), offsets=rows, confirmed=confirmed))
 
     # -- what the group protocol asks of us ---------------------------------------------------
 
     async def _source_partition_counts(self) -> dict[str, int]:
-        topics = sorted(self.topology.source_topics)
-        return {topic: await self._partition_count(topic, "source") for topic in topics}
-
-    async def _partition_count(self, topic: str, kind: str) -> int:
         assert self.producer is not None
-        for _ in range(50):
-            parts = await self.producer.partitions_for(topic)
-            if parts:
-                return len(parts)
-            await asyncio.sleep(0.1)
-        raise ConfigError(f"{kind} topic {topic!r} does not exist (create it first)")
-
-    async def _create_internal_topics(self, source_counts: Mapping[str, int]) -> None:
-        counts = self.topology.partition_counts(source_counts)
-        app_id = self.config.application_id
-        specs = [
-            TopicSpec(
-                name=r.topic(app_id),
-                partitions=counts[r.topic(app_id)],
-                replication_factor=self.config.replication_factor,
-            )
-            for r in self.topology.repartition_topics
-        ]
-        specs += [
-            TopicSpec(
-                name=store.changelog_topic(app_id),
-                partitions=counts[store.changelog_topic(app_id)],
-                configs={"cleanup.policy": "compact"},
-                replication_factor=self.config.replication_factor,
-            )
-            for sub in self.topology.subtopologies
-            for store in sub.stores
-            if store.logging
-        ]
-        await create_topics_async(self.config.client_settings(), specs, client_id=self.config.client_id)
+        topics = sorted(self.topology.source_topics)
+        return {topic: await partition_count(self.producer, topic, "source") for topic in topics}
 
     async def on_assignment(self, change: AssignmentChanged) -> None:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
         async with self.lock:
-            if self.eos is not None and change.lost and self._aborted is None:
-                # The open transaction holds writes of the lost tasks, which run elsewhere now:
-                # it must not commit, and the other active tasks' writes go with it.
-                await self.eos.abort()
-                self._abort(TransactionAbortedError(f"partitions lost: {sorted(map(str, change.lost))}"))
+            revive = self.eos is not None and bool(change.lost) and self._aborted is None
+            if revive:  # the transaction holds the lost tasks' writes: abort, close the actives
+                await self.recovery.lose(change.lost)
             read = self.readers.read(
                 self.consumer.protocol_name,
                 MemberAssignment(
@@ -457,10 +468,7 @@ class App:
                 follow_version=self.config.group_protocol == "classic",
             )
             info = AssignmentInfo() if read is None else read.info
-            owned = change.owned
-            if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
-                subscribed = set(self.topology.subscribed_topics())
-                owned = tuple(tp for tp in owned if tp.topic in subscribed)
+            owned = self._owned(change.owned)
             await self.tasks.reconcile(
                 owned,
                 info,
@@ -469,6 +477,8 @@ class App:
                 # KIP-848 revokes under the ending epoch's metadata (not when the app stops)
                 keep_revoked=self.config.group_protocol == "consumer" and not self._closed,
             )
+            if revive:  # the reconcile above created them again
+                await self.recovery.revived_after_loss(owned, change.lost)
             self.restorer.sync(self.consumer)
             self.restorer.finish_restores(self.consumer)
             self.trigger.reset(
@@ -480,6 +490,14 @@ class App:
                 self._loops.probe_at_ms = info.next_rebalance_ms
             if read is not None and read.rejoin:
                 self._rejoin_for_version(read)
+
+    def _owned(self, owned: Iterable[TopicPartition]) -> tuple[TopicPartition, ...]:
+        """The owned partitions the tasks read (a faust assignment also holds changelog and
+        leader-topic partitions)."""
+        if self.faust is None:
+            return tuple(owned)
+        subscribed = set(self.topology.subscribed_topics())
+        return tuple(tp for tp in owned if tp.topic in subscribed)
 
     def _rejoin_for_version(self, read: AssignmentRead) -> None:
         """Version probing: ask for a rebalance now, so the group sees the new version."""
@@ -530,4 +548,5 @@ class App:
     def metrics(self) -> dict[str, float]:
         out = dict(self.consumer.metrics()) if self._started else {}
         out.update(self.tasks.metrics())
+        out.update(self.recovery.metrics())
         return out
