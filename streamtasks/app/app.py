@@ -290,10 +290,18 @@ class App:
 
     async def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Process until ``stop()`` is called or ``until()`` is true; re-raises a processing
-        failure (the offsets of the failed batch are not committed)."""
+        failure (at-least-once: the offsets of the failed batch are not committed; exactly-once:
+        nothing since the last commit is, the open transaction is aborted by ``stop()``)."""
         if not self._started or self._loops is None:
             raise StreamTasksError("call start() (or use `async with app`) before run()")
-        await self._loops.run(until)
+        try:
+            await self._loops.run(until)
+        except ProcessingError as exc:
+            if self.eos is not None and self._aborted is None:
+                # Exactly-once: the open transaction holds the failed batch's writes; stop()
+                # aborts it, and nothing past the last commit becomes visible.
+                self._aborted = exc
+            raise
 
     async def stop(self) -> None:
         """Commit, leave the group (dynamic members), close every task cleanly."""
@@ -364,6 +372,8 @@ class App:
     async def _recover(self, exc: ProcessingError) -> None:
         """Under the lock: revive the active tasks after ``exc`` if it allows (re-raise it
         otherwise, and when the app is closing: then the tasks are only closed dirty)."""
+        if self._aborted is not None:
+            raise self._aborted  # a fatal failure came first
         if not is_recoverable(exc):
             raise exc
         if self._closed:

@@ -78,8 +78,12 @@ async def produce(bootstrap: str, topic: str, seqs: list[int]) -> dict[int, tupl
         await producer.stop()
 
 
-async def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[Any]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+async def read_all(
+    bootstrap: str, topic: str, partitions: int = PARTITIONS, isolation_level: str = "read_uncommitted"
+) -> list[Any]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", isolation_level=isolation_level
+    )
     await consumer.start()
     try:
         tps = [AioTP(topic, p) for p in range(partitions)]
