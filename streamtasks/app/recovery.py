@@ -101,6 +101,7 @@ class Recovery:
         migrated = isinstance(exc, TaskMigratedError)
         if eos is not None:
             await eos.abort()
+            migrated = migrated or eos.fenced  # fenced meanwhile (the abort was refused, say)
             if eos.fatal:
                 self._tasks.close_actives_dirty()
                 raise TransactionAbortedError(f"the transactional producer cannot go on: {exc}") from exc

@@ -140,6 +140,11 @@ class ExactlyOnce:
         return cause
 
     @property
+    def fenced(self) -> bool:
+        """The producer was fenced (it must be replaced; the tasks migrated)."""
+        return bool(self._txn.is_fatal_error()) and is_fenced(self.fatal_cause)
+
+    @property
     def fatal(self) -> bool:
         """The producer cannot go on, for a reason other than being fenced (a fenced one is
         replaced: :class:`TaskMigratedError`)."""

@@ -84,6 +84,7 @@ class Eos:
     def __init__(self, *, fatal: bool = False) -> None:
         self.aborts = 0
         self.fatal = fatal
+        self.fenced = False
 
     async def abort(self) -> None:
         self.aborts += 1
@@ -301,6 +302,21 @@ def test_fencing_is_not_bound_by_the_task_timeout(tmp_path: Path) -> None:
     rf = RecoveryFixture(tmp_path, eos=Eos(), task_timeout_ms=0)
     try:
         rf.recover(TaskMigratedError("producer fenced"))
+        assert rf.recovery.migrations == 1
+    finally:
+        rf.close()
+
+
+def test_a_producer_fenced_meanwhile_is_replaced_whatever_the_error_said(tmp_path: Path) -> None:
+    """A send failure revives, but the abort found the producer fenced (its abort refused):
+    the tasks migrated; the producer is replaced and the member rejoins."""
+    rf = RecoveryFixture(tmp_path, eos=Eos())
+    try:
+        assert rf.eos is not None
+        rf.eos.fenced = True
+        rf.recover(TaskCorruptedError("NOT_LEADER_OR_FOLLOWER"))
+        assert rf.renewed == 1
+        assert len(rf.consumer.rejoins) == 1
         assert rf.recovery.migrations == 1
     finally:
         rf.close()

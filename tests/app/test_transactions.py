@@ -153,6 +153,7 @@ def test_a_fenced_producer_on_end_txn_is_a_migration_not_a_fatal_error() -> None
     producer, _, eos, raised = commit(fail_at="end_txn_fenced")
     assert isinstance(raised, TaskMigratedError)
     assert producer._txn_manager.is_fatal_error()
+    assert eos.fenced
     assert not eos.fatal  # replaced, not the end of the app
 
 

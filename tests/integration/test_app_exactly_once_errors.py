@@ -118,7 +118,9 @@ def test_continue_dead_letters_in_the_transaction_and_commits_past_each_poison_r
     dead = [seq_of(r) for r in got["dlq"]]
     assert sorted(out + dead) == seqs  # each input offset exactly once, read committed
     assert sorted(dead) == sorted(POISON)
-    assert got["dropped"] == len(POISON)
+    # a revival (the transaction coordinator once stalled the transaction here until the broker
+    # timed it out and fenced the producer) skips them again: counted again, visible once
+    assert got["dropped"] >= len(POISON)
     for r in got["dlq"]:
         partition, offset = where[seq_of(r)]
         assert r.value == value_of(seq_of(r))
