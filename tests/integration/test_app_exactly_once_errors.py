@@ -16,62 +16,31 @@ serde cannot read, one the processor raises on, one whose output the broker refu
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
 
-from streamtasks.app import App, ProcessingError
+from streamtasks.app import ProcessingError
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
-from streamtasks.runtime.admin import TopicSpec, create_topics_async
-from streamtasks.state import INT64, STRING
 from tests.integration.test_app_errors import (
     CONTINUE,
     COUNT,
     PARTITIONS,
     POISON,
-    processor_for,
     produce,
     read_all,
+    set_up,
     value_of,
 )
 from tests.integration.test_app_send_failure import _committed
-from topology import TopologyBuilder
 
 pytestmark = [pytest.mark.integration]
 
 
 async def scenario(bootstrap: str, tmp: str, rounds: list[list[int]], **handlers: Any) -> dict[str, Any]:
     """Produce and process ``rounds`` in turn, committing after each; a failure ends it."""
-    run = uuid.uuid4().hex[:8]
-    app_id = topic = f"eoserrors-{run}"
-    out, big, dlq = f"{topic}-out", f"{topic}-big", f"{topic}-dlq"
-    await create_topics_async(
-        bootstrap,
-        [
-            TopicSpec(name=topic, partitions=PARTITIONS),
-            TopicSpec(name=out, partitions=PARTITIONS),
-            TopicSpec(name=big, partitions=1, configs={"max.message.bytes": "1024"}),
-            TopicSpec(name=dlq, partitions=1),
-        ],
-    )
-    builder = TopologyBuilder(app_id)
-    builder.stream(topic).store("counts")
-    app = App(
-        builder.build(),
-        {0: processor_for(out, big)},
-        application_id=app_id,
-        bootstrap_servers=bootstrap,
-        state_dir=tmp,
-        session_timeout_ms=6_000,
-        heartbeat_interval_ms=500,
-        commit_interval_ms=600_000,  # commits when the test asks (and on stop)
-        processing_guarantee="exactly_once_v2",
-        stores={"counts": (STRING, INT64)},
-        source_serdes={topic: (STRING, STRING)},
-        dead_letter_queue_topic=dlq,
-        **handlers,
-    )
+    setup = await set_up(bootstrap, tmp, "eoserrors", processing_guarantee="exactly_once_v2", **handlers)
+    app, topic, app_id, out, dlq = setup.app, setup.topic, setup.topic, setup.out, setup.dlq
     where: dict[int, tuple[int, int]] = {}
     failure: BaseException | None = None
     committed_rounds: list[dict[int, int | None]] = []

@@ -44,6 +44,18 @@ async def _produce(bootstrap: str, topic: str, first: int, count: int) -> None:
         await producer.stop()
 
 
+def _settings(bootstrap: str, tmp: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap,
+        "state_dir": tmp,
+        "session_timeout_ms": 6_000,
+        "heartbeat_interval_ms": 500,
+        "commit_interval_ms": 600_000,  # commits only when the test asks
+        "cache_max_bytes": 0,
+        **extra,
+    }
+
+
 async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     await reader.start()
@@ -60,15 +72,7 @@ async def _scenario(
     app_id = topic = f"sendfail-{run}"
     await create_topics_async(bootstrap, {topic: PARTITIONS})
     await _produce(bootstrap, topic, 0, 100)
-    settings = {
-        "bootstrap_servers": bootstrap,
-        "state_dir": tmp,
-        "session_timeout_ms": 6_000,
-        "heartbeat_interval_ms": 500,
-        "commit_interval_ms": 600_000,  # commits only when the test asks
-        "cache_max_bytes": 0,
-        "task_timeout_ms": 0,  # the first retriable failure is fatal (KIP-572)
-    }
+    settings = _settings(bootstrap, tmp, task_timeout_ms=0)  # the first retriable failure is fatal
     app = make_app(app_id, topic, settings)
     await app.start()
     errors: list[str] = []
@@ -113,14 +117,7 @@ async def _revive_scenario(
     app_id = topic = f"sendrevive-{run}"
     await create_topics_async(bootstrap, {topic: PARTITIONS})
     await _produce(bootstrap, topic, 0, 100)
-    settings = {
-        "bootstrap_servers": bootstrap,
-        "state_dir": tmp,
-        "session_timeout_ms": 6_000,
-        "heartbeat_interval_ms": 500,
-        "commit_interval_ms": 600_000,  # commits only when the test asks
-        "cache_max_bytes": 0,
-    }
+    settings = _settings(bootstrap, tmp)
     events: list[Any] = []
     app = make_app(app_id, topic, settings, on_event=events.append)
     await app.start()
