@@ -19,6 +19,8 @@ tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, an
   (at-least-once), on ``commit_interval_ms``, before a revocation, and on close; under
   ``processing_guarantee="exactly_once_v2"`` the records and the offsets are committed in one
   transaction of the process's transactional producer (:mod:`streamtasks.app.transactions`);
+* revives its active tasks in place after an aborted transaction, a fencing or a record not
+  delivered for a retriable reason, within ``task_timeout_ms`` (:mod:`streamtasks.app.recovery`);
 * measures standby and warm-up lags every ``lag_check_interval_ms`` and asks for a rebalance
   (KIP-568 ``enforce_rebalance``) when a warm-up is caught up or a standby keeps falling
   behind (:class:`streamtasks.streams.LagTrigger`), and when the leader's probing deadline

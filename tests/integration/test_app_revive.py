@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from streamtasks.app import AppEvent, TasksRevived
+from streamtasks.app import App, AppEvent, TasksRevived
 from streamtasks.app.transactions import transactional_id
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
 from streamtasks.drills.stateful_app import make_app, record_for
@@ -53,6 +53,30 @@ async def _wait(cond: Any, timeout_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def reject_next_txn_offset_commit(app: App, injected: list[Any]) -> None:
+    """The app's next TxnOffsetCommit is answered with an error that is not retriable (the step
+    runs inside aiokafka's sender, as the real answer's handling does)."""
+    producer: Any = app.producer
+    sender = producer._sender
+    real = sender._do_txn_offset_commit
+
+    async def rejected(offsets: Any, group_id: str) -> None:
+        sender._do_txn_offset_commit = real
+        producer._txn_manager.error_transaction(
+            TransactionAbortedError("injected: TxnOffsetCommit answered UNKNOWN_SERVER_ERROR")
+        )
+
+    sender._do_txn_offset_commit = rejected
+    injected.append(producer)
+
+
+def _revived(events: list[AppEvent], trouble: str) -> bool:
+    revived = [e for e in events if isinstance(e, TasksRevived)]
+    if trouble == "abort":
+        return any(not e.migrated and "injected" in e.error for e in revived)
+    return any(e.migrated for e in revived)
+
+
 async def _eos_scenario(bootstrap: str, tmp: str, trouble: str) -> tuple[OffsetAuditReport, list[AppEvent]]:
     run = uuid.uuid4().hex[:8]
     app_id = topic = f"revive-{run}"
@@ -79,20 +103,15 @@ async def _eos_scenario(bootstrap: str, tmp: str, trouble: str) -> tuple[OffsetA
         await _produce(producer, audit, topic, 0)
         await _wait(lambda: app.tasks.records_processed >= BATCH // 2 or runner.done(), 60, "processing")
         if trouble == "abort":
-            # the next TxnOffsetCommit is answered with an error that is not retriable (the step
-            # runs inside aiokafka's sender, as the real answer's handling does)
-            assert app.producer is not None
-            sender: Any = app.producer._sender
-            real = sender._do_txn_offset_commit
-
-            async def rejected(offsets: Any, group_id: str) -> None:
-                sender._do_txn_offset_commit = real
-                app.producer._txn_manager.error_transaction(  # type: ignore[union-attr]
-                    TransactionAbortedError("injected: TxnOffsetCommit answered UNKNOWN_SERVER_ERROR")
-                )
-
-            sender._do_txn_offset_commit = rejected
+            injected: list[Any] = []
+            reject_next_txn_offset_commit(app, injected)
             await _produce(producer, audit, topic, BATCH)
+            for _ in range(600):  # a revival of its own may replace the producer first: again
+                if _revived(events, trouble) or runner.done():
+                    break
+                if injected[-1] is not app.producer:
+                    reject_next_txn_offset_commit(app, injected)
+                await asyncio.sleep(0.1)
         else:
             intruder = AIOKafkaProducer(
                 bootstrap_servers=bootstrap,
@@ -101,9 +120,7 @@ async def _eos_scenario(bootstrap: str, tmp: str, trouble: str) -> tuple[OffsetA
             await intruder.start()  # InitProducerId: the app's producer epoch is fenced
             await intruder.stop()
             await _produce(producer, audit, topic, BATCH)
-        await _wait(
-            lambda: any(isinstance(e, TasksRevived) for e in events) or runner.done(), 60, "a revival"
-        )
+        await _wait(lambda: _revived(events, trouble) or runner.done(), 60, "the revival")
         await _produce(producer, audit, topic, 2 * BATCH)
         assert await reader.wait_complete(90), audit.report().line()
         assert not runner.done(), runner.exception()  # it kept running
@@ -126,6 +143,7 @@ def test_an_exactly_once_app_revives_in_place_and_the_audit_stays_exact(
     assert report.acknowledged == 3 * BATCH
     assert report.lost == 0, report.line()
     assert report.duplicates == 0, report.line()
-    revived = [e for e in events if isinstance(e, TasksRevived)]
-    assert revived, "no revival"
-    assert revived[0].migrated is (trouble == "fenced")
+    print("revivals:", [(e.migrated, e.error) for e in events if isinstance(e, TasksRevived)])
+    # (under load a revival of its own may come first: a young app's transaction stalled on a
+    # new partition until the broker timed it out and fenced the producer)
+    assert _revived(events, trouble), events
