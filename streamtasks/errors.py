@@ -139,6 +139,8 @@ __all__ += [
     "CommitFailedError",
     "ConsumerFailedError",
     "ProcessingError",
+    "TaskCorruptedError",
+    "TaskMigratedError",
     "TransactionAbortedError",
     "UndeclaredTopicError",
     "UnknownStoreError",
@@ -162,8 +164,25 @@ class ProcessingError(StreamTasksError):
 class TransactionAbortedError(ProcessingError):
     """Exactly-once: the transaction holding the latest changelog, output and offset writes was
     aborted (this process was fenced: the group or a newer producer moved on; or a write or the
-    commit failed). None of those writes became visible; the active tasks were closed dirty
-    and are restored from their changelogs when the app is started again."""
+    commit failed). None of those writes became visible. The app revives its active tasks in
+    place (closed dirty, stores rebuilt from the changelog, processing again from the committed
+    offsets, see :class:`TaskCorruptedError`); it raises this only when the abort is fatal
+    (the producer cannot go on, e.g. not authorized) or recurs past ``task_timeout_ms``."""
+
+
+class TaskCorruptedError(ProcessingError):
+    """A changelog, output or repartition record was not delivered for a retriable reason (a
+    leader moving, too few in-sync replicas, a request timing out), or an exactly-once
+    transaction was aborted: the active tasks are closed dirty, their stores rebuilt from the
+    changelog, and they process again from the committed offsets (Kafka Streams'
+    ``TaskCorruptedException``). The app raises it only when the same happens again after
+    ``task_timeout_ms`` without a commit in between (KIP-572)."""
+
+
+class TaskMigratedError(TransactionAbortedError):
+    """Exactly-once: this process was fenced (a newer producer with its transactional id, or the
+    group coordinator rejected its generation / member epoch). Its tasks are lost: closed dirty,
+    the producer is recreated, and the member rejoins (Kafka Streams' ``TaskMigratedException``)."""
 
 
 class UnknownStoreError(StreamTasksError):

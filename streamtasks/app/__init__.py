@@ -16,6 +16,7 @@ from streamtasks.app.events import (
     TaskClosed,
     TaskCreated,
     TaskRecycled,
+    TasksRevived,
     event_to_json,
 )
 from streamtasks.app.handlers import ErrorContext, HandlerResponse, HandlerResult
@@ -46,6 +47,7 @@ __all__ = [
     "TaskClosed",
     "TaskCreated",
     "TaskRecycled",
+    "TasksRevived",
     "UndeclaredTopicError",
     "UnknownStoreError",
     "event_to_json",

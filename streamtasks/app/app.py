@@ -19,6 +19,8 @@ tasks), runs one :class:`~streamtasks.app.task.StreamTask` per assigned task, an
   (at-least-once), on ``commit_interval_ms``, before a revocation, and on close; under
   ``processing_guarantee="exactly_once_v2"`` the records and the offsets are committed in one
   transaction of the process's transactional producer (:mod:`streamtasks.app.transactions`);
+* revives its active tasks in place after an aborted transaction, a fencing or a record not
+  delivered for a retriable reason, within ``task_timeout_ms`` (:mod:`streamtasks.app.recovery`);
 * measures standby and warm-up lags every ``lag_check_interval_ms`` and asks for a rebalance
   (KIP-568 ``enforce_rebalance``) when a warm-up is caught up or a standby keeps falling
   behind (:class:`streamtasks.streams.LagTrigger`), and when the leader's probing deadline
@@ -51,25 +53,26 @@ import assignors as assignor_registry
 from assignors.partition.hooks import MemberAssignment
 from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
+from streamtasks.app.clients import create_internal_topics, partition_count, start_producer
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
+from streamtasks.app.recovery import Recovery, RecoveryHooks, is_recoverable
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import TaskSet
-from streamtasks.app.transactions import ExactlyOnce, transactional_id
+from streamtasks.app.transactions import ExactlyOnce
 from streamtasks.errors import (
     CommitFailedError,
     ConfigError,
+    ProcessingError,
     StreamTasksError,
     TransactionAbortedError,
 )
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
-from streamtasks.runtime.admin import TopicSpec, create_topics_async
-from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
@@ -180,8 +183,22 @@ class App:
         self.producer: AIOKafkaProducer | None = None
         #: Exactly-once: the process's transactions (None under at-least-once).
         self.eos: ExactlyOnce | None = None
-        #: Exactly-once: the abort that closed the active tasks; no commit happens after it.
-        self._aborted: TransactionAbortedError | None = None
+        #: A fatal failure that closed the active tasks; no commit happens after it.
+        self._aborted: ProcessingError | None = None
+        #: Reviving the active tasks in place after a corruption or an abort.
+        self.recovery = Recovery(
+            tasks=self.tasks,
+            consumer=self.consumer,
+            restorer=self.restorer,
+            hooks=RecoveryHooks(
+                eos=lambda: self.eos,
+                renew_producer=self._renew_producer,
+                owned=lambda: self._owned(self.consumer.assignment()),
+                keep_revoked=lambda: self.config.group_protocol == "consumer" and not self._closed,
+                emit=self.emit,
+            ),
+            task_timeout_ms=cfg.task_timeout_ms,
+        )
         self.lock = asyncio.Lock()
         self._loops: Loops | None = None
         self._started = False
@@ -220,30 +237,13 @@ class App:
         self.directory.lock()
         self.process_id = self.directory.process_id()
         try:
-            settings = cfg.client_settings()
-            txn: dict[str, Any] = {}
-            if cfg.exactly_once:
-                txn = {
-                    "transactional_id": transactional_id(cfg.application_id, str(self.process_id)),
-                    "transaction_timeout_ms": cfg.transaction_timeout_ms,
-                    "enable_idempotence": True,
-                }
-            self.producer = AIOKafkaProducer(
-                **settings.aiokafka_kwargs(), client_id=cfg.client_id, acks="all", linger_ms=5, **txn
-            )
-            await start_aiokafka(self.producer, settings, "the app's producer")
-            if cfg.exactly_once:
-                self.eos = ExactlyOnce(
-                    self.producer,
-                    self.consumer,
-                    group_id=cfg.application_id,
-                    request_timeout_ms=cfg.request_timeout_ms,
-                )
+            await self._start_producer()
             await self.restorer.start()
             counts = await self._source_partition_counts()
             if cfg.dead_letter_queue_topic is not None:  # as Kafka Streams, the app does not create it
-                await self._partition_count(cfg.dead_letter_queue_topic, "dead-letter")
-            await self._create_internal_topics(counts)
+                assert self.producer is not None
+                await partition_count(self.producer, cfg.dead_letter_queue_topic, "dead-letter")
+            await create_internal_topics(cfg, self.topology, counts)
             self.tasks.set_partition_counts(self.topology.partition_counts(counts))
             await self.restorer.refresh_end_offsets()
             await self.consumer.start()
@@ -256,7 +256,8 @@ class App:
             tasks=self.tasks,
             restorer=self.restorer,
             trigger=self.trigger,
-            send_pending=self.send_pending,
+            send_pending=self._send_or_revive,
+            revivals=lambda: self.recovery.revivals,
             lock=self.lock,
             commit=self.commit,
             emit=self.emit,
@@ -269,12 +270,30 @@ class App:
         self._loops.start()
         self._started = True
 
+    async def _start_producer(self) -> None:
+        self.producer, self.eos = await start_producer(self.config, self.process_id, self.consumer)
+
+    async def _renew_producer(self) -> None:
+        """Exactly-once, fenced: replace the producer (a fenced one cannot go on)."""
+        if self.eos is not None:
+            await self.eos.stop()
+        self.eos = None
+        await self._start_producer()
+
     async def run(self, *, until: Callable[[], bool] | None = None) -> None:
         """Process until ``stop()`` is called or ``until()`` is true; re-raises a processing
-        failure (the offsets of the failed batch are not committed)."""
+        failure (at-least-once: the offsets of the failed batch are not committed; exactly-once:
+        nothing since the last commit is, the open transaction is aborted by ``stop()``)."""
         if not self._started or self._loops is None:
             raise StreamTasksError("call start() (or use `async with app`) before run()")
-        await self._loops.run(until)
+        try:
+            await self._loops.run(until)
+        except ProcessingError as exc:
+            if self.eos is not None and self._aborted is None:
+                # Exactly-once: the open transaction holds the failed batch's writes; stop()
+                # aborts it, and nothing past the last commit becomes visible.
+                self._aborted = exc
+            raise
 
     async def stop(self) -> None:
         """Commit, leave the group (dynamic members), close every task cleanly."""
@@ -324,8 +343,41 @@ class App:
         if self._aborted is not None:
             raise self._aborted
         if self.eos is not None:
-            await self.eos.begin()
-        await self.tasks.send_pending(self.producer)
+            try:
+                await self.eos.begin()
+            except Exception as exc:
+                raise TransactionAbortedError(f"no transaction could begin: {exc!r}") from exc
+        try:
+            await self.tasks.send_pending(self.producer)
+        except Exception:
+            self.tasks.raise_send_failures()  # the failure, classified (retriable, fenced, fatal)
+            raise
+
+    async def _send_or_revive(self) -> None:
+        """The processing loop's :meth:`send_pending` (under the lock): a retriable failure
+        revives the active tasks instead of ending ``run()``."""
+        try:
+            await self.send_pending()
+        except ProcessingError as exc:
+            await self._recover(exc)
+
+    async def _recover(self, exc: ProcessingError) -> None:
+        """Under the lock: revive the active tasks after ``exc`` if it allows (re-raise it
+        otherwise, and when the app is closing: then the tasks are only closed dirty)."""
+        if self._aborted is not None:
+            raise self._aborted  # a fatal failure came first
+        if not is_recoverable(exc):
+            raise exc
+        if self._closed:
+            if self.eos is not None:
+                await self.eos.abort()
+            self.tasks.close_actives_dirty()
+            raise exc
+        try:
+            await self.recovery.recover(exc)
+        except ProcessingError as fatal:
+            self._aborted = fatal
+            raise
 
     async def flush(self) -> None:
         """Flush the record caches, deliver every pending changelog and output record, then
@@ -335,7 +387,7 @@ class App:
         await self.send_pending()
         await self.producer.flush()
         if self.tasks.has_unsent():  # dead-letter records of outputs the broker refused
-            await self.tasks.send_pending(self.producer)
+            await self.send_pending()
             await self.producer.flush()
         self.tasks.raise_send_failures()
         self.tasks.checkpoint_all()
@@ -348,31 +400,26 @@ class App:
             # (or the next interval) commits them.
             raise CommitFailedError("exactly-once commit deferred: the group is rebalancing")
         async with self.lock:
-            await self.flush()
-            offsets = self.tasks.committable(self.consumer.assignment())
-            if self.eos is not None:
-                await self._commit_transaction(offsets)
+            try:
+                await self.flush()
+                offsets = self.tasks.committable(self.consumer.assignment())
+                if self.eos is not None:
+                    await self._commit_transaction(offsets)
+                    return
+            except ProcessingError as exc:
+                await self._recover(exc)
                 return
         if offsets:
             await self.consumer.commit(offsets)
             self._committed(offsets, confirmed=True)
 
     async def _commit_transaction(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Exactly-once, under the lock: commit the open transaction with ``offsets``; on an
-        abort close the active tasks dirty and raise (every later commit raises it too)."""
+        """Exactly-once, under the lock: commit the open transaction with ``offsets`` (an abort
+        raises :class:`TransactionAbortedError`; the caller revives the tasks)."""
         assert self.eos is not None
-        try:
-            await self.eos.commit(offsets)
-        except TransactionAbortedError as exc:
-            self._abort(exc)
-            raise
+        await self.eos.commit(offsets)
         if offsets:
             self._committed(offsets, confirmed=True)
-
-    def _abort(self, exc: TransactionAbortedError) -> None:
-        log.error("%s; closing the active tasks dirty", exc)
-        self._aborted = self._aborted or exc
-        self.tasks.close_actives_dirty()
 
     async def _flushed_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Before the member commits ``partitions`` (a revocation): flush under the app lock
@@ -381,10 +428,14 @@ class App:
         nothing more."""
         async with self.lock:
             if self._aborted is not None:
-                return {}  # exactly-once, aborted: the active tasks are closed, nothing to commit
-            await self.flush()
-            if self.eos is not None:
-                await self._commit_transaction(self.tasks.committable(self.consumer.assignment()))
+                return {}  # a fatal failure closed the active tasks: nothing to commit
+            try:
+                await self.flush()
+                if self.eos is not None:
+                    await self._commit_transaction(self.tasks.committable(self.consumer.assignment()))
+                    return {}
+            except ProcessingError as exc:
+                await self._recover(exc)
                 return {}
             offsets = self.tasks.committable(partitions)
         if offsets:
@@ -392,57 +443,24 @@ class App:
         return offsets
 
     def _committed(self, offsets: Mapping[TopicPartition, int], *, confirmed: bool) -> None:
+        self.recovery.committed()
         rows = tuple((tp.topic, tp.partition, off) for tp, off in sorted(offsets.items()))
         self.emit(OffsetsCommitted(at_ms=wall_ms(), offsets=rows, confirmed=confirmed))
 
     # -- what the group protocol asks of us ---------------------------------------------------
 
     async def _source_partition_counts(self) -> dict[str, int]:
-        topics = sorted(self.topology.source_topics)
-        return {topic: await self._partition_count(topic, "source") for topic in topics}
-
-    async def _partition_count(self, topic: str, kind: str) -> int:
         assert self.producer is not None
-        for _ in range(50):
-            parts = await self.producer.partitions_for(topic)
-            if parts:
-                return len(parts)
-            await asyncio.sleep(0.1)
-        raise ConfigError(f"{kind} topic {topic!r} does not exist (create it first)")
-
-    async def _create_internal_topics(self, source_counts: Mapping[str, int]) -> None:
-        counts = self.topology.partition_counts(source_counts)
-        app_id = self.config.application_id
-        specs = [
-            TopicSpec(
-                name=r.topic(app_id),
-                partitions=counts[r.topic(app_id)],
-                replication_factor=self.config.replication_factor,
-            )
-            for r in self.topology.repartition_topics
-        ]
-        specs += [
-            TopicSpec(
-                name=store.changelog_topic(app_id),
-                partitions=counts[store.changelog_topic(app_id)],
-                configs=store.changelog_configs(),
-                replication_factor=self.config.replication_factor,
-            )
-            for sub in self.topology.subtopologies
-            for store in sub.stores
-            if store.logging
-        ]
-        await create_topics_async(self.config.client_settings(), specs, client_id=self.config.client_id)
+        topics = sorted(self.topology.source_topics)
+        return {topic: await partition_count(self.producer, topic, "source") for topic in topics}
 
     async def on_assignment(self, change: AssignmentChanged) -> None:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
         async with self.lock:
-            if self.eos is not None and change.lost and self._aborted is None:
-                # The open transaction holds writes of the lost tasks, which run elsewhere now:
-                # it must not commit, and the other active tasks' writes go with it.
-                await self.eos.abort()
-                self._abort(TransactionAbortedError(f"partitions lost: {sorted(map(str, change.lost))}"))
+            revive = self.eos is not None and bool(change.lost) and self._aborted is None
+            if revive:  # the transaction holds the lost tasks' writes: abort, close the actives
+                await self.recovery.lose(change.lost)
             read = self.readers.read(
                 self.consumer.protocol_name,
                 MemberAssignment(
@@ -452,10 +470,7 @@ class App:
                 follow_version=self.config.group_protocol == "classic",
             )
             info = AssignmentInfo() if read is None else read.info
-            owned = change.owned
-            if self.faust is not None:  # a faust assignment also holds changelog and leader-topic partitions
-                subscribed = set(self.topology.subscribed_topics())
-                owned = tuple(tp for tp in owned if tp.topic in subscribed)
+            owned = self._owned(change.owned)
             await self.tasks.reconcile(
                 owned,
                 info,
@@ -464,6 +479,8 @@ class App:
                 # KIP-848 revokes under the ending epoch's metadata (not when the app stops)
                 keep_revoked=self.config.group_protocol == "consumer" and not self._closed,
             )
+            if revive:  # the reconcile above created them again
+                await self.recovery.revived_after_loss(owned, change.lost)
             self.restorer.sync(self.consumer)
             self.restorer.finish_restores(self.consumer)
             self.trigger.reset(
@@ -475,6 +492,14 @@ class App:
                 self._loops.probe_at_ms = info.next_rebalance_ms
             if read is not None and read.rejoin:
                 self._rejoin_for_version(read)
+
+    def _owned(self, owned: Iterable[TopicPartition]) -> tuple[TopicPartition, ...]:
+        """The owned partitions the tasks read (a faust assignment also holds changelog and
+        leader-topic partitions)."""
+        if self.faust is None:
+            return tuple(owned)
+        subscribed = set(self.topology.subscribed_topics())
+        return tuple(tp for tp in owned if tp.topic in subscribed)
 
     def _rejoin_for_version(self, read: AssignmentRead) -> None:
         """Version probing: ask for a rebalance now, so the group sees the new version."""
@@ -525,4 +550,5 @@ class App:
     def metrics(self) -> dict[str, float]:
         out = dict(self.consumer.metrics()) if self._started else {}
         out.update(self.tasks.metrics())
+        out.update(self.recovery.metrics())
         return out

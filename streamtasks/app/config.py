@@ -75,6 +75,11 @@ class AppConfig(SecuritySettings):
     #: Exactly-once: how long the broker keeps a transaction of a crashed process open before
     #: aborting it (read_committed readers of its partitions wait that long). Kafka Streams: 10 s.
     transaction_timeout_ms: int = Field(default=10_000, alias="transaction.timeout.ms", ge=1_000)
+    #: KIP-572: how long the tasks may keep failing for a retriable reason (a changelog, output
+    #: or repartition record not delivered, an aborted transaction) without a commit in between;
+    #: each failure revives them in place, and one this long after the first is fatal. 0: the
+    #: first is fatal. Kafka Streams: 300 s.
+    task_timeout_ms: int = Field(default=300_000, alias="task.timeout.ms", ge=0)
     commit_interval_ms: int = Field(default=5_000, alias="commit.interval.ms", ge=10)
     #: How often standby and warm-up lags are measured (changelog end offsets are listed).
     lag_check_interval_ms: int = Field(default=500, alias="lag.check.interval.ms", ge=50)

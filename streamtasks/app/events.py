@@ -22,6 +22,7 @@ __all__ = [
     "TaskClosed",
     "TaskCreated",
     "TaskRecycled",
+    "TasksRevived",
     "event_to_json",
     "wall_ms",
 ]
@@ -124,6 +125,19 @@ class ProcessingStarted(AppEvent):
     topic: str
     partition: int
     offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TasksRevived(AppEvent):
+    """The active ``tasks`` were closed dirty and created again in place (their stores restored
+    from the changelog, their partitions processed again from the committed offsets) after
+    ``error``: an aborted transaction or a changelog / output record not delivered for a
+    retriable reason. ``migrated``: this process was fenced; its producer was replaced and the
+    member rejoins the group."""
+
+    tasks: tuple[str, ...]
+    migrated: bool
+    error: str
 
 
 def event_to_json(event: AppEvent) -> dict[str, Any]:

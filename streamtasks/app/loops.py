@@ -58,6 +58,7 @@ class Loops:
         restorer: Restorer,
         trigger: LagTrigger,
         send_pending: Callable[[], Awaitable[None]],
+        revivals: Callable[[], int],
         lock: asyncio.Lock,
         commit: Callable[[], Awaitable[None]],
         emit: Callable[[AppEvent], None],
@@ -68,6 +69,7 @@ class Loops:
         self._restorer = restorer
         self._trigger = trigger
         self._send_pending = send_pending
+        self._revivals = revivals
         self._lock = lock
         self._commit = commit
         self._emit = emit
@@ -123,9 +125,15 @@ class Loops:
         interval_s = self._times.commit_interval_ms / 1000
         next_commit = time.monotonic() + interval_s
         while not self._stop.is_set() and (until is None or not until()):
+            revivals = self._revivals()
             batch = await consumer.getmany(timeout_ms=100)
             if batch:
                 async with self._lock:
+                    if self._revivals() != revivals:
+                        # The tasks were revived while this batch was fetched: their partitions
+                        # start again from the committed offsets (this batch may lie beyond).
+                        await consumer.reset_to_committed(batch)
+                        continue
                     await tasks.process(batch)
                     consumer.rewind(tasks.take_unprocessed())
                     await self._send_pending()

@@ -14,13 +14,25 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaTimeoutError
 from aiokafka.partitioner import DefaultPartitioner
 
 from streamtasks.app.handlers import Headers
-from streamtasks.errors import ProcessingError
+from streamtasks.app.transactions import is_fenced
+from streamtasks.errors import ProcessingError, TaskCorruptedError, TaskMigratedError
 from topology.ids import TopicPartition
 
-__all__ = ["BatchDone", "Keyed", "Row", "by_partition", "partition_for", "partitions_of", "send_rows"]
+__all__ = [
+    "BatchDone",
+    "Keyed",
+    "Row",
+    "by_partition",
+    "is_retriable",
+    "partition_for",
+    "partitions_of",
+    "send_failure",
+    "send_rows",
+]
 
 #: One record to send: (key, value, timestamp in ms or None for the producer's clock, headers).
 Row = tuple[bytes | None, bytes | None, int | None, Headers]
@@ -81,3 +93,25 @@ async def _submit(
     batch.close()
     future = await producer.send_batch(batch, tp.topic, partition=tp.partition)
     future.add_done_callback(lambda f: done(first, count, f))
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """A send failure Kafka Streams does not hand to the production handler: the producer's
+    retries ran out for a retriable reason (a leader moving, NOT_ENOUGH_REPLICAS, a request
+    timing out: aiokafka's ``KafkaTimeoutError`` for a batch that expired, which is Kafka's
+    retriable ``TimeoutException``), or this process was fenced."""
+    return bool(getattr(exc, "retriable", False)) or isinstance(exc, KafkaTimeoutError) or is_fenced(exc)
+
+
+def send_failure(errors: Sequence[BaseException]) -> ProcessingError:
+    """What records not delivered for ``errors`` amount to: :class:`ProcessingError` (fatal) if
+    any failed for a reason that is not retriable, else :class:`TaskMigratedError` if this process
+    was fenced, else :class:`TaskCorruptedError` (the tasks are revived in place)."""
+    fatal = [e for e in errors if not is_retriable(e)]
+    first = (fatal or list(errors))[0]
+    what = f"a changelog or output record was not delivered: {first!r}"
+    if fatal:
+        return ProcessingError(what)
+    if any(is_fenced(e) for e in errors):
+        return TaskMigratedError(what)
+    return TaskCorruptedError(what)

@@ -36,7 +36,15 @@ from streamtasks.app.poison import PoisonRecords
 from streamtasks.app.processor import AnyProcessor, Processor, resolve_processor
 from streamtasks.app.punctuation import PunctuationType
 from streamtasks.app.running import RunningTasks
-from streamtasks.app.sending import Row, by_partition, partition_for, partitions_of, send_rows
+from streamtasks.app.sending import (
+    Row,
+    by_partition,
+    is_retriable,
+    partition_for,
+    partitions_of,
+    send_failure,
+    send_rows,
+)
 from streamtasks.app.task import Role, StreamTask
 from streamtasks.errors import ProcessingError, TopologyError
 from streamtasks.protocol.userdata import RUNNING_OFFSET_SUM, AssignmentInfo
@@ -456,7 +464,8 @@ class TaskSet:
 
     def _ack_callback(self, task: StreamTask, tp: TopicPartition) -> Callable[[int, int, Any], None]:
         """A changelog batch's callback: its acknowledgement moves the task's changelog offset;
-        its failure is fatal (no handler may skip a store's write)."""
+        its failure revives the tasks when retriable, and is fatal otherwise (no handler may
+        skip a store's write)."""
 
         def done(first: int, count: int, future: Any) -> None:
             if future.cancelled():
@@ -474,7 +483,8 @@ class TaskSet:
         self, tp: TopicPartition, origins: list[ConsumerRecord[Any, Any] | None]
     ) -> Callable[[int, int, Any], None]:
         """An output batch's callback: each record of a failed batch goes to the production
-        handler (a dead-letter record, or one written outside processing, fails the app)."""
+        handler (a dead-letter record, or one written outside processing, fails the app); a
+        retriable failure does not: it revives the tasks (Kafka Streams' rule)."""
 
         def done(first: int, count: int, future: Any) -> None:
             if future.cancelled():
@@ -482,6 +492,9 @@ class TaskSet:
                 return
             exc = future.exception()
             if exc is None:
+                return
+            if is_retriable(exc):
+                self._send_errors.append(exc)
                 return
             for origin in origins[first : first + count]:
                 task = (
@@ -501,10 +514,11 @@ class TaskSet:
         raise, another commit racing it (``App.stop`` while the loop's commit waited on the
         producer) would commit past the lost records (a loss of 34 input offsets on Tansu, whose
         produce answered NOT_LEADER_OR_FOLLOWER until the batch timed out). The app stops; a
-        restart reprocesses from the last commit."""
+        restart reprocesses from the last commit. Only retriable failures: a
+        :class:`TaskCorruptedError` (or :class:`TaskMigratedError`), which the app answers by
+        reviving the active tasks (:meth:`close_actives_dirty` forgets the failures)."""
         if self._send_errors:
-            first = self._send_errors[0]
-            raise ProcessingError(f"a changelog or output record was not delivered: {first!r}") from first
+            raise send_failure(self._send_errors) from self._send_errors[0]
 
     def committable(self, owned: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Input offsets whose effects are flushed (call after :meth:`send_pending` + flush)."""
@@ -518,9 +532,9 @@ class TaskSet:
                 task.checkpoint()
 
     def close_actives_dirty(self) -> None:
-        """Exactly-once, after an abort: close every active task without a checkpoint and
-        forget what it processed and queued; its stores are restored from the changelog when
-        the task runs again."""
+        """After an abort or a retriable send failure: close every active task without a
+        checkpoint and forget what it processed, queued and failed to send; its stores are
+        restored from the changelog when the task runs again."""
         now = wall_ms()
         for tid, task in sorted(self.tasks.items()):
             if task.is_active:
@@ -531,7 +545,9 @@ class TaskSet:
                 self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
         self._by_partition = {}
         self._processed.clear()
+        self._unprocessed.clear()
         self._outbox = []
+        self._send_errors.clear()
 
     async def close_all(self, *, clean: bool) -> None:
         now = wall_ms()

@@ -21,8 +21,12 @@ AddOffsetsToTxn, EndTxn) and the TxnOffsetCommit step of its sender is replaced 
 :meth:`ExactlyOnce._txn_offset_commit`, which sends v3 through the member's own coordinator
 connection (:meth:`streamtasks.Consumer.commit_in_transaction`) with the member's metadata.
 
-A failed commit aborts the transaction and raises
-:class:`~streamtasks.errors.TransactionAbortedError`: the caller closes the active tasks dirty.
+A failed commit aborts the transaction and raises what Kafka Streams would: a fenced producer
+(ProducerFenced, INVALID_PRODUCER_EPOCH) or member (ILLEGAL_GENERATION, FENCED_MEMBER_EPOCH, ...
+on TxnOffsetCommit) :class:`~streamtasks.errors.TaskMigratedError` (the tasks are lost, the
+producer is recreated with :meth:`ExactlyOnce.renew`'s caller, the member rejoins); anything
+else :class:`~streamtasks.errors.TransactionAbortedError` (the active tasks are closed dirty and
+revived in place). :attr:`ExactlyOnce.fatal` says when the producer cannot go on at all.
 """
 
 from __future__ import annotations
@@ -35,14 +39,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
 
-from streamtasks.errors import StreamTasksError, TransactionAbortedError
+from streamtasks.errors import StreamTasksError, TaskMigratedError, TransactionAbortedError
 from streamtasks.protocol.txn_offsets import TxnCommitVerdict, txn_commit_verdict
 from streamtasks.runtime.aio import from_aio, to_aio
 from streamtasks.runtime.consumer import Consumer
 from topology.ids import TopicPartition
 
-__all__ = ["ExactlyOnce", "transactional_id"]
+__all__ = ["ExactlyOnce", "is_fenced", "transactional_id"]
 
 log = logging.getLogger("streamtasks.app.transactions")
 
@@ -51,6 +56,16 @@ def transactional_id(application_id: str, process_id: str) -> str:
     """The process's ``transactional_id`` (Kafka Streams' eos-v2 naming, one producer per
     process)."""
     return f"{application_id}-{process_id}"
+
+
+def is_fenced(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) says this process was fenced."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, TaskMigratedError | ProducerFenced | InvalidProducerEpoch):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 class ExactlyOnce:
@@ -109,8 +124,31 @@ class ExactlyOnce:
             await self._producer.commit_transaction()
         except Exception as exc:
             await self.abort()
+            if is_fenced(exc) or is_fenced(self.fatal_cause):
+                raise TaskMigratedError(f"transaction aborted, this process was fenced: {exc!r}") from exc
             raise TransactionAbortedError(f"transaction aborted: {exc!r}") from exc
         self.commits += 1
+
+    @property
+    def fatal_cause(self) -> BaseException | None:
+        """What put the producer in its fatal state (None while it is not in one)."""
+        txn = self._txn
+        waiter = getattr(txn, "_transaction_waiter", None)
+        if not txn.is_fatal_error() or waiter is None or not waiter.done() or waiter.cancelled():
+            return None
+        cause: BaseException | None = waiter.exception()
+        return cause
+
+    @property
+    def fenced(self) -> bool:
+        """The producer was fenced (it must be replaced; the tasks migrated)."""
+        return bool(self._txn.is_fatal_error()) and is_fenced(self.fatal_cause)
+
+    @property
+    def fatal(self) -> bool:
+        """The producer cannot go on, for a reason other than being fenced (a fenced one is
+        replaced: :class:`TaskMigratedError`)."""
+        return bool(self._txn.is_fatal_error()) and not is_fenced(self.fatal_cause)
 
     async def abort(self) -> None:
         """Abort the open transaction, if the producer can still say so (a fenced producer
@@ -161,9 +199,11 @@ class ExactlyOnce:
             if txn.is_in_transaction():
                 await asyncio.sleep(self._backoff_s)
             return
-        what = "fenced" if verdict is TxnCommitVerdict.FENCED else "rejected"
+        fenced = verdict is TxnCommitVerdict.FENCED
+        what = "fenced" if fenced else "rejected"
         log.warning("offsets %s by the group coordinator: %s", what, detail)
-        txn.error_transaction(TransactionAbortedError(f"offsets {what} by the group coordinator ({detail})"))
+        error = TaskMigratedError if fenced else TransactionAbortedError
+        txn.error_transaction(error(f"offsets {what} by the group coordinator ({detail})"))
 
     def _retry_or_fail(self, why: str) -> None:
         if time.monotonic() >= self._deadline:

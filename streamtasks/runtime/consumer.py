@@ -308,6 +308,39 @@ class Consumer:
                 self.seek(tp, offset)
                 self._gaps.stats["rewinds"] += 1
 
+    async def reset_to_committed(self, partitions: Iterable[TopicPartition]) -> None:
+        """Hand out the owned ``partitions`` again from their committed offsets (from
+        ``auto_offset_reset`` where none is committed; not before a pending transaction that holds
+        one ends, under ``read_committed``): after the app closed their tasks dirty and revived
+        them (an aborted transaction). Records already fetched past there are dropped."""
+        assert self._fetcher is not None
+        wanted = [tp for tp in sorted(set(partitions)) if tp in self._owned]
+        if not wanted:
+            return
+        before = {tp: self._positions.pop(tp, None) for tp in wanted}
+        for tp in wanted:
+            self._gaps.probes.pop(tp, None)
+        try:
+            unstable = set(await self._fetch_committed(wanted))
+        except StreamTasksError:
+            self._positions.update({tp: off for tp, off in before.items() if off is not None})
+            raise
+        missing = [_tp(tp) for tp in wanted if tp not in self._positions and tp not in unstable]
+        for tp in wanted:
+            if tp in self._positions:
+                self._fetcher.seek(_tp(tp), self._positions[tp])
+        if missing:
+            if self.config.auto_offset_reset == "latest":
+                await self._fetcher.seek_to_end(*missing)
+            else:
+                await self._fetcher.seek_to_beginning(*missing)
+        if unstable:
+            self._unstable.update(unstable)
+            if self._stable_task is None or self._stable_task.done():
+                self._stable_task = asyncio.get_running_loop().create_task(self._await_stable())
+        self._refresh_fetchable()
+        log.info("%d partitions go back to their committed offsets: %s", len(wanted), self._positions)
+
     def _raise_pending_errors(self) -> None:
         if self._closed:
             raise StreamTasksError("consumer is closed")

@@ -218,3 +218,37 @@ def test_under_kip848_the_app_does_not_follow_userdata_versions(
     app = joined(tmp_path, requests, monkeypatch, group_protocol="consumer")
     assign(app, 2, 2)
     assert (requests, changes(app), app.assignor.used_version) == ([], [], 3)
+
+
+class _Eos:
+    """The app's transactions, as ``App.send_pending`` uses them: counts the begins."""
+
+    def __init__(self) -> None:
+        self.begins = 0
+
+    async def begin(self) -> None:
+        self.begins += 1
+
+
+def test_flush_sends_dead_letters_queued_while_flushing_through_send_pending(tmp_path: Path) -> None:
+    """A dead letter the production handler queues during the producer flush goes out through
+    ``App.send_pending`` (exactly-once: inside a transaction it begins), like every other send."""
+    from streamtasks.app.context import Output
+    from tests.app.test_tasks import _Producer
+
+    app = make(tmp_path, processing_guarantee="exactly_once_v2")
+    eos = _Eos()
+    app.eos = eos  # type: ignore[assignment]
+
+    class Producer(_Producer):
+        async def flush(self) -> None:
+            await super().flush()
+            if not self.sent:  # the first flush: an output was refused, its dead letter queued
+                app.tasks._outbox.append((Output(topic="dlq", key=b"k", value=b"v"), None))
+
+    producer = Producer()
+    app.producer = producer
+    asyncio.run(app.flush())
+    assert [topic for topic, *_ in producer.sent] == ["dlq"]
+    assert eos.begins == 2  # the resend went through App.send_pending too
+    assert not app.tasks.has_unsent()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -78,8 +79,12 @@ async def produce(bootstrap: str, topic: str, seqs: list[int]) -> dict[int, tupl
         await producer.stop()
 
 
-async def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[Any]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+async def read_all(
+    bootstrap: str, topic: str, partitions: int = PARTITIONS, isolation_level: str = "read_uncommitted"
+) -> list[Any]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", isolation_level=isolation_level
+    )
     await consumer.start()
     try:
         tps = [AioTP(topic, p) for p in range(partitions)]
@@ -97,9 +102,20 @@ async def read_all(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> 
         await consumer.stop()
 
 
-async def scenario(bootstrap: str, tmp: str, seqs: list[int], **handlers: Any) -> dict[str, Any]:
-    run = uuid.uuid4().hex[:8]
-    app_id = topic = f"errors-{run}"
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setup:
+    """A scenario's app and topics (the input ``topic`` is also the application id)."""
+
+    app: App
+    topic: str
+    out: str
+    big: str
+    dlq: str
+
+
+async def set_up(bootstrap: str, tmp: str, prefix: str, **settings: Any) -> Setup:
+    """Create the topics and the app (not started) of a scenario."""
+    app_id = topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     out, big, dlq = f"{topic}-out", f"{topic}-big", f"{topic}-dlq"
     await create_topics_async(
         bootstrap,
@@ -110,7 +126,6 @@ async def scenario(bootstrap: str, tmp: str, seqs: list[int], **handlers: Any) -
             TopicSpec(name=dlq, partitions=1),
         ],
     )
-    where = await produce(bootstrap, topic, seqs)
     builder = TopologyBuilder(app_id)
     builder.stream(topic).store("counts")
     app = App(
@@ -125,8 +140,15 @@ async def scenario(bootstrap: str, tmp: str, seqs: list[int], **handlers: Any) -
         stores={"counts": (STRING, INT64)},
         source_serdes={topic: (STRING, STRING)},
         dead_letter_queue_topic=dlq,
-        **handlers,
+        **settings,
     )
+    return Setup(app=app, topic=topic, out=out, big=big, dlq=dlq)
+
+
+async def scenario(bootstrap: str, tmp: str, seqs: list[int], **handlers: Any) -> dict[str, Any]:
+    setup = await set_up(bootstrap, tmp, "errors", **handlers)
+    app, topic, app_id, out, dlq = setup.app, setup.topic, setup.topic, setup.out, setup.dlq
+    where = await produce(bootstrap, topic, seqs)
     failure: BaseException | None = None
     await app.start()
     try:

@@ -20,10 +20,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import NotLeaderForPartitionError
 from aiokafka.structs import TopicPartition as AioTP
 
+from streamtasks.app import TasksRevived
 from streamtasks.drills.stateful_app import make_app, record_for
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from streamtasks.errors import ProcessingError
 from streamtasks.runtime.admin import create_topics_async
+from tests.ids import task
 
 pytestmark = [pytest.mark.integration]
 
@@ -42,6 +44,18 @@ async def _produce(bootstrap: str, topic: str, first: int, count: int) -> None:
         await producer.stop()
 
 
+def _settings(bootstrap: str, tmp: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap,
+        "state_dir": tmp,
+        "session_timeout_ms": 6_000,
+        "heartbeat_interval_ms": 500,
+        "commit_interval_ms": 600_000,  # commits only when the test asks
+        "cache_max_bytes": 0,
+        **extra,
+    }
+
+
 async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     await reader.start()
@@ -58,14 +72,7 @@ async def _scenario(
     app_id = topic = f"sendfail-{run}"
     await create_topics_async(bootstrap, {topic: PARTITIONS})
     await _produce(bootstrap, topic, 0, 100)
-    settings = {
-        "bootstrap_servers": bootstrap,
-        "state_dir": tmp,
-        "session_timeout_ms": 6_000,
-        "heartbeat_interval_ms": 500,
-        "commit_interval_ms": 600_000,  # commits only when the test asks
-        "cache_max_bytes": 0,
-    }
+    settings = _settings(bootstrap, tmp, task_timeout_ms=0)  # the first retriable failure is fatal
     app = make_app(app_id, topic, settings)
     await app.start()
     errors: list[str] = []
@@ -101,3 +108,57 @@ def test_no_commit_passes_a_record_that_was_not_delivered(
     assert after == good, f"committed past records that were never delivered: {good} -> {after}"
     assert len(errors) == 3
     assert all("NotLeaderForPartitionError" in e for e in errors), errors
+
+
+async def _revive_scenario(
+    bootstrap: str, tmp: str
+) -> tuple[dict[int, int | None], list[Any], dict[str, int]]:
+    run = uuid.uuid4().hex[:8]
+    app_id = topic = f"sendrevive-{run}"
+    await create_topics_async(bootstrap, {topic: PARTITIONS})
+    await _produce(bootstrap, topic, 0, 100)
+    settings = _settings(bootstrap, tmp)
+    events: list[Any] = []
+    app = make_app(app_id, topic, settings, on_event=events.append)
+    await app.start()
+    try:
+        await asyncio.wait_for(app.run(until=lambda: app.tasks.records_processed >= 100), 60)
+        await app.commit()
+        assert app.producer is not None
+        producer: Any = app.producer
+
+        async def refused(*_: Any, **__: Any) -> asyncio.Future[Any]:
+            failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            failed.set_exception(NotLeaderForPartitionError())
+            return failed
+
+        producer.send_batch = refused
+        await _produce(bootstrap, topic, 100, 60)
+        await asyncio.wait_for(app.run(until=lambda: app.tasks.records_processed >= 160), 60)
+        await app.commit()  # retriable: the tasks are revived, nothing raised, nothing committed
+        del producer.send_batch  # the leader is back
+
+        def caught_up() -> bool:
+            done = app.tasks.committable(app.consumer.assignment())
+            return not app.tasks.restoring() and sum(done.values()) >= 160
+
+        await asyncio.wait_for(app.run(until=caught_up), 60)
+        await app.commit()
+        latest = {
+            f"k{j}": app.tasks.tasks[task(f"0_{j % PARTITIONS}")].typed["latest"].get(f"k{j}")
+            for j in range(40)
+        }
+    finally:
+        await app.stop()
+    return await _committed(bootstrap, app_id, topic), events, latest
+
+
+def test_a_retriable_send_failure_revives_the_tasks_and_loses_nothing(
+    kafka: EmbeddedBroker | ExternalCluster, tmp_path: Any
+) -> None:
+    committed, events, latest = asyncio.run(_revive_scenario(kafka.bootstrap_servers, str(tmp_path)))
+    assert committed == {0: 80, 1: 80}
+    revived = [e for e in events if isinstance(e, TasksRevived)]
+    assert len(revived) == 1
+    assert "NotLeaderForPartitionError" in revived[0].error
+    assert latest == {f"k{j}": 120 + j for j in range(40)}  # restored, then the failed round again
