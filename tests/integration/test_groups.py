@@ -99,6 +99,11 @@ def test_classic_consumers_are_listed_and_described_with_their_partitions(
     listed = {g["group_id"]: g for g in json.loads(out)}
     assert listed[group]["type"] == "classic"
     assert listed[group]["protocol_type"] == "consumer"
+    code, table, _ = _groups(capsys, kafka, "list")
+    print(table)
+    assert code == 0
+    assert table.splitlines()[0].split() == ["GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"]
+    assert [group, "classic", "consumer"] in [line.split()[:3] for line in table.splitlines()]
 
 
 def test_an_app_group_shows_each_members_active_and_standby_tasks(
@@ -188,11 +193,16 @@ def test_a_kip848_group_shows_epochs_and_current_and_target_assignments(
             for w in workers:
                 await w.start()
             await wait_until(stable(audit, partitions, {"k1", "k2"}), WAIT_S, "two KIP-848 members")
-            return await _describe_until(
+            document = await _describe_until(
                 capsys, kafka, group,
                 lambda d: d["state"] == "Stable" and len(_all_partitions(d, "current_assignment")) == 4,
                 "a stable consumer group",
             )  # fmt: skip
+            code, table, err = await asyncio.to_thread(_groups, capsys, kafka, "describe", group, "--members")
+            assert code == 0, err
+            print(table)
+            assert table.startswith(f"group {group}: consumer (KIP-848), state ")
+            return document
         finally:
             for w in workers:
                 await w.stop()
