@@ -118,7 +118,10 @@ async def describe_group(
             raise _refused("the group coordinator", "DescribeGroups v5", exc) from None
         assert isinstance(described, cg.DescribeGroupResponse)
         if described.error is KafkaErrorCode.GROUP_ID_NOT_FOUND or described.group_state in _ABSENT_STATES:
-            raise GroupNotFound(f"no group {group_id!r} on the cluster at {settings.bootstrap_servers}")
+            raise GroupNotFound(
+                f"no group {group_id!r} on the cluster at {settings.bootstrap_servers} "
+                "(or it is a streams or share group, which describe does not read yet)"
+            )
         _check(described.error, "the group coordinator", "DescribeGroups v5")
         return described
     finally:
@@ -129,7 +132,8 @@ async def _consumer_group(
     client: GroupCoordinatorClient, group_id: str, timeout_s: float
 ) -> kip848.DescribedGroup | None:
     """The group when it is a KIP-848 consumer group; ``None`` when it is not one (or the broker
-    predates KIP-848 and refuses the API, as it then has no consumer group)."""
+    predates KIP-848 and refuses the API, as it then has no consumer group; or it answers a
+    group that cannot be one)."""
     body = encode_describe_request(ConsumerGroupDescribeRequest(group_ids=(group_id,)), _DESCRIBE_VERSION)
     try:
         raw = await client.send_raw(
@@ -143,6 +147,10 @@ async def _consumer_group(
         KafkaErrorCode.GROUP_ID_NOT_FOUND,
         KafkaErrorCode.UNSUPPORTED_VERSION,
     ):
+        return None
+    if group.error is KafkaErrorCode.NONE and group.group_epoch < 0:
+        # No consumer group has a negative epoch: Tansu answers any group id this way (no
+        # error, epochs -1, no member, its member id as the assignor), classic groups included.
         return None
     _check(group.error, "the group coordinator", "ConsumerGroupDescribe v1", group.error_message)
     return group

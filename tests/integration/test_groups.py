@@ -22,6 +22,20 @@ from topology import TopicPartition
 pytestmark = pytest.mark.integration
 
 WAIT_S = 60
+#: What Tansu 0.6 answers (seen with these tests, STREAMTASKS_BROKER=tansu; docs/operations.md).
+TANSU_SKIP = (
+    "Tansu's ListGroups v5 leaves out a group with a member, its DescribeGroups names no protocol and no "
+    "member's client id, host or assignment, and answers a group id it does not know as Empty (Apache "
+    "Kafka: Dead); run with STREAMTASKS_BROKER=kafka"
+)
+
+
+@pytest.fixture
+def described(kafka: Cluster) -> Cluster:
+    """The test cluster, or a skip where DescribeGroups does not describe members."""
+    if isinstance(kafka, EmbeddedBroker):
+        pytest.skip(TANSU_SKIP)
+    return kafka
 
 
 def _groups(capsys: pytest.CaptureFixture[str], kafka: Cluster, *args: str) -> tuple[int, str, str]:
@@ -64,8 +78,9 @@ def _all_partitions(document: dict[str, Any], key: str = "partitions") -> list[s
 
 
 def test_classic_consumers_are_listed_and_described_with_their_partitions(
-    kafka: Cluster, capsys: pytest.CaptureFixture[str]
+    described: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    kafka = described
     topic, partitions = _topic(kafka, "groups-classic", 4)
     group = f"g-{topic}"
     audit = Audit(partitions)
@@ -107,8 +122,9 @@ def test_classic_consumers_are_listed_and_described_with_their_partitions(
 
 
 def test_an_app_group_shows_each_members_active_and_standby_tasks(
-    kafka: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Any
+    described: Cluster, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
+    kafka = described
     from streamtasks.drills.stateful_app import make_app
 
     topic, _ = _topic(kafka, "groups-app", 4)
@@ -217,9 +233,40 @@ def test_a_kip848_group_shows_epochs_and_current_and_target_assignments(
         assert member["member_epoch"] == document["assignment_epoch"]
 
 
-def test_a_group_that_does_not_exist_is_one_line_and_status_2(
-    kafka: Cluster, capsys: pytest.CaptureFixture[str]
+def test_groups_list_shows_a_live_group_with_its_type_and_state(
+    described: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    kafka = described
+    topic, partitions = _topic(kafka, "groups-list", 2)
+    group = f"g-{topic}"
+    audit = Audit(partitions)
+    settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, **client_settings(kafka)}
+
+    async def scenario() -> dict[str, Any]:
+        worker = StreamtasksWorker("l1", audit, topic, **settings)
+        try:
+            await worker.start()
+            await wait_until(stable(audit, partitions, {"l1"}), WAIT_S, "the member to own both partitions")
+            code, out, err = await asyncio.to_thread(_groups, capsys, kafka, "list", "--json")
+            assert code == 0, err
+            listed: dict[str, Any] = {g["group_id"]: g for g in json.loads(out)}
+            return listed
+        finally:
+            await worker.stop()
+
+    listed = asyncio.run(scenario())
+    assert listed[group] == {
+        "group_id": group,
+        "type": "classic",
+        "protocol_type": "consumer",
+        "state": "Stable",
+    }
+
+
+def test_a_group_that_does_not_exist_is_one_line_and_status_2(
+    described: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kafka = described
     group = f"no-such-group-{uuid.uuid4().hex[:6]}"
     code, out, err = _groups(capsys, kafka, "describe", group)
     assert code == 2
