@@ -73,6 +73,22 @@ def _topic(kafka: Cluster, prefix: str, partitions: int) -> tuple[str, set[Topic
     return topic, {TopicPartition(topic, p) for p in range(partitions)}
 
 
+def _consumers(
+    kafka: Cluster, prefix: str, partitions: int, names: tuple[str, ...], **extra: Any
+) -> tuple[str, set[TopicPartition], Audit, list[StreamtasksWorker]]:
+    """A topic, and streamtasks Consumers (client ids ``names``) for its group ``g-TOPIC``."""
+    topic, tps = _topic(kafka, prefix, partitions)
+    group = f"g-{topic}"
+    audit = Audit(tps)
+    settings = {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "group_id": group,
+        **client_settings(kafka),
+        **extra,
+    }
+    return group, tps, audit, [StreamtasksWorker(n, audit, topic, client_id=n, **settings) for n in names]
+
+
 def _all_partitions(document: dict[str, Any], key: str = "partitions") -> list[str]:
     return sorted(tp for m in document["members"] for tp in m[key])
 
@@ -81,13 +97,9 @@ def test_classic_consumers_are_listed_and_described_with_their_partitions(
     described: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kafka = described
-    topic, partitions = _topic(kafka, "groups-classic", 4)
-    group = f"g-{topic}"
-    audit = Audit(partitions)
-    settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, **client_settings(kafka)}
+    group, partitions, audit, workers = _consumers(kafka, "groups-classic", 4, ("w1", "w2"))
 
     async def scenario() -> dict[str, Any]:
-        workers = [StreamtasksWorker(n, audit, topic, client_id=n, **settings) for n in ("w1", "w2")]
         try:
             for w in workers:
                 await w.start()
@@ -198,13 +210,11 @@ def test_a_kip848_group_shows_epochs_and_current_and_target_assignments(
 ) -> None:
     if isinstance(kafka, EmbeddedBroker) or CONSUMER_GROUP_HEARTBEAT_API_KEY not in kafka.api_versions():
         pytest.skip("KIP-848 consumer groups need Apache Kafka 4.x (STREAMTASKS_BROKER=kafka)")
-    topic, partitions = _topic(kafka, "groups-kip848", 4)
-    group = f"g-{topic}"
-    audit = Audit(partitions)
-    settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, "group_protocol": "consumer"}
+    group, partitions, audit, workers = _consumers(
+        kafka, "groups-kip848", 4, ("k1", "k2"), group_protocol="consumer"
+    )
 
     async def scenario() -> dict[str, Any]:
-        workers = [StreamtasksWorker(n, audit, topic, client_id=n, **settings) for n in ("k1", "k2")]
         try:
             for w in workers:
                 await w.start()
@@ -237,13 +247,9 @@ def test_groups_list_shows_a_live_group_with_its_type_and_state(
     described: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kafka = described
-    topic, partitions = _topic(kafka, "groups-list", 2)
-    group = f"g-{topic}"
-    audit = Audit(partitions)
-    settings = {"bootstrap_servers": kafka.bootstrap_servers, "group_id": group, **client_settings(kafka)}
+    group, partitions, audit, (worker,) = _consumers(kafka, "groups-list", 2, ("l1",))
 
     async def scenario() -> dict[str, Any]:
-        worker = StreamtasksWorker("l1", audit, topic, **settings)
         try:
             await worker.start()
             await wait_until(stable(audit, partitions, {"l1"}), WAIT_S, "the member to own both partitions")
