@@ -56,19 +56,21 @@ class GroupListing:
         }
 
 
-def _refused(peer: str, api: str, exc: Exception) -> BrokerError:
-    return BrokerError(
-        f"the broker at {peer} did not answer {api} (it may not support that API version): {exc}"
-    )
+def _refused(who: str, api: str, exc: Exception) -> BrokerError:
+    return BrokerError(f"{who} did not answer {api} (it may not support that API version): {exc}")
 
 
-def _check(error: KafkaErrorCode, peer: str, api: str, message: str | None = None) -> None:
+def _check(error: KafkaErrorCode, who: str, api: str, message: str | None = None) -> None:
     if error is KafkaErrorCode.NONE:
         return
     detail = f": {message}" if message else ""
     if error.name.endswith("AUTHORIZATION_FAILED"):
-        raise AuthorizationError(f"the broker at {peer} denies {api}: {error.name}{detail}")
-    raise BrokerError(f"the broker at {peer} answered {api} with {error.name}{detail}")
+        raise AuthorizationError(f"{who} denies {api}: {error.name}{detail}")
+    raise BrokerError(f"{who} answered {api} with {error.name}{detail}")
+
+
+def _coordinator(group_id: str) -> str:
+    return f"the coordinator of group {group_id!r}"
 
 
 async def list_groups(settings: ClientSettings, *, timeout_s: float = 10.0) -> list[GroupListing]:
@@ -87,8 +89,10 @@ async def list_groups(settings: ClientSettings, *, timeout_s: float = 10.0) -> l
             try:
                 answer = await conn.call(ListGroupsRequest(), ListGroupsResponse, timeout_s=timeout_s)
             except ConnectionLost as exc:
-                raise _refused(conn.peer, "ListGroups v5", exc) from None
-            _check(KafkaErrorCode.of(int(answer.error_code.value)), conn.peer, "ListGroups v5")
+                raise _refused(f"the broker at {conn.peer}", "ListGroups v5", exc) from None
+            _check(
+                KafkaErrorCode.of(int(answer.error_code.value)), f"the broker at {conn.peer}", "ListGroups v5"
+            )
         finally:
             await conn.close()
         for g in answer.groups:
@@ -115,14 +119,14 @@ async def describe_group(
         try:
             described = await client.send(cg.DescribeGroupRequest(group_id=group_id), timeout_s=timeout_s)
         except ConnectionLost as exc:
-            raise _refused("the group coordinator", "DescribeGroups v5", exc) from None
+            raise _refused(_coordinator(group_id), "DescribeGroups v5", exc) from None
         assert isinstance(described, cg.DescribeGroupResponse)
         if described.error is KafkaErrorCode.GROUP_ID_NOT_FOUND or described.group_state in _ABSENT_STATES:
             raise GroupNotFound(
                 f"no group {group_id!r} on the cluster at {settings.bootstrap_servers} "
                 "(or it is a streams or share group, which describe does not read yet)"
             )
-        _check(described.error, "the group coordinator", "DescribeGroups v5")
+        _check(described.error, _coordinator(group_id), "DescribeGroups v5")
         return described
     finally:
         await client.close()
@@ -152,5 +156,5 @@ async def _consumer_group(
         # No consumer group has a negative epoch: Tansu answers any group id this way (no
         # error, epochs -1, no member, its member id as the assignor), classic groups included.
         return None
-    _check(group.error, "the group coordinator", "ConsumerGroupDescribe v1", group.error_message)
+    _check(group.error, _coordinator(group_id), "ConsumerGroupDescribe v1", group.error_message)
     return group
