@@ -119,6 +119,12 @@ def _cmd_coordinator(args: argparse.Namespace) -> int:
         return run_server(config_from_args(args, bootstrap), log_level=args.log_level)
 
 
+def _cmd_groups(args: argparse.Namespace) -> int:
+    from streamtasks.groups.command import run_groups_command
+
+    return run_groups_command(args)
+
+
 def _cmd_sim(args: argparse.Namespace) -> int:
     from streamtasks.sim.__main__ import run_sim
 
@@ -244,6 +250,15 @@ def build_parser() -> argparse.ArgumentParser:
         "add-user", help="store a user's salted SCRAM credentials for the coordinator's SASL listener"
     )
     add_user_arguments(add_user)
+
+    from streamtasks.groups.command import add_groups_arguments
+
+    groups = sub.add_parser(
+        "groups",
+        help="a live cluster's groups: `groups list`, `groups describe GROUP` (members, partitions, tasks)",
+    )
+    add_groups_arguments(groups)
+    groups.set_defaults(func=_cmd_groups)
 
     from streamtasks.sim.__main__ import add_sim_arguments
 

@@ -147,6 +147,10 @@ class DescribedMember:
     #: The member's current assignment (consumer protocol bytes); empty unless the group is
     #: Stable (Kafka describes members without metadata and assignment in other states).
     assignment: bytes = b""
+    client_id: str = ""
+    client_host: str = ""
+    #: The member's subscription for the selected protocol (consumer protocol bytes).
+    metadata: bytes = b""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

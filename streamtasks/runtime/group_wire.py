@@ -317,6 +317,9 @@ def _described(response: Any) -> cg.DescribeGroupResponse:
                 member_id=m.member_id,
                 group_instance_id=m.group_instance_id,
                 assignment=bytes(m.member_assignment),
+                client_id=m.client_id,
+                client_host=m.client_host,
+                metadata=bytes(m.member_metadata),
             )
             for m in g.members
         ),
