@@ -23,11 +23,11 @@ from streamtasks.membership.common import (
 from streamtasks.membership.streams import (
     InvokeTasksListener,
     JoinStreamsGroup,
+    MemberState,
     ResponseReceived,
     SendRequest,
     StreamsMember,
     StreamsMemberConfig,
-    StreamsMemberState,
     Task,
     TasksListenerCompleted,
     TasksListenerKind,
@@ -135,7 +135,7 @@ class LiveMember:
 
     @property
     def stable(self) -> bool:
-        return self.member.state is StreamsMemberState.STABLE
+        return self.member.state is MemberState.STABLE
 
 
 async def until(members: list[LiveMember], done: Any) -> None:
@@ -159,7 +159,7 @@ async def scenario(bootstrap: str, group: str, topic: str) -> dict[str, Any]:
         await until([a, b], split)
         halves = (sorted(a.active), sorted(b.active))
         await b.run(b.member.handle(Leave(), now_ms()))
-        await until([a, b], lambda: b.member.state is StreamsMemberState.UNSUBSCRIBED)
+        await until([a, b], lambda: b.member.state is MemberState.UNSUBSCRIBED)
         await until([a], lambda: a.stable and a.active == all_tasks)
     finally:
         await a.client.close()

@@ -47,11 +47,11 @@ from streamtasks.membership.common.requests import (
     lookup_answered,
     lookup_backoff_ms,
 )
+from streamtasks.membership.common.states import MemberState
 from streamtasks.membership.common.transitions import Transitions
 from streamtasks.membership.common.view import ReadOnly
 
 __all__ = [
-    "MAX_OPEN_INVOCATIONS",
     "AssignmentChanged",
     "CommitGate",
     "CommitOffsets",
@@ -69,11 +69,13 @@ __all__ = [
     "Leave",
     "ListenerCompleted",
     "ListenerKind",
+    "MAX_OPEN_INVOCATIONS",
+    "MemberState",
     "Purpose",
     "ReadOnly",
     "RebalanceListener",
-    "Requests",
     "RequestFailed",
+    "Requests",
     "Subscribe",
     "Transitions",
     "answered",

@@ -6,6 +6,7 @@ Drive it with :meth:`ConsumerMember.handle` / :meth:`ConsumerMember.poll`; execu
 actions in order (the classic member's vocabulary and listener rule). See ``docs/membership.md``.
 """
 
+from streamtasks.membership.common.states import MemberState
 from streamtasks.membership.consumer.actions import Action, Request, SendRequest
 from streamtasks.membership.consumer.client_assignment import (
     AssignmentProblem,
@@ -25,7 +26,6 @@ from streamtasks.membership.consumer.events import (
     ResponseReceived,
 )
 from streamtasks.membership.consumer.machine import ConsumerMember
-from streamtasks.membership.consumer.states import MemberState
 from streamtasks.membership.consumer.transitions import TRANSITIONS
 
 __all__ = [

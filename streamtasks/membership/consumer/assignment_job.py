@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamtasks.membership.common import Kernel
+from streamtasks.membership.common.states import MemberState
 from streamtasks.membership.consumer import phases as P
 from streamtasks.membership.consumer.actions import Request, SendRequest
 from streamtasks.membership.consumer.config import ConsumerMemberConfig
 from streamtasks.membership.consumer.records import Api, Job
-from streamtasks.membership.consumer.states import MemberState
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentResponse,

@@ -39,6 +39,7 @@ from streamtasks.membership.common import (
     assignment_changed,
 )
 from streamtasks.membership.common.kernel import handler_for
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.consumer import phases as P
 from streamtasks.membership.consumer.actions import (
     Action,
@@ -73,7 +74,6 @@ from streamtasks.membership.consumer.records import (
     Round,
     Subscribed,
 )
-from streamtasks.membership.consumer.states import MemberState as S
 from streamtasks.membership.consumer.transitions import IN_GROUP, TABLE
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentResponse,

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import sorted_tps
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.consumer.actions import CommitOffsets
 from streamtasks.membership.consumer.client_assignment import AssignmentProblem, compute_assignment
 from streamtasks.membership.consumer.config import UNRELEASED_WINDOW_INTERVALS, ConsumerMemberConfig
@@ -30,7 +31,6 @@ from streamtasks.membership.consumer.records import (
     Subscribed,
     Target,
 )
-from streamtasks.membership.consumer.states import MemberState as S
 from streamtasks.membership.consumer.transitions import IN_GROUP
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentRequest,

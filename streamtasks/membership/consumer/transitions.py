@@ -12,13 +12,13 @@ event is legal; broker events are legal in every state and ignored when stale.
 from __future__ import annotations
 
 from streamtasks.membership.common.events import EnforceRebalance, Leave, Subscribe
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.common.transitions import Transitions
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
     AssignorMetadataChanged,
     PollTimerExpired,
 )
-from streamtasks.membership.consumer.states import MemberState as S
 
 __all__ = ["IN_GROUP", "TABLE", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 

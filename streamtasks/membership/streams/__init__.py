@@ -2,6 +2,7 @@
 :mod:`streamtasks.membership.common`: :class:`StreamsMember` and its vocabulary.
 docs/streams-groups.md ("The member machine") has the transition table."""
 
+from streamtasks.membership.common.states import MemberState
 from streamtasks.membership.streams.actions import (
     Action,
     CreateInternalTopics,
@@ -21,7 +22,6 @@ from streamtasks.membership.streams.events import (
 )
 from streamtasks.membership.streams.machine import Event, StreamsMember
 from streamtasks.membership.streams.records import Task, Tasks
-from streamtasks.membership.streams.states import StreamsMemberState
 from streamtasks.membership.streams.transitions import TABLE, TRANSITIONS
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "ShutdownApplication",
     "StreamsMember",
     "StreamsMemberConfig",
-    "StreamsMemberState",
+    "MemberState",
     "Task",
     "Tasks",
     "TaskOffsetsUpdated",

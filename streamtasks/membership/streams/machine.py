@@ -32,6 +32,7 @@ from streamtasks.membership.common.actions import ErrorReported, FindCoordinator
 from streamtasks.membership.common.events import CoordinatorDiscovered, CoordinatorLost, Leave, RequestFailed
 from streamtasks.membership.common.kernel import Kernel, handler_for
 from streamtasks.membership.common.requests import lookup_backoff_ms
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.streams.actions import (
     Action,
     CreateInternalTopics,
@@ -50,7 +51,6 @@ from streamtasks.membership.streams.events import (
     TasksListenerCompleted,
 )
 from streamtasks.membership.streams.records import NO_TASKS, Tasks, task_ids
-from streamtasks.membership.streams.states import StreamsMemberState as S
 from streamtasks.membership.streams.transitions import IN_GROUP, TABLE
 from streamtasks.protocol.errors import KafkaErrorCode as E
 from streamtasks.protocol.streams_group import (

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 from streamtasks.membership.common.events import Leave
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.common.transitions import Transitions
 from streamtasks.membership.streams.events import JoinStreamsGroup, RequestShutdown
-from streamtasks.membership.streams.states import StreamsMemberState as S
 
 __all__ = ["IN_GROUP", "TABLE", "TRANSITIONS"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from assignors.partition.range import RangeAssignor
 from streamtasks.membership.common import ErrorReported, Kernel
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.consumer import ConsumerMemberConfig
 from streamtasks.membership.consumer.actions import Request, SendRequest
 from streamtasks.membership.consumer.assignment_job import AssignmentJob, JobAnswer
 from streamtasks.membership.consumer.records import ANSWERS, Api
-from streamtasks.membership.consumer.states import MemberState as S
 from streamtasks.membership.consumer.transitions import TABLE
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentRequest,

@@ -8,6 +8,7 @@ import pytest
 
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import CommitGate, InFlight, Kernel, Purpose, Requests
+from streamtasks.membership.common.states import MemberState as S
 from streamtasks.membership.consumer import ConsumerMemberConfig
 from streamtasks.membership.consumer.actions import Request, SendRequest
 from streamtasks.membership.consumer.assignment_job import AssignmentJob
@@ -35,7 +36,6 @@ from streamtasks.membership.consumer.records import (
     Subscribed,
     Target,
 )
-from streamtasks.membership.consumer.states import MemberState as S
 from streamtasks.membership.consumer.transitions import TABLE
 from streamtasks.protocol.classic_group import OffsetCommitResponse
 from streamtasks.protocol.consumer_group import (

@@ -19,13 +19,13 @@ from streamtasks.membership.streams import (
     CreateInternalTopics,
     InvokeTasksListener,
     JoinStreamsGroup,
+    MemberState,
     RequestShutdown,
     ResponseReceived,
     SendRequest,
     ShutdownApplication,
     StreamsMember,
     StreamsMemberConfig,
-    StreamsMemberState,
     TaskOffsetsUpdated,
     TasksListenerCompleted,
     TasksListenerKind,
@@ -42,7 +42,7 @@ from streamtasks.protocol.streams_group import (
     Topology,
 )
 
-S = StreamsMemberState
+S = MemberState
 TOPOLOGY = Topology(
     epoch=0,
     subtopologies=(

@@ -1,4 +1,6 @@
-"""The states of a KIP-848 consumer group member (Apache Kafka's client ``MemberState``)."""
+"""The states of a heartbeat-protocol member: Apache Kafka's client ``MemberState``, shared (as
+in Kafka) by the KIP-848 consumer member and the KIP-1071 streams-group member; each member's
+transition table says which moves it makes (a streams member never goes STALE)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ __all__ = ["MemberState"]
 
 
 class MemberState(enum.Enum):
-    """Where a :class:`~streamtasks.membership.consumer.ConsumerMember` is in the group.
+    """Where a :class:`~streamtasks.membership.consumer.ConsumerMember` or a
+    :class:`~streamtasks.membership.streams.StreamsMember` is in its group.
 
-    The names and meanings are those of Apache Kafka's ``consumer.internals.MemberState``; the
-    legal moves between them are :data:`~streamtasks.membership.consumer.transitions.TRANSITIONS`.
+    The names and meanings are those of Apache Kafka's ``consumer.internals.MemberState`` (for a
+    streams member: tasks where a consumer has partitions); the legal moves between them are
+    each member's ``transitions.TRANSITIONS``.
     """
 
     #: Not in the group: not subscribed yet, or left. ``Subscribe`` starts a join.
