@@ -115,10 +115,6 @@ class Moves:
         """Whether a request a move interrupts was written before the move."""
         return self._rng.random() < 0.5
 
-    @property
-    def total(self) -> int:
-        return sum(self.fired.values())
-
 
 def refusal(request: object, error: KafkaErrorCode) -> ConsumerResponse | ClassicResponse:
     """The answer of the right type for ``request`` (classic or KIP-848) carrying only ``error``."""
