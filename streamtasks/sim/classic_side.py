@@ -10,18 +10,21 @@ classic invariants after every event and reports a :class:`RunResult`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.membership.classic import AssignmentChanged, MemberConfig
-from streamtasks.protocol.classic_group import JoinGroupRequest
+from streamtasks.protocol.classic_group import JoinGroupRequest, OffsetCommitRequest
+from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.sim.apps import AppLog, AppOutcome, GenerationApps, build_app
-from streamtasks.sim.coordinator import ClassicGroupCoordinator, CoordinatorConfig, Reply
+from streamtasks.sim.coordinator import ClassicGroupCoordinator, CoordinatorConfig, Reply, Request
+from streamtasks.sim.coordinator_base import error_response
 from streamtasks.sim.host import Alarm, MemberHost, describe_fields, describe_partitions
 from streamtasks.sim.invariants import convergence_gaps, has_converged, is_current
 from streamtasks.sim.items import Item, ToCoordinator
 from streamtasks.sim.ledger import Holding, OwnershipLedger
+from streamtasks.sim.moves import MoveDue, Moves
 from streamtasks.sim.process import SimProcess, make_assignor
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.world import RunFigures, RunSettings, World
@@ -102,15 +105,28 @@ class ClassicSide:
         self._notes_seen = 0
         self._quiet = host.scenario.quiet_ms
         self._quiet_rebalances: int | None = None
+        self.moves = Moves(host, self._go)
 
     # -- the coordinator ----------------------------------------------------------------------
 
     def serve(self, item: ToCoordinator) -> None:
         host = self.host
         now = host.now
-        host.trace.add(now, f"{item.conn} -> coordinator: {describe_message(item.request)}")
-        self._route(self.coordinator.handle(item.conn, item.request_id, item.request, now))  # type: ignore[arg-type]
-        self.alarm.set(self.coordinator.next_deadline_ms())
+        request: Request = item.request  # type: ignore[assignment]
+        if host.to_old_coordinator(item.conn):
+            self._refuse(item, request)
+            return
+        interrupted = (
+            self.moves.interrupting(commit=isinstance(request, OffsetCommitRequest), rebalancing=False)
+            if self.moves.armed and self.coordinator.available
+            else None
+        )
+        if interrupted is not None and not self.moves.written_first():
+            self.moves.move(interrupted[0], "commit")
+            self._refuse(item, request)
+            return
+        host.trace.add(now, f"{item.conn} -> coordinator: {describe_message(request)}")
+        replies = self.coordinator.handle(item.conn, item.request_id, request, now)
         key = (item.conn, item.request_id)
         duplicate = key in self._delivered
         self._delivered.add(key)
@@ -120,13 +136,46 @@ class ClassicSide:
                     commit, host.ledger, host.procs, self.is_current, duplicate=duplicate
                 )
             )
+        if interrupted is not None:
+            # written, but the coordinator moved before it answered: the answer is the error
+            self.moves.move(interrupted[0], "commit-written")
+            error = error_response(request, self.moves.error())
+            replies = [r if (r.conn, r.request_id) != key else replace(r, response=error) for r in replies]
+        self._route(replies)
+        self.alarm.set(self.coordinator.next_deadline_ms())
 
     def _route(self, replies: list[Reply]) -> None:
         for reply in replies:
             self.host.reply(reply.conn, reply.request_id, reply.response)
 
+    def _refuse(self, item: ToCoordinator, request: Request) -> None:
+        """The request reached a broker that is no longer the group's coordinator."""
+        response = error_response(request, self.moves.error())
+        self.host.trace.add(self.host.now, f"{item.conn} -> old coordinator: {describe_message(request)}")
+        self.host.reply(item.conn, item.request_id, response)
+
+    def move(self, step: Step) -> None:
+        self.moves.step_due(step)
+
+    def _go(self, load_ms: int, error: KafkaErrorCode) -> None:
+        """The coordinator moves (:class:`Moves`): the new one loads the group from what was
+        written (the last group record, the offsets) after ``load_ms``."""
+        self._route(self.coordinator.fail_over(self.host.now, load_ms, error))
+        self.alarm.set(self.coordinator.next_deadline_ms())
+
+    def _triggered(self) -> None:
+        """A move waiting for the group to rebalance (or for SyncGroups) moves now."""
+        state = self.coordinator.state.value if self.coordinator.available else ""
+        trigger = {"PreparingRebalance": "rebalance", "CompletingRebalance": "sync"}.get(state)
+        step = None if trigger is None else self.moves.take(trigger)
+        if step is not None and trigger is not None:
+            self.moves.move(step, trigger)
+
     def on_item(self, item: Item) -> None:
-        """The coordinator's timer fired."""
+        """The coordinator's timer fired (or a move's wait is over)."""
+        if isinstance(item, MoveDue):
+            self.moves.wait_over(item)
+            return
         self.alarm.fired()
         self._route(self.coordinator.poll(self.host.now))
         self.alarm.set(self.coordinator.next_deadline_ms())
@@ -222,6 +271,8 @@ class ClassicSide:
     def after_event(self) -> None:
         host = self.host
         now = host.now
+        if self.moves.armed:
+            self._triggered()
         notes = self.coordinator.notes
         reloaded = False
         while self._notes_seen < len(notes):
@@ -242,7 +293,7 @@ class ClassicSide:
 
     def converged(self) -> bool:
         host = self.host
-        if host.network.faults_active(host.now) or self.rebalancing():
+        if host.network.faults_active(host.now) or self.moves.armed or self.rebalancing():
             return False
         live = host.live()
         if any(p.paused for p in live):

@@ -137,12 +137,14 @@ class ClassicGroupCoordinator:
             self._commit(to, request)
         return self._s.finish()
 
-    def fail_over(self, now_ms: int, down_for_ms: int) -> list[Reply]:
-        """The coordinator moves: parked requests fail with NOT_COORDINATOR, every request
-        until ``now_ms + down_for_ms`` does too, then the group is reloaded from its last
+    def fail_over(
+        self, now_ms: int, down_for_ms: int, error: KafkaErrorCode = E.NOT_COORDINATOR
+    ) -> list[Reply]:
+        """The coordinator moves: parked requests fail with ``error``, every request until
+        ``now_ms + down_for_ms`` with NOT_COORDINATOR, then the group is reloaded from its last
         persisted state (Stable at that generation, or Empty)."""
         self._begin(now_ms)
-        self._s.go_down(now_ms, down_for_ms)
+        self._s.go_down(now_ms, down_for_ms, error)
         return self._s.finish()
 
     def member_ids(self) -> frozenset[str]:

@@ -183,16 +183,16 @@ class CoordinatorState:
     def cancel(self, kind: str, key: str = "") -> None:
         self._timers.pop((kind, key), None)
 
-    def go_down(self, now_ms: int, down_for_ms: int) -> None:
-        """The coordinator moves: parked requests fail with NOT_COORDINATOR, timers stop, and
+    def go_down(self, now_ms: int, down_for_ms: int, error: KafkaErrorCode = E.NOT_COORDINATOR) -> None:
+        """The coordinator moves: parked requests fail with ``error``, timers stop, and
         requests fail until ``now_ms + down_for_ms``."""
         if self._down_until is None:
             for member in self.group.members.values():
                 if member.awaiting_join is not None:
-                    self.reply(member.awaiting_join, join_error(member.member_id, E.NOT_COORDINATOR))
+                    self.reply(member.awaiting_join, join_error(member.member_id, error))
                     member.awaiting_join = None
                 if member.awaiting_sync is not None:
-                    self.reply(member.awaiting_sync, SyncGroupResponse(error=E.NOT_COORDINATOR))
+                    self.reply(member.awaiting_sync, SyncGroupResponse(error=error))
                     member.awaiting_sync = None
             self._timers.clear()
             self._timer_heap.clear()

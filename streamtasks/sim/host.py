@@ -133,6 +133,11 @@ class MemberHost(Generic[P]):
         self.record_interval_ms = record_interval_ms
         self._apply_step = apply_step
         self._rules: MemberRules[P] | None = None
+        #: Which coordinator is the group's: bumped by every ``move`` step. A process talks to
+        #: the one its last successful FindCoordinator found (``found_epoch``); a request to an
+        #: older one reaches a broker that is no longer the group's coordinator.
+        self.coordinator_epoch = 0
+        self.found_epoch: dict[str, int] = {}
         #: ``existing()``'s answer for the counts it was built from (rebuilt when they change).
         self._existing: tuple[tuple[tuple[str, int], ...], frozenset[TopicPartition]] = ((), frozenset())
         self.ledger.set_partitions(self.existing(), 0)
@@ -155,6 +160,10 @@ class MemberHost(Generic[P]):
         """A request reaches the coordinator (its sender is known and not cut off)."""
         proc = self.procs.get(item.conn)
         return proc is not None and self.network.arrives(proc.name, self.now)
+
+    def to_old_coordinator(self, conn: str) -> bool:
+        """The process ``conn`` still talks to a coordinator the group moved away from."""
+        return self.found_epoch.get(conn, 0) < self.coordinator_epoch
 
     def at_member(self, item: ToMember) -> None:
         proc = self.procs.get(item.conn)
@@ -203,6 +212,7 @@ class MemberHost(Generic[P]):
         elif item.kind == "lookup":
             cut = self.network.is_cut(proc.name, self.now)
             if self.rules.coordinator_up() and not cut:
+                self.found_epoch[proc.conn] = self.coordinator_epoch
                 self.run(proc, proc.found(item.request_id, self.now))
             else:
                 error = KafkaErrorCode.REQUEST_TIMED_OUT if cut else KafkaErrorCode.COORDINATOR_NOT_AVAILABLE

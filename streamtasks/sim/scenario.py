@@ -20,6 +20,9 @@ from streamtasks.sim.network import LinkProfile
 __all__ = [
     "FAULT_KINDS",
     "MEMBERSHIP_OPS",
+    "MOVE_TRIGGERS",
+    "MOVE_WAIT_MS",
+    "RECORDED_FAULT_KINDS",
     "Scenario",
     "Step",
     "Timeouts",
@@ -29,8 +32,18 @@ __all__ = [
 
 #: Step operations that change group membership (the denominator of "per membership change").
 MEMBERSHIP_OPS = frozenset({"start", "leave", "crash", "bounce", "restart", "replace"})
-#: Fault kinds ``--faults`` accepts.
-FAULT_KINDS = ("loss", "dup", "partition", "pause", "failover")
+#: Fault kinds ``--faults`` accepts (``all``: every one).
+FAULT_KINDS = ("loss", "dup", "partition", "pause", "failover", "move")
+#: The fault kinds before ``move`` (the golden seeds of tests/sim/test_golden_json.py were
+#: recorded with these).
+RECORDED_FAULT_KINDS = FAULT_KINDS[:5]
+#: When a ``move`` step moves the coordinator: at once (``now``), or at the first moment after
+#: it is due when the group is rebalancing (``rebalance``: classic PreparingRebalance, KIP-848
+#: not Stable), when SyncGroups are due (``sync``: classic CompletingRebalance; KIP-848: the
+#: next heartbeat or assignment RPC while the group rebalances) or an OffsetCommit arrives
+#: (``commit``) -- at most :data:`MOVE_WAIT_MS` after the step.
+MOVE_TRIGGERS = ("now", "rebalance", "sync", "commit")
+MOVE_WAIT_MS = 10_000
 
 EAGER_ASSIGNORS: tuple[tuple[str, ...], ...] = (
     ("range",),
@@ -50,7 +63,8 @@ class Step:
     (member, assignors), ``replace`` (a static member's new process starts while the old one
     lives on as a zombie), ``enforce`` (member), ``pause`` / ``partition`` (member, duration),
     ``metadata`` (topic, partitions: the new count), ``failover`` (duration: unavailable),
-    ``degrade`` (duration, loss, duplication). ``assignors`` empty: the scenario's. In the
+    ``degrade`` (duration, loss, duplication), ``move`` (the group's coordinator moves to another
+    broker; duration: the new one's load time; trigger). ``assignors`` empty: the scenario's. In the
     KIP-848 world ``group_protocol`` says which member machine a started process runs.
     """
 
@@ -71,6 +85,8 @@ class Step:
     #: ``replace`` runs (:mod:`streamtasks.sim.apps`), whose assignors take configuration; it
     #: replaces ``assignors`` (None: a plain consumer on ``assignors``).
     app: AppSpec | None = None
+    #: A ``move`` step only: when it moves the coordinator (:data:`MOVE_TRIGGERS`).
+    trigger: str = ""
 
     def describe(self) -> str:
         parts = [self.op]
@@ -88,11 +104,15 @@ class Step:
             parts.append(f"for {self.duration_ms} ms")
         if self.loss or self.duplication:
             parts.append(f"loss={self.loss:.2f} dup={self.duplication:.2f}")
+        if self.trigger:
+            parts.append(f"when {self.trigger}")
         return " ".join(parts)
 
     @property
     def end_ms(self) -> int:
-        return self.at_ms + self.duration_ms
+        """When the step is over (a ``move`` waiting for its trigger: at the latest)."""
+        wait = MOVE_WAIT_MS if self.op == "move" and self.trigger not in ("", "now") else 0
+        return self.at_ms + wait + self.duration_ms
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +215,8 @@ def generate(
         now += rng.randint(200, 25_000)
         draft.add(now)
     steps = draft.steps
+    if "move" in faults:
+        steps += _moves(seed, steps)
     steps.sort(key=lambda s: s.at_ms)
     return Scenario(
         seed=seed,
@@ -205,6 +227,23 @@ def generate(
         timeouts=timeouts or Timeouts(),
         link=LinkProfile(min_delay_ms=1, max_delay_ms=rng.choice((2, 5, 20))),
     )
+
+
+def _moves(seed: int, steps: list[Step]) -> list[Step]:
+    """1-3 coordinator moves at random times between the first step and the last, drawn from
+    their own random stream (a seed's other steps are the same with or without moves)."""
+    rng = random.Random(f"move-{seed}")
+    first = min(s.at_ms for s in steps)
+    last = max([s.at_ms for s in steps] + [first + 1_000])
+    return [
+        Step(
+            at_ms=rng.randint(first, last),
+            op="move",
+            duration_ms=rng.choice((0, 0, rng.randint(1, 500), rng.randint(500, 5_000))),
+            trigger=rng.choice(MOVE_TRIGGERS),
+        )
+        for _ in range(rng.randint(1, 3))
+    ]
 
 
 class _Draft:

@@ -87,6 +87,10 @@ class Side(MemberRules[P], Protocol[P, R_co]):
 
     def fail_over(self, duration_ms: int) -> None: ...
 
+    def move(self, step: Step) -> None:
+        """A ``move`` step is due (the coordinator moves now or at its trigger)."""
+        ...
+
     def topic_grew(self, new: tuple[Any, ...]) -> None:
         """A topic got the partitions ``new`` (the host's counts and ledger know already)."""
         ...
@@ -271,7 +275,7 @@ class World(Generic[P, R_co]):
         elif op == "replace":
             if live is not None and live.is_static and self.side.replaces_zombies:
                 self._start(step, True)
-        elif op in ("metadata", "failover", "degrade", "partition"):
+        elif op in ("metadata", "failover", "degrade", "partition", "move"):
             self._apply_to_cluster(step)
         elif live is None:
             return
@@ -303,12 +307,15 @@ class World(Generic[P, R_co]):
             host.pause(live, step.duration_ms)
 
     def _apply_to_cluster(self, step: Step) -> None:
-        """The steps that change no process: metadata, fail-over, a degraded or cut network."""
+        """The steps that change no process: metadata, fail-over, a coordinator move, a degraded or
+        cut network."""
         op = step.op
         if op == "metadata":
             self._metadata(step.topic, step.partitions)
         elif op == "failover":
             self.side.fail_over(step.duration_ms)
+        elif op == "move":
+            self.side.move(step)
         elif op == "degrade":
             link = self.scenario.link
             profile = LinkProfile(

@@ -125,10 +125,10 @@ class ClassicDesk:
                 for conn, request_id in self.waiting.pop(op.member_id, []):
                     self.world.reply(conn, request_id, op.response)
 
-    def unload(self) -> None:
-        """The coordinator fails over: every parked join is answered NOT_COORDINATOR."""
+    def unload(self, error: KafkaErrorCode = KafkaErrorCode.NOT_COORDINATOR) -> None:
+        """The coordinator fails over: every parked join is answered ``error``."""
         waiting, self.waiting = self.waiting, {}
         for member_id, requests in sorted(waiting.items()):
             for conn, request_id in requests:
-                answer = JoinGroupResponse(error=KafkaErrorCode.NOT_COORDINATOR, member_id=member_id)
+                answer = JoinGroupResponse(error=error, member_id=member_id)
                 self.world.reply(conn, request_id, answer)

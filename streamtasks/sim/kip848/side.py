@@ -11,7 +11,6 @@ coordinator loading that log. :func:`consumer_world` makes a
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,13 +35,15 @@ from streamtasks.protocol.assignment_rpc import (
 from streamtasks.protocol.classic_group import OffsetCommitRequest, OffsetCommitResponse
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.sim.host import Alarm, MemberHost, describe_fields
+from streamtasks.sim.host import Alarm, MemberHost
 from streamtasks.sim.items import CoordinatorWake, Item, SideItem, ToCoordinator
 from streamtasks.sim.kip848.checks import Checks
 from streamtasks.sim.kip848.classic_desk import ClassicDesk, ClassicResponse
 from streamtasks.sim.kip848.members import CLIENT, MODES, SERVER, MemberFactory
 from streamtasks.sim.kip848.process import WorldProcess
+from streamtasks.sim.kip848.wire import describe, topic_id
 from streamtasks.sim.ledger import OwnershipLedger
+from streamtasks.sim.moves import MoveDue, Moves, refusal
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.world import RunFigures, RunSettings, World
 from topology.ids import TopicPartition
@@ -59,6 +60,7 @@ __all__ = [
     "topic_id",
 ]
 
+E = KafkaErrorCode
 #: A ``failover`` step waits this long at most for a rebalance to be under way.
 FAILOVER_WAIT_MS = 15_000
 #: ``CoordinatorConfig.assignment_interval_ms`` (target batching) per seed, drawn from its own
@@ -66,10 +68,6 @@ FAILOVER_WAIT_MS = 15_000
 ASSIGNMENT_INTERVALS_MS = (0, 0, 500, 1_000, 3_000)
 #: The share of joins that also arrive late, in scenarios with duplication (the late-join fault).
 LATE_JOIN_SHARE = 0.25
-
-
-def topic_id(name: str) -> uuid.UUID:
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"streamtasks-sim/{name}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,6 +162,7 @@ class ConsumerSide:
         self.installs = 0
         self.alarm = Alarm(host.sched)
         self._failover_armed: tuple[int, int] | None = None
+        self.moves = Moves(host, self._failover_start)
 
     @property
     def now(self) -> int:
@@ -210,10 +209,34 @@ class ConsumerSide:
 
     def serve(self, item: ToCoordinator) -> None:
         late = " (late copy)" if item.late else ""
-        self.host.trace.add(self.now, f"{item.conn} -> {describe(item.request)}{late}")
         request = item.request
+        if self.host.to_old_coordinator(item.conn):
+            self.host.trace.add(
+                self.now, f"{item.conn} -> old coordinator: {describe(request)}{late}: refused"
+            )
+            if not item.late:
+                self.reply(item.conn, item.request_id, refusal(request, self.moves.error()))
+            return
+        self.host.trace.add(self.now, f"{item.conn} -> {describe(request)}{late}")
+        interrupted = (
+            self.moves.interrupting(
+                commit=isinstance(request, OffsetCommitRequest), rebalancing=self._rebalancing()
+            )
+            if self.moves.armed and self.available
+            else None
+        )
+        if interrupted is not None and not self.moves.written_first():
+            self.moves.move(*interrupted)
+            if not item.late:
+                self.reply(item.conn, item.request_id, refusal(request, self.moves.error()))
+            return
         if isinstance(request, ClassicRequest):
-            answer = self.desk.serve(item.conn, item.request_id, request)
+            answer: ClassicResponse | MemberResponse | None = self.desk.serve(
+                item.conn, item.request_id, request
+            )
+            if interrupted is not None:
+                self.moves.move(interrupted[0], f"{interrupted[1]}-written")
+                answer = None if answer is None else refusal(request, self.moves.error())
             if answer is not None and not item.late:
                 self.reply(item.conn, item.request_id, answer)
             self._rearm()
@@ -224,9 +247,20 @@ class ConsumerSide:
         response = self._serve(request)
         if member_id is not None:
             self._track_ghost(member_id, known, late=item.late, response=response)
+        if interrupted is not None:
+            # written, but the coordinator moved before it answered: the answer is the error
+            self.moves.move(interrupted[0], f"{interrupted[1]}-written")
+            response = refusal(request, self.moves.error())
         if not item.late:
             self.reply(item.conn, item.request_id, response)
         self._rearm()
+
+    def _rebalancing(self) -> bool:
+        group = self.group()
+        return group is not None and group.state.value not in ("Stable", "Empty")
+
+    def move(self, step: Step) -> None:
+        self.moves.step_due(step)
 
     def _track_ghost(self, member_id: str, known: bool, *, late: bool, response: MemberResponse) -> None:
         """A late join whose member had been removed meanwhile (its session expired, it was
@@ -289,7 +323,9 @@ class ConsumerSide:
         return OffsetCommitResponse(errors=tuple((o.partition, code) for o in request.offsets))
 
     def on_item(self, item: Item) -> None:
-        if isinstance(item, FailoverEnd):
+        if isinstance(item, MoveDue):
+            self.moves.wait_over(item)
+        elif isinstance(item, FailoverEnd):
             self._failover_end()
         elif isinstance(item, FailoverDue):
             self._maybe_failover()
@@ -323,7 +359,9 @@ class ConsumerSide:
             self._failover_armed = None
             self._failover_start(armed[0])
 
-    def _failover_start(self, duration_ms: int) -> None:
+    def _failover_start(
+        self, duration_ms: int, error: KafkaErrorCode = KafkaErrorCode.NOT_COORDINATOR
+    ) -> None:
         until = self.now + duration_ms
         if self.unavailable_until is None:
             self.failovers += 1
@@ -331,7 +369,7 @@ class ConsumerSide:
             if group is not None and group.state.value not in ("Stable", "Empty"):
                 self.failovers_mid_rebalance += 1
         self.unavailable_until = max(self.unavailable_until or 0, until)
-        self.desk.unload()
+        self.desk.unload(error)
         self.host.sched.schedule(until, FailoverEnd())
         self._rearm()
 
@@ -403,10 +441,19 @@ class ConsumerSide:
             ledger.start_measuring(self.now)
         if self._failover_armed is not None:
             self._maybe_failover()
+        if self.moves.armed and self.available and self._rebalancing():
+            step = self.moves.take("rebalance")
+            if step is not None:
+                self.moves.move(step, "rebalance")
 
     def converged(self) -> bool:
         host = self.host
-        if not self.available or self._failover_armed is not None or host.network.faults_active(self.now):
+        if (
+            not self.available
+            or self._failover_armed is not None
+            or self.moves.armed
+            or host.network.faults_active(self.now)
+        ):
             return False
         return self.checks.converged() and not any(p.paused for p in host.live())
 
@@ -444,20 +491,3 @@ class ConsumerSide:
             orphan_partition_ms=ledger.orphan_total_ms(self.now),
             parked_joins=self.desk.parked,
         )
-
-
-def describe(message: object) -> str:
-    name = type(message).__name__.replace("ConsumerGroup", "")
-    fields = describe_fields(
-        message,
-        ("error", "member_id", "member_epoch", "generation_id", "group_epoch", "should_compute_assignment"),
-    )
-    assignment = getattr(message, "assignment", None)
-    if assignment is not None and not isinstance(assignment, bytes):
-        fields.append(
-            f"assigned={[(str(t.topic_id)[:4], t.partitions) for t in assignment.topic_partitions]}"
-        )
-    owned = getattr(message, "topic_partitions", None)
-    if owned is not None and isinstance(message, ConsumerGroupHeartbeatRequest):
-        fields.append(f"owned={[(str(t.topic_id)[:4], t.partitions) for t in owned]}")
-    return f"{name}({', '.join(fields)})"
