@@ -62,7 +62,7 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--library",
-        choices=("streamtasks", "confluent", "kafka-python"),
+        choices=("streamtasks", "confluent", "kafka-python", "java"),
         default="streamtasks",
         help="broker fault drills: the group's members (another library's: the reference rows)",
     )

@@ -265,13 +265,17 @@ class KafkaCluster:
         parts = _partitions(self.metadata(topics))
         return sorted(tp for tp, (_, replicas, isr) in parts.items() if len(isr) < len(replicas))
 
-    def wait_under_replicated(self, count: int = 0, *, timeout_s: float = 90.0) -> None:
-        """Wait until at most ``count`` partitions of all topics are under-replicated."""
+    def wait_under_replicated(
+        self, count: int = 0, *, topics: Iterable[str] | None = None, timeout_s: float = 90.0
+    ) -> None:
+        """Wait until at most ``count`` partitions of ``topics`` (all topics when None) are
+        under-replicated."""
+        names = None if topics is None else list(topics)
         self._until(
-            lambda: len(self.under_replicated()) <= count,
+            lambda: len(self.under_replicated(names)) <= count,
             time.monotonic() + timeout_s,
-            f"at most {count} under-replicated partitions",
-            lambda: f"under-replicated: {self.under_replicated()}",
+            f"at most {count} under-replicated partitions" + (f" of {names}" if names else ""),
+            lambda: f"under-replicated: {self.under_replicated(names)}",
         )
 
     def wait_isr_full(self, topics: Iterable[str], *, timeout_s: float = 90.0) -> None:
