@@ -238,14 +238,15 @@ class _FaultRun(_Run):
         await self._ask(functools.partial(self.cluster.wait_under_replicated, 0, topics=self._replicated()))
 
     def _replicated(self) -> list[str]:
-        """The topics the drill needs fully replicated before its next fault: its data, the
-        group's offsets and (``--coordinator``) the coordinator's record topic; other topics
-        of a shared cluster (a test session's) are not its to wait for."""
-        topics = [*self._data_topics(), "__consumer_offsets"]
+        """The topics the drill needs fully replicated before its next fault: its data and
+        where the group's offsets are; other topics of a shared cluster (a test session's)
+        are not its to wait for."""
+        topics = self._data_topics()
         if self.audited_by_topic:
             topics.append(self.audit_topic)
-        if self.coordinator is not None:
-            topics.append(self.coordinator.topic)
+        # The group's offsets: in the coordinator's record topic, or in __consumer_offsets
+        # (which a cluster has only once a group used it: not with the coordinator in front).
+        topics.append("__consumer_offsets" if self.coordinator is None else self.coordinator.topic)
         return topics
 
     async def _bounce(self, name: str, state_root: str) -> None:
