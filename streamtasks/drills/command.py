@@ -62,9 +62,10 @@ def add_drill_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--library",
-        choices=("streamtasks", "confluent", "kafka-python"),
+        choices=("streamtasks", "confluent", "kafka-python", "java"),
         default="streamtasks",
-        help="broker fault drills: the group's members (another library's: the reference rows)",
+        help="broker fault drills: the group's members (another library's: the reference rows; java: "
+        "kafka-clients' KafkaConsumer of the embedded broker's version)",
     )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--report", metavar="DIR", help="write report.json and report.html here (default: none)")

@@ -143,6 +143,8 @@ class _FaultRun(_Run):
                 raise ConfigError(f"--library must be streamtasks or one of {', '.join(PEER_CLIENTS)}")
             if spec.worker != "consumer":
                 raise ConfigError("a peer library's group runs the consumer protocols only, not the App")
+            if fault.protocol == "consumer" and fault.members == "kafka-python":
+                raise ConfigError("kafka-python has no group.protocol=consumer (KIP-848)")
         super().__init__(spec, options, cluster.bootstrap_servers, say)
         self.cluster, self.fault = cluster, fault
         self.audit = self.timed = _TimedAudit()
@@ -152,9 +154,10 @@ class _FaultRun(_Run):
     def _argv(self, stage: Stage, state_root: str, name: str) -> tuple[str, list[str]]:
         if self.fault.members == "streamtasks":
             return super()._argv(stage, state_root, name)
+        protocol = "consumer" if self.fault.protocol == "consumer" else "classic"
         args = ["--client", self.fault.members, "--bootstrap-servers", self.group_bootstrap,
                 "--group", self.group, "--topic", self.topic, "--assignor", "cooperative-sticky",
-                *self.client_args]  # fmt: skip
+                "--group-protocol", protocol, *self.client_args]  # fmt: skip
         return "streamtasks.drills.peer_worker", args
 
     async def send_one(self, producer: AIOKafkaProducer, seq: int) -> bool:
@@ -204,8 +207,12 @@ class _FaultRun(_Run):
         the thread that forked it (streamtasks.embedded._process), so a broker launched from a
         worker thread of ``asyncio.to_thread`` is killed when that thread ends; only the wait
         until it serves runs in a thread."""
+        started = time.monotonic()
         broker.launch()
         await self._ask(broker.wait_ready)
+        self.say(
+            f"  node {broker.node_id} is back (serving {time.monotonic() - started:.1f} s after its start)"
+        )
 
     def _mark(self, label: str, node: int) -> FaultMark:
         at = _now_ms()
@@ -228,7 +235,19 @@ class _FaultRun(_Run):
             )
         else:
             self.say(f"  processing resumed {mark.resumed_ms:,} ms after: {mark.label}")
-        await self._ask(self.cluster.wait_under_replicated, 0)
+        await self._ask(functools.partial(self.cluster.wait_under_replicated, 0, topics=self._replicated()))
+
+    def _replicated(self) -> list[str]:
+        """The topics the drill needs fully replicated before its next fault: its data and
+        where the group's offsets are; other topics of a shared cluster (a test session's)
+        are not its to wait for."""
+        topics = self._data_topics()
+        if self.audited_by_topic:
+            topics.append(self.audit_topic)
+        # The group's offsets: in the coordinator's record topic, or in __consumer_offsets
+        # (which a cluster has only once a group used it: not with the coordinator in front).
+        topics.append("__consumer_offsets" if self.coordinator is None else self.coordinator.topic)
+        return topics
 
     async def _bounce(self, name: str, state_root: str) -> None:
         await self.stop_worker(name)
@@ -242,20 +261,28 @@ class _FaultRun(_Run):
         await self._ask(broker.kill)
         await asyncio.sleep(self.fault.down_s)
         await self._restart(broker)
-        self.say(f"  node {node} is back")
         await self._recovered(mark, names)
+
+    async def _coordinator_node(self) -> tuple[int, str]:
+        """The broker the group's coordination lives on, and what it is: the cluster's group
+        coordinator, or (with ``streamtasks coordinator`` in front) the leader of the
+        coordinator's record topic, where its groups and committed offsets are kept."""
+        if self.coordinator is None:
+            return await self._ask(self.cluster.coordinator_of, self.group), "the group coordinator"
+        leaders = await self._ask(self.cluster.leaders, [self.coordinator.topic])
+        return leaders[(self.coordinator.topic, 0)], "leading streamtasks coordinator's record topic"
 
     async def _broker_crash(self, names: list[str], state_root: str) -> None:
         async def mid_stream() -> None:
-            node = await self._ask(self.cluster.coordinator_of, self.group)
-            await self._crash(node, f"kill -9 node {node} (the group coordinator), mid-stream", names)
+            node, what = await self._coordinator_node()
+            await self._crash(node, f"kill -9 node {node} ({what}), mid-stream", names)
 
         async def mid_rebalance() -> None:
-            node = await self._ask(self.cluster.coordinator_of, self.group)
+            node, what = await self._coordinator_node()
             bounced = names[0]
             await self._bounce(bounced, state_root)
             await asyncio.sleep(1.0)  # the new process is joining: the group is rebalancing
-            label = f"kill -9 node {node} (the group coordinator) while {bounced} rejoins"
+            label = f"kill -9 node {node} ({what}) while {bounced} rejoins"
             await self._crash(node, label, names)
 
         await self.phase("crash the coordinator's broker mid-stream", mid_stream)
@@ -288,18 +315,15 @@ class _FaultRun(_Run):
                 await self._ask(broker.stop)
                 await self._bounce(bounced, state_root)
                 await self._restart(broker)
-                self.say(f"  node {broker.node_id} is back")
                 await self._recovered(mark, names)
 
         await self.phase("restart every broker in turn, bouncing members", roll)
 
     async def _broker_hang(self, names: list[str], state_root: str) -> None:
         async def hang() -> None:
-            node = await self._ask(self.cluster.coordinator_of, self.group)
+            node, what = await self._coordinator_node()
             broker = self.cluster.broker(node)
-            mark = self._mark(
-                f"SIGSTOP node {node} (the group coordinator) for {self.fault.hang_s:g} s", node
-            )
+            mark = self._mark(f"SIGSTOP node {node} ({what}) for {self.fault.hang_s:g} s", node)
             await self._ask(broker.pause)
             await asyncio.sleep(self.fault.hang_s)
             await self._ask(broker.resume)

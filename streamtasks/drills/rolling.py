@@ -239,6 +239,8 @@ class _Run:
             rate=options.rate, peer_client=options.peer,
         )  # fmt: skip
         self.workers: dict[str, _Worker] = {}
+        #: The ``streamtasks coordinator`` in front of the cluster (DrillOptions.coordinator).
+        self.coordinator: CoordinatorProcess | None = None
 
     @property
     def audited_by_topic(self) -> bool:
@@ -449,7 +451,7 @@ class _Run:
         )
         if reader is not None:
             await reader.start()
-        coordinator = CoordinatorProcess(self.bootstrap) if o.coordinator else None
+        coordinator = self.coordinator = CoordinatorProcess(self.bootstrap) if o.coordinator else None
         if coordinator is not None:
             self.group_bootstrap = self.result.coordinator = await coordinator.start()
             self.say(f"streamtasks coordinator on {self.group_bootstrap} in front of {self.bootstrap}")

@@ -25,15 +25,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamtasks.embedded.kafka_broker import JAVA_MIN_VERSION, java_version
-from streamtasks.errors import StreamTasksError
+from streamtasks.embedded.kafka_broker import JAVA_MIN_VERSION, java_version, kafka_classpath
+from streamtasks.errors import BrokerError, StreamTasksError
 
-__all__ = ["JDK_INSTALL_HINT", "JavaProgram", "JavaUnavailable", "compiled_program", "jdk_missing"]
+__all__ = [
+    "JDK_INSTALL_HINT",
+    "PEER_CONSUMER_SOURCE",
+    "PEER_JVM_OPTIONS",
+    "JavaProgram",
+    "JavaUnavailable",
+    "compiled_program",
+    "jdk_missing",
+    "peer_consumer",
+]
 
 #: What to tell someone whose machine cannot compile or run the Java programs.
 JDK_INSTALL_HINT = (
     "install a JDK 17+ with javac, and Maven (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven)"
 )
+
+
+#: The Java peer consumer's one source file (``java/peer`` of the checkout): kafka-clients'
+#: ``KafkaConsumer`` in the interop tests and the drills' ``--library java`` reference group.
+PEER_CONSUMER_SOURCE = Path(__file__).resolve().parents[2] / "java" / "peer" / "src" / "PeerConsumer.java"
+#: A small heap and no optimising compiler: a peer polls a few records a second on a shared machine.
+PEER_JVM_OPTIONS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 class JavaUnavailable(StreamTasksError):
@@ -105,3 +121,13 @@ def compiled_program(
             shutil.rmtree(classes, ignore_errors=True)
             partial.rename(classes)
     return JavaProgram(java=java, classes=classes, classpath=tuple(classpath), main_class=main)
+
+
+def peer_consumer() -> JavaProgram:
+    """``java/peer``'s ``PeerConsumer`` compiled against the embedded broker's jars (its
+    kafka-clients is the broker's version); :class:`JavaUnavailable` says what is missing."""
+    try:
+        classpath = kafka_classpath()  # the broker's jars include kafka-clients and slf4j
+    except BrokerError as exc:
+        raise JavaUnavailable(f"the kafka-clients jar is not available: {exc}") from exc
+    return compiled_program(PEER_CONSUMER_SOURCE, classpath, cache="java-peer")

@@ -99,10 +99,13 @@ def test_a_group_survives_the_drill_on_a_three_broker_cluster(
     options = DrillOptions(workers=2, partitions=4, rate=100, keys=100)
     fault = FaultOptions(protocol=protocol, down_s=5.0, steady_s=2.0)
     lines: list[str] = []
+    start = time.monotonic()
+
+    def say(line: str) -> None:  # timed: where a slow run spent its time
+        lines.append(f"{time.monotonic() - start:6.1f}s {line}")
+
     try:
-        result = asyncio.run(
-            run_fault_drill(fault_spec(name, protocol), options, fault, kafka_cluster, lines.append)
-        )
+        result = asyncio.run(run_fault_drill(fault_spec(name, protocol), options, fault, kafka_cluster, say))
     finally:
         print("\n".join(lines))  # the drill's progress, shown when the test fails
         kafka_cluster.recover()  # the session's cluster, whole again for the next test

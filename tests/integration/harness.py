@@ -27,11 +27,9 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills import OwnershipAudit, RecordAudit
 from streamtasks.drills.ledger import offset_id
-from streamtasks.embedded import kafka_classpath
 from streamtasks.embedded._process import die_with_parent, log_tail
-from streamtasks.embedded.java import JavaProgram, JavaUnavailable, compiled_program
+from streamtasks.embedded.java import PEER_JVM_OPTIONS, JavaProgram, JavaUnavailable, peer_consumer
 from streamtasks.embedded.kafka_broker import kafka_requirements_missing
-from streamtasks.errors import BrokerError
 from streamtasks.runtime.client_file import (
     java_properties,
     kafka_python_config,
@@ -200,13 +198,9 @@ class ThreadWorker:
             self._thread.join(timeout=30)
 
 
-#: The Java peer's one source file; compiled at test time against the broker's kafka-clients jar.
-JAVA_PEER_SOURCE = Path(__file__).resolve().parents[2] / "java" / "peer" / "src" / "PeerConsumer.java"
 JAVA_PEER_INSTALL = (
     "install a JDK 17+ with javac (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven)"
 )
-#: A small heap and no optimising compiler: a peer polls a few records a second on a shared machine.
-JAVA_PEER_JVM_OPTIONS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 _JAVA_PEER_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
   <Appenders>
@@ -227,7 +221,7 @@ class JavaPeer:
     program: JavaProgram
 
     def command(self, log4j2: Path) -> list[str]:
-        return self.program.command(*JAVA_PEER_JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j2}")
+        return self.program.command(*PEER_JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j2}")
 
 
 def java_peer() -> JavaPeer:
@@ -240,11 +234,7 @@ def java_peer() -> JavaPeer:
     if missing is not None:
         raise JavaPeerMissing(f"{missing}: {JAVA_PEER_INSTALL}")
     try:
-        classpath = tuple(kafka_classpath())  # the broker's jars include kafka-clients and slf4j
-    except BrokerError as exc:
-        raise JavaPeerMissing(f"the kafka-clients jar is not available: {exc}") from exc
-    try:
-        return JavaPeer(compiled_program(JAVA_PEER_SOURCE, classpath, cache="java-peer"))
+        return JavaPeer(peer_consumer())
     except JavaUnavailable as exc:
         raise JavaPeerMissing(str(exc)) from exc
 
