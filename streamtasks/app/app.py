@@ -170,9 +170,11 @@ class App:
             topology.subscribed_topics() if self.faust is None else faust_topics(topology),
             flushed_offsets=self._flushed_offsets,
             on_assignment=self.on_assignment,
+            metadata_of=self.tasks.running.commit_metadata,
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
             **cfg.consumer_settings(),
         )
+        self.tasks.running.carried = self.consumer.committed_metadata  # stream times carried in
         #: Who reads an assignment: the assignor of the protocol it came under (KIP-848: ours).
         self.readers = AssignmentReaders(
             (self.assignor,) if self.faust is None else (self.faust, self.assignor), client_side=self.assignor
@@ -353,8 +355,9 @@ class App:
             if self.eos is not None:
                 await self._commit_transaction(offsets)
                 return
+            metadata = self.tasks.running.commit_metadata(offsets)  # as processed up to offsets
         if offsets:
-            await self.consumer.commit(offsets)
+            await self.consumer.commit(offsets, metadata)
             self._committed(offsets, confirmed=True)
 
     async def _commit_transaction(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -362,7 +365,7 @@ class App:
         abort close the active tasks dirty and raise (every later commit raises it too)."""
         assert self.eos is not None
         try:
-            await self.eos.commit(offsets)
+            await self.eos.commit(offsets, self.tasks.running.commit_metadata(offsets))
         except TransactionAbortedError as exc:
             self._abort(exc)
             raise
