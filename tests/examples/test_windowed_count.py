@@ -26,7 +26,7 @@ def driver() -> Iterable[TopologyTestDriver]:
     with TopologyTestDriver(
         example.topology(),
         example.PROCESSORS,
-        stores={example.STORE: (STRING, example.INT64), example.STREAM_TIME: (STRING, example.INT64)},
+        stores={example.STORE: (STRING, example.INT64)},
         partitions={example.SOURCE: example.PARTITIONS},
     ) as d:
         yield d
@@ -82,4 +82,4 @@ def test_the_example_clicks_give_the_expected_windows(driver: TopologyTestDriver
     assert len(got) == len({(u, s) for u, s, _ in got}) == len(expected) == 36
     assert {(u, s): n for u, s, n in got} == expected
     assert sum(expected.values()) < sum(1 for c in rows if c.user is not None)  # some were late
-    assert driver.store(example.STREAM_TIME).get(example.STREAM_TIME) == BASE + 600_000
+    assert driver.stream_time(example.SOURCE, 0) == driver.stream_time(example.SOURCE, 1) == BASE + 600_000
