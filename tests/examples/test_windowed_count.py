@@ -13,7 +13,6 @@ import pytest
 from streamtasks.state.serdes import BYTES, STRING
 from streamtasks.testing import TestOutputTopic, TopologyTestDriver
 from tests.example_loader import load_example
-from topology import TaskId
 
 BASE = 1_700_000_040_000  # a minute boundary
 
@@ -46,8 +45,8 @@ def click(driver: TopologyTestDriver, user: str | None, at: int, partition: int 
     driver.input_topic(example.SOURCE, STRING, BYTES).pipe(user, b"click", timestamp=at, partition=partition)
 
 
-def open_windows(driver: TopologyTestDriver, partition: int = 0) -> list[tuple[Any, int, Any]]:
-    return list(driver.tasks.tasks[TaskId(0, partition)].windows[example.STORE].all())
+def open_windows(driver: TopologyTestDriver) -> list[tuple[Any, int, Any]]:
+    return driver.window_store(example.STORE).all()
 
 
 def test_a_window_is_emitted_once_when_stream_time_passes_its_end_and_grace(
@@ -66,6 +65,8 @@ def test_a_window_is_emitted_once_when_stream_time_passes_its_end_and_grace(
     click(driver, None, BASE + 70_000)  # a tick: BASE's window closes
     assert emitted(out) == [("ann", BASE, 3), ("bob", BASE, 1)]
     assert [w[:2] for w in open_windows(driver)] == [("ann", BASE + 60_000), ("bob", BASE + 60_000)]
+    assert driver.window_store(example.STORE).fetch("ann", BASE, BASE + 120_000) == [(BASE + 60_000, 1)]
+    assert driver.window_store(example.STORE).fetch_all(BASE, BASE) == []
     click(driver, "ann", BASE + 10_000)  # late: its window was emitted
     click(driver, None, BASE + 10 * 60_000)
     assert emitted(out) == [("ann", BASE + 60_000, 1), ("bob", BASE + 60_000, 1)]
