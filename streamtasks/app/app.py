@@ -173,9 +173,11 @@ class App:
             topology.subscribed_topics() if self.faust is None else faust_topics(topology),
             flushed_offsets=self._flushed_offsets,
             on_assignment=self.on_assignment,
+            metadata_of=self.tasks.running.commit_metadata,
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
             **cfg.consumer_settings(),
         )
+        self.tasks.running.carried = self.consumer.committed_metadata  # stream times carried in
         #: Who reads an assignment: the assignor of the protocol it came under (KIP-848: ours).
         self.readers = AssignmentReaders(
             (self.assignor,) if self.faust is None else (self.faust, self.assignor), client_side=self.assignor
@@ -409,15 +411,16 @@ class App:
             except ProcessingError as exc:
                 await self._recover(exc)
                 return
+            metadata = self.tasks.running.commit_metadata(offsets)  # as processed up to offsets
         if offsets:
-            await self.consumer.commit(offsets)
+            await self.consumer.commit(offsets, metadata)
             self._committed(offsets, confirmed=True)
 
     async def _commit_transaction(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Exactly-once, under the lock: commit the open transaction with ``offsets`` (an abort
         raises :class:`TransactionAbortedError`; the caller revives the tasks)."""
         assert self.eos is not None
-        await self.eos.commit(offsets)
+        await self.eos.commit(offsets, self.tasks.running.commit_metadata(offsets))
         if offsets:
             self._committed(offsets, confirmed=True)
 

@@ -4,7 +4,8 @@ commits and assignments go through the callables it was given (it knows nothing 
 * ``positions()`` (what a revocation commits) are the *processed and flushed* input offsets,
   not the fetch positions: before the member commits (``before_commit``), ``flushed_offsets``
   flushes the producer and checkpoints under the app lock, so no batch is half-processed, and
-  returns the offsets that are safe to commit.
+  returns the offsets that are safe to commit; ``commit_metadata()`` the metadata strings
+  committed with them (``metadata_of``: the tasks' stream times).
 * a new assignment first pauses every added partition, then ``on_assignment`` (the app's
   reconcile) runs with the member's ``AssignmentChanged`` as it is: partitions lost rather than
   revoked are in ``change.lost``. The app resumes the partitions of tasks that need no restore;
@@ -13,17 +14,19 @@ commits and assignments go through the callables it was given (it knows nothing 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.runtime.consumer import Consumer
 from topology.ids import TopicPartition
 
-__all__ = ["AppConsumer", "FlushedOffsets", "OnAssignment"]
+__all__ = ["AppConsumer", "FlushedOffsets", "MetadataOf", "OnAssignment"]
 
 #: Flush what was processed, then the input offsets of ``partitions`` that may be committed.
 FlushedOffsets = Callable[[tuple[TopicPartition, ...]], Awaitable[Mapping[TopicPartition, int]]]
+#: The metadata strings to commit with the offsets of these partitions.
+MetadataOf = Callable[[Iterable[TopicPartition]], Mapping[TopicPartition, str]]
 #: Apply the member's new assignment to the tasks.
 OnAssignment = Callable[[AssignmentChanged], Awaitable[None]]
 
@@ -37,12 +40,15 @@ class AppConsumer(Consumer):
         *,
         flushed_offsets: FlushedOffsets,
         on_assignment: OnAssignment,
+        metadata_of: MetadataOf | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(topics, **kwargs)
         self._flushed_offsets = flushed_offsets
         self._on_assignment = on_assignment
+        self._metadata_of = metadata_of
         self._committable: dict[TopicPartition, int] = {}
+        self._metadata: dict[TopicPartition, str] = {}
 
     @property
     def protocol_name(self) -> str | None:
@@ -52,9 +58,13 @@ class AppConsumer(Consumer):
     def positions(self) -> Mapping[TopicPartition, int]:
         return self._committable
 
+    def commit_metadata(self) -> Mapping[TopicPartition, str]:
+        return self._metadata
+
     async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None:
         await super().before_commit(partitions)
         self._committable = dict(await self._flushed_offsets(partitions))
+        self._metadata = {} if self._metadata_of is None else dict(self._metadata_of(self._committable))
 
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         self.pause(change.added)

@@ -6,7 +6,10 @@ A task *starts running* here the first time it is processed or punctuated after 
 :class:`~streamtasks.app.punctuation.TaskPunctuation`) and runs its subtopology's ``init`` hook
 (:mod:`streamtasks.app.processor`). It stops running when the task set drops it
 (:meth:`RunningTasks.forget`: revoked, lost, closed, recycled to standby), which cancels its
-schedules. :meth:`RunningTasks.fire` runs the due schedules of one time type; while it runs,
+schedules. Its stream time starts at the one its previous owner committed with its input
+offsets (:attr:`RunningTasks.carried`, :mod:`streamtasks.app.stream_time`); what this process
+commits carries the task's stream time on (:meth:`RunningTasks.commit_metadata`).
+:meth:`RunningTasks.fire` runs the due schedules of one time type; while it runs,
 :attr:`RunningTasks.punctuating` is the punctuation time, the default timestamp of what the
 callbacks write.
 """
@@ -20,9 +23,10 @@ from streamtasks.app.context import Output, ProcessorContext
 from streamtasks.app.poison import PoisonRecords
 from streamtasks.app.processor import Init
 from streamtasks.app.punctuation import PunctuationType, TaskPunctuation
+from streamtasks.app.stream_time import decode_stream_time, encode_stream_time
 from streamtasks.app.task import StreamTask
 from streamtasks.errors import ProcessingError
-from topology.ids import TaskId
+from topology.ids import TaskId, TopicPartition
 
 __all__ = ["RunningTasks"]
 
@@ -46,6 +50,11 @@ class RunningTasks:
         #: The wall clock of WALL_CLOCK_TIME punctuations (ms).
         self.clock = clock
         self._contexts: dict[TaskId, ProcessorContext] = {}
+        #: The running task of each source partition (whose stream time its commits carry).
+        self._by_partition: dict[TopicPartition, ProcessorContext] = {}
+        #: The committed offsets' metadata strings of the source partitions (the consumer's
+        #: ``committed_metadata``): a task starts at the largest stream time they carry.
+        self.carried: Mapping[TopicPartition, str] = {}
         #: The time of the punctuation running now (its outputs' default timestamp), if any.
         self.punctuating: int | None = None
 
@@ -54,15 +63,20 @@ class RunningTasks:
 
     async def start(self, task: StreamTask) -> ProcessorContext:
         """The task starts running here: make its context and run its ``init`` hook."""
+        punctuation = TaskPunctuation(self.clock)
+        sources = task.info.source_partitions
+        carried = (decode_stream_time(self.carried.get(tp)) for tp in sources)
+        punctuation.stream_time = max(carried, default=-1)
         ctx = ProcessorContext(
             task.id,
             task.typed,
             self._repartition_of.get(task.id.subtopology, {}),
             self._queue_output,
-            TaskPunctuation(self.clock),
+            punctuation,
             window_stores=task.windows,
         )
         self._contexts[task.id] = ctx
+        self._by_partition.update(dict.fromkeys(sources, ctx))
         init = self._inits.get(task.id.subtopology)
         if init is not None:
             try:
@@ -79,6 +93,7 @@ class RunningTasks:
         ctx = self._contexts.pop(tid, None)
         if ctx is not None:
             ctx.punctuation.cancel_all()
+            self._by_partition = {tp: c for tp, c in self._by_partition.items() if c is not ctx}
 
     def forget_all(self) -> None:
         for tid in list(self._contexts):
@@ -88,6 +103,18 @@ class RunningTasks:
         """The stream time of a task running here (-1 before its first record, or not running)."""
         ctx = self._contexts.get(tid)
         return -1 if ctx is None else ctx.stream_time
+
+    def commit_metadata(self, offsets: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+        """The metadata strings to commit with the offsets of ``offsets``' partitions: the
+        stream time of the task running each (Kafka Streams commits each partition's own time;
+        a task here keeps one, the largest of its partitions'). Partitions of no running task,
+        or of one that has seen no record yet, get none."""
+        out: dict[TopicPartition, str] = {}
+        for tp in offsets:
+            ctx = self._by_partition.get(tp)
+            if ctx is not None and ctx.stream_time >= 0:
+                out[tp] = encode_stream_time(ctx.stream_time)
+        return out
 
     async def punctuate(self, tasks: Iterable[StreamTask]) -> int:
         """Start those of the running ``tasks`` that have not started, then fire the wall-clock

@@ -109,17 +109,20 @@ class ExactlyOnce:
         if not self.in_transaction:
             await self._producer.begin_transaction()
 
-    async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit the open transaction with ``offsets`` in it (every record the producer was
-        handed since :meth:`begin` is flushed first). Raises ``TransactionAbortedError`` after
-        aborting when any step fails."""
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> None:
+        """Commit the open transaction with ``offsets`` (and their ``metadata`` strings) in it
+        (every record the producer was handed since :meth:`begin` is flushed first). Raises
+        ``TransactionAbortedError`` after aborting when any step fails."""
         if not offsets and not self.in_transaction:
             return
         try:
             await self.begin()
             self._deadline = time.monotonic() + self._timeout_s
             if offsets:
-                aio = {to_aio(tp): off for tp, off in sorted(offsets.items())}
+                meta = metadata or {}
+                aio = {to_aio(tp): (off, meta.get(tp, "")) for tp, off in sorted(offsets.items())}
                 await self._producer.send_offsets_to_transaction(aio, self._group_id)
             await self._producer.commit_transaction()
         except Exception as exc:
@@ -180,6 +183,7 @@ class ExactlyOnce:
                 transactional_id=txn.transactional_id,
                 producer_id=txn.producer_id,
                 producer_epoch=txn.producer_epoch,
+                metadata={from_aio(atp): meta.metadata for atp, meta in offsets.items() if meta.metadata},
             )
         except Exception as exc:  # the connection: retried until the commit's deadline
             self._retry_or_fail(f"TxnOffsetCommit could not be sent: {exc!r}")

@@ -196,7 +196,9 @@ class OffsetFetchRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetFetchResponse:
-    """``offsets``: (partition, committed offset or -1 when none, per-partition error)."""
+    """``offsets``: (partition, committed offset or -1 when none, per-partition error);
+    ``metadata``: (partition, the committed offset's metadata string) where it is not empty."""
 
     error: KafkaErrorCode
     offsets: tuple[tuple[TopicPartition, int, KafkaErrorCode], ...] = ()
+    metadata: tuple[tuple[TopicPartition, str], ...] = ()

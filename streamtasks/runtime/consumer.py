@@ -127,6 +127,8 @@ class Consumer:
         self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
         #: Per owned partition, the offset after the last record handed out (or the committed offset).
         self._positions: dict[TopicPartition, int] = {}
+        #: The metadata strings of the committed offsets read for owned partitions (not empty).
+        self.committed_metadata: dict[TopicPartition, str] = {}
         #: The gap probes under way and the fetch counters.
         self._gaps = FetchGaps()
         self._fatal: ErrorReported | None = None
@@ -412,9 +414,14 @@ class Consumer:
                 for record in records:
                     yield record
 
-    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, int] | None = None,
+        metadata: Mapping[TopicPartition, str] | None = None,
+    ) -> None:
         """Commit ``offsets`` (default: the position after the last record returned, for every
-        owned partition) with this member's id and generation (KIP-848: member epoch).
+        owned partition) with this member's id and generation (KIP-848: member epoch), each
+        with its ``metadata`` string if it has one.
 
         KIP-848: a commit answered STALE_MEMBER_EPOCH was sent with an epoch the coordinator
         has moved past (the heartbeat that tells this member is on its way). It is sent again,
@@ -432,7 +439,7 @@ class Consumer:
         while chosen:
             epoch = self.generation
             response = await send_offset_commit_retrying(
-                self._client, self._member, self.config, chosen, epoch
+                self._client, self._member, self.config, chosen, epoch, metadata=metadata
             )
             failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
             stale = {tp for tp, err in failed if err is KafkaErrorCode.STALE_MEMBER_EPOCH}
@@ -457,6 +464,7 @@ class Consumer:
         transactional_id: str,
         producer_id: int,
         producer_epoch: int,
+        metadata: Mapping[TopicPartition, str] | None = None,
     ) -> TxnOffsetCommitResponse:
         """Send ``offsets`` to the transaction of ``producer_id``/``producer_epoch`` with this
         member's group metadata (TxnOffsetCommit v3, KIP-447); they become the committed offsets
@@ -474,6 +482,7 @@ class Consumer:
             transactional_id=transactional_id,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
+            metadata=metadata,
         )
 
     async def _auto_commit(self) -> None:
@@ -488,6 +497,10 @@ class Consumer:
 
     def positions(self) -> Mapping[TopicPartition, int]:
         return self._positions
+
+    def commit_metadata(self) -> Mapping[TopicPartition, str]:
+        """The metadata strings a revocation commits with :meth:`positions` (none here)."""
+        return {}
 
     async def before_commit(self, partitions: tuple[TopicPartition, ...]) -> None:
         """Stop handing out records of partitions about to be revoked (their offsets are being
@@ -517,6 +530,7 @@ class Consumer:
         owned = frozenset(change.owned)
         for tp in change.removed:
             self._positions.pop(tp, None)
+            self.committed_metadata.pop(tp, None)
             self._gaps.probes.pop(tp, None)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
@@ -553,6 +567,9 @@ class Consumer:
         stable = self.config.isolation_level == "read_committed"
         fetched = await fetch_offsets(self._client, self.config, tuple(partitions), require_stable=stable)
         unstable: list[TopicPartition] = []
+        for tp in partitions:
+            self.committed_metadata.pop(tp, None)
+        self.committed_metadata.update(fetched.metadata)
         for tp, offset, err in fetched.offsets:
             if KafkaErrorCode.UNSTABLE_OFFSET_COMMIT in (err, fetched.error):
                 unstable.append(tp)

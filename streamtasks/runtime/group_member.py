@@ -41,6 +41,7 @@ __all__ = [
     "RETRY_CODES",
     "USER_DATA_PROVIDER_REMOVED",
     "GroupMember",
+    "committed_offsets",
     "fetch_answered",
     "fetch_committed",
     "fetch_offsets",
@@ -142,21 +143,34 @@ def member_metrics(member: GroupMember) -> dict[str, float]:
     return dict(member.metrics(monotonic_ms()))
 
 
+def committed_offsets(
+    offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None
+) -> tuple[CommittedOffset, ...]:
+    """``offsets`` with their metadata strings (none: empty), sorted by partition."""
+    meta = metadata or {}
+    return tuple(
+        CommittedOffset(partition=tp, offset=off, metadata=meta.get(tp, ""))
+        for tp, off in sorted(offsets.items())
+    )
+
+
 async def send_offset_commit(
     client: GroupCoordinatorClient,
     member: GroupMember,
     config: ConsumerConfig,
     offsets: Mapping[TopicPartition, int],
     epoch: int,
+    *,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> OffsetCommitResponse:
     """OffsetCommit with the member's id and ``epoch``: v8 for a classic member, v9 (member
-    epoch) for a KIP-848 one."""
+    epoch) for a KIP-848 one; ``metadata``: the strings committed with the offsets."""
     request = OffsetCommitRequest(
         group_id=config.group_id,
         generation_id=epoch,
         member_id=member.member_id,
         group_instance_id=config.group_instance_id,
-        offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(offsets.items())),
+        offsets=committed_offsets(offsets, metadata),
     )
     timeout_s = config.request_timeout_ms / 1000
     if isinstance(member, ConsumerMember):
@@ -177,6 +191,7 @@ async def send_txn_offset_commit(
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> TxnOffsetCommitResponse:
     """TxnOffsetCommit v3: ``offsets`` join the producer's transaction with the member's id,
     generation (KIP-848: member epoch) and instance id, so the coordinator rejects them once the
@@ -190,7 +205,7 @@ async def send_txn_offset_commit(
         generation_id=member_epoch(member),
         member_id=member.member_id,
         group_instance_id=config.group_instance_id,
-        offsets=tuple(CommittedOffset(partition=tp, offset=off) for tp, off in sorted(offsets.items())),
+        offsets=committed_offsets(offsets, metadata),
     )
     response: TxnOffsetCommitResponse = await client.send(request, timeout_s=config.request_timeout_ms / 1000)
     moved = {KafkaErrorCode.NOT_COORDINATOR, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -239,6 +254,8 @@ async def send_offset_commit_retrying(
     config: ConsumerConfig,
     offsets: Mapping[TopicPartition, int],
     epoch: int,
+    *,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> OffsetCommitResponse:
     """:func:`send_offset_commit`, sent again while it fails for a reason of the broker's side
     (:data:`RETRY_CODES` on every failed partition, or a dropped connection) for up to the
@@ -248,7 +265,7 @@ async def send_offset_commit_retrying(
     deadline = monotonic_ms() + config.request_timeout_ms
     while True:
         try:
-            response = await send_offset_commit(client, member, config, offsets, epoch)
+            response = await send_offset_commit(client, member, config, offsets, epoch, metadata=metadata)
         except ConnectionLost:
             if monotonic_ms() >= deadline:
                 raise

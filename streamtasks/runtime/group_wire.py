@@ -287,6 +287,12 @@ def from_wire(response: Any) -> Any:
                 for t in response.topics
                 for p in t.partitions
             ),
+            metadata=tuple(
+                (TopicPartition(str(t.name), int(p.partition_index)), str(p.metadata))
+                for t in response.topics
+                for p in t.partitions
+                if p.metadata
+            ),
         )
     if isinstance(response, KTxnOffsetCommitResponse):
         return TxnOffsetCommitResponse(

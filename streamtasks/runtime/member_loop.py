@@ -51,6 +51,8 @@ class DriverHost(Protocol):
 
     def positions(self) -> Mapping[TopicPartition, int]: ...
 
+    def commit_metadata(self) -> Mapping[TopicPartition, str]: ...
+
     async def assignment_changed(self, change: AssignmentChanged) -> None: ...
 
     async def invoke_listener(self, call: InvokeListener) -> None: ...
@@ -246,7 +248,12 @@ class MemberLoop(Generic[M]):
                 self._spawn(self._find(action.request_id))
             elif isinstance(action, CommitOffsets):
                 await self._host.before_commit(action.partitions)
-                self._spawn(self._send(action.request_id, action.to_request(self._host.positions())))
+                self._spawn(
+                    self._send(
+                        action.request_id,
+                        action.to_request(self._host.positions(), self._host.commit_metadata()),
+                    )
+                )
             elif isinstance(action, AssignmentChanged):
                 await self._host.assignment_changed(action)
             elif isinstance(action, InvokeListener):

@@ -3,7 +3,7 @@
 
 from streamtasks.testing.driver import DriverError, TopologyTestDriver
 from streamtasks.testing.records import TestInputTopic, TestOutputTopic, TestRecord
-from streamtasks.testing.stores import StoreView
+from streamtasks.testing.stores import StoreView, WindowStoreView
 from streamtasks.testing.topics import InMemoryProducer, InMemoryTopics, StoredRecord
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "TestOutputTopic",
     "TestRecord",
     "TopologyTestDriver",
+    "WindowStoreView",
 ]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,15 +46,16 @@ from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent
 from streamtasks.app.processor import AnyProcessor
 from streamtasks.app.sending import partition_for
+from streamtasks.app.task import StreamTask
 from streamtasks.app.tasks import TaskSet
 from streamtasks.errors import ConfigError, StreamTasksError
 from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.testing.records import TestInputTopic, TestOutputTopic
-from streamtasks.testing.stores import StoreView
+from streamtasks.testing.stores import StoreView, WindowStoreView
 from streamtasks.testing.topics import InMemoryProducer, InMemoryTopics, StoredRecord
-from topology.ids import TopicPartition
+from topology.ids import TaskId, TopicPartition
 from topology.model import Topology
 
 __all__ = ["DriverError", "TopologyTestDriver"]
@@ -219,14 +220,21 @@ class TopologyTestDriver:
 
     def store(self, name: str) -> StoreView:
         """Read the store ``name`` across the tasks that have it (by key: the task holding it)."""
+        return StoreView(name, self._per_task(name, "store", lambda task: task.typed))
+
+    def window_store(self, name: str) -> WindowStoreView:
+        """Read the window store ``name`` across the tasks that have it (``get``, ``fetch``,
+        ``fetch_all``, ``all``, ``by_task``, ``task_of``)."""
+        return WindowStoreView(name, self._per_task(name, "window store", lambda task: task.windows))
+
+    def _per_task(self, name: str, kind: str, of: Callable[[StreamTask], Mapping[str, T]]) -> dict[TaskId, T]:
+        """The ``kind`` ``name`` of every task that has one (``of``: a task's stores of that kind)."""
         self._live()
-        typed = {
-            tid: task.typed[name] for tid, task in sorted(self.tasks.tasks.items()) if name in task.typed
-        }
-        if not typed:
-            known = sorted({n for task in self.tasks.tasks.values() for n in task.typed})
-            raise DriverError(f"no task has a store {name!r} (stores: {known or 'none'})")
-        return StoreView(name, typed)
+        found = {tid: of(task)[name] for tid, task in sorted(self.tasks.tasks.items()) if name in of(task)}
+        if not found:
+            known = sorted({n for task in self.tasks.tasks.values() for n in of(task)})
+            raise DriverError(f"no task has a {kind} {name!r} ({kind}s: {known or 'none'})")
+        return found
 
     def stream_time(self, topic: str, partition: int = 0) -> int:
         """The stream time of the task reading ``topic``'s ``partition`` (-1 before any record)."""

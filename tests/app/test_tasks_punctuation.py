@@ -22,6 +22,7 @@ from streamtasks.app import (
     Record,
 )
 from streamtasks.app.handlers import ErrorContext, ErrorHandling
+from streamtasks.app.stream_time import encode_stream_time
 from streamtasks.app.tasks import TaskSet
 from streamtasks.protocol.userdata import AssignmentInfo
 from streamtasks.state import INT64, STRING, StateDirectory
@@ -287,3 +288,29 @@ def test_a_failing_init_is_a_processing_error(tmp_path: Path) -> None:
             fx.punctuate()
     finally:
         fx.close()
+
+
+def test_stream_time_is_committed_with_the_offsets_and_a_new_owner_starts_from_it(tmp_path: Path) -> None:
+    old = Fixture(tmp_path / "a", Counter())
+    new = Fixture(tmp_path / "b", Counter())
+    try:
+        old.assign([0, 1])
+        old.pipe(0, "ann", 1_000)
+        old.pipe(0, "bob", 1_130)
+        p0, p1 = TopicPartition(CLICKS, 0), TopicPartition(CLICKS, 1)
+        offsets = old.tasks.committable([p0, p1])
+        metadata = old.tasks.running.commit_metadata(offsets)
+        assert offsets == {p0: 2}
+        assert metadata == {p0: encode_stream_time(1_130)}
+        assert old.tasks.running.commit_metadata([p1]) == {}  # task 0_1 saw no record
+        # the hand-over: the new owner's consumer read the committed offsets' metadata
+        new.tasks.running.carried = {**metadata, p1: "another client's"}
+        new.offsets[0] = 2
+        new.assign([0, 1])
+        new.pipe(0, "cat", 1_010)  # late: the punctuation fires at the carried stream time
+        new.pipe(1, "dan", 1_020)  # unreadable metadata: starts from its first record
+        assert new.out("totals") == [("cat", "1@1130", 1_130, ()), ("dan", "1@1020", 1_020, ())]
+        assert new.tasks.stream_time(t("0_0")) == 1_130
+    finally:
+        old.close()
+        new.close()

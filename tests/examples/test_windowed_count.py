@@ -13,7 +13,6 @@ import pytest
 from streamtasks.state.serdes import BYTES, STRING
 from streamtasks.testing import TestOutputTopic, TopologyTestDriver
 from tests.example_loader import load_example
-from topology import TaskId
 
 BASE = 1_700_000_040_000  # a minute boundary
 
@@ -26,7 +25,7 @@ def driver() -> Iterable[TopologyTestDriver]:
     with TopologyTestDriver(
         example.topology(),
         example.PROCESSORS,
-        stores={example.STORE: (STRING, example.INT64), example.STREAM_TIME: (STRING, example.INT64)},
+        stores={example.STORE: (STRING, example.INT64)},
         partitions={example.SOURCE: example.PARTITIONS},
     ) as d:
         yield d
@@ -46,8 +45,8 @@ def click(driver: TopologyTestDriver, user: str | None, at: int, partition: int 
     driver.input_topic(example.SOURCE, STRING, BYTES).pipe(user, b"click", timestamp=at, partition=partition)
 
 
-def open_windows(driver: TopologyTestDriver, partition: int = 0) -> list[tuple[Any, int, Any]]:
-    return list(driver.tasks.tasks[TaskId(0, partition)].windows[example.STORE].all())
+def open_windows(driver: TopologyTestDriver) -> list[tuple[Any, int, Any]]:
+    return driver.window_store(example.STORE).all()
 
 
 def test_a_window_is_emitted_once_when_stream_time_passes_its_end_and_grace(
@@ -66,6 +65,8 @@ def test_a_window_is_emitted_once_when_stream_time_passes_its_end_and_grace(
     click(driver, None, BASE + 70_000)  # a tick: BASE's window closes
     assert emitted(out) == [("ann", BASE, 3), ("bob", BASE, 1)]
     assert [w[:2] for w in open_windows(driver)] == [("ann", BASE + 60_000), ("bob", BASE + 60_000)]
+    assert driver.window_store(example.STORE).fetch("ann", BASE, BASE + 120_000) == [(BASE + 60_000, 1)]
+    assert driver.window_store(example.STORE).fetch_all(BASE, BASE) == []
     click(driver, "ann", BASE + 10_000)  # late: its window was emitted
     click(driver, None, BASE + 10 * 60_000)
     assert emitted(out) == [("ann", BASE + 60_000, 1), ("bob", BASE + 60_000, 1)]
@@ -82,4 +83,4 @@ def test_the_example_clicks_give_the_expected_windows(driver: TopologyTestDriver
     assert len(got) == len({(u, s) for u, s, _ in got}) == len(expected) == 36
     assert {(u, s): n for u, s, n in got} == expected
     assert sum(expected.values()) < sum(1 for c in rows if c.user is not None)  # some were late
-    assert driver.store(example.STREAM_TIME).get(example.STREAM_TIME) == BASE + 600_000
+    assert driver.stream_time(example.SOURCE, 0) == driver.stream_time(example.SOURCE, 1) == BASE + 600_000

@@ -4,32 +4,15 @@ what ``examples/wordcount/wordcount.py`` runs on two App instances, checked word
 from __future__ import annotations
 
 import collections
-import importlib.util
-import sys
 from collections.abc import Iterable
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from streamtasks.state.serdes import BYTES, INT64, STRING
 from streamtasks.testing import TopologyTestDriver
+from tests.example_loader import load_example
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_example() -> ModuleType:
-    name = "wordcount_example_offline"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples/wordcount/wordcount.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-wordcount = _load_example()
+wordcount = load_example("examples/wordcount/wordcount.py", "wordcount_example_offline")
 
 
 @pytest.fixture

@@ -4,37 +4,21 @@ a scale-out with warm-ups (the demo's stateful phase, smaller)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import io
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from streamtasks.drills.stateful_demo import run_stateful_phase
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
+from tests.example_loader import load_example
 
 pytestmark = pytest.mark.integration
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "wordcount_example", ROOT / "examples/wordcount/wordcount.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.smoke
 def test_wordcount_example_counts_every_word_exactly(kafka: EmbeddedBroker | ExternalCluster) -> None:
-    example = _load_example()
+    example = load_example("examples/wordcount/wordcount.py", "wordcount_example")
     status = asyncio.run(example.main(kafka.bootstrap_servers, repeat=20, timeout_s=90.0))
     assert status == 0
 

@@ -98,6 +98,9 @@ class Host:
     def positions(self) -> Mapping[TopicPartition, int]:
         return dict.fromkeys(self.owned, 7)
 
+    def commit_metadata(self) -> Mapping[TopicPartition, str]:
+        return {}
+
     async def assignment_changed(self, change: AssignmentChanged) -> None:
         self.owned = frozenset(change.owned)
 

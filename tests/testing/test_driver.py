@@ -306,3 +306,43 @@ def test_pipe_many_steps_timestamps_and_read_record_reads_one_at_a_time(driver: 
     with pytest.raises(LookupError, match="no record left"):
         out.read_record()
     assert driver.stream_time("wc-words-repartition", driver.store("counts").task_of("a").partition) == 120  # type: ignore[union-attr]
+
+
+def test_window_store_reads_windows_across_tasks_by_key_and_time_range() -> None:
+    builder = TopologyBuilder("wc")
+    builder.stream("clicks").window_store("per-second", size_ms=1_000, retention_ms=60_000)
+
+    def count_per_second(ctx: ProcessorContext, record: Record) -> None:
+        windows = ctx.window_store("per-second")
+        start = record.timestamp - record.timestamp % 1_000
+        windows.put(record.key, (windows.get(record.key, start) or 0) + 1, start)
+
+    with TopologyTestDriver(
+        builder.build(),
+        {0: count_per_second},
+        stores={"per-second": (STRING, INT64)},
+        source_serdes={"clicks": (STRING, BYTES)},
+        partitions={"clicks": 2},
+    ) as driver:
+        clicks = driver.input_topic("clicks", STRING, BYTES)
+        for user, partition, at in [
+            ("ann", 0, 1_100),
+            ("ann", 0, 1_900),
+            ("ann", 0, 3_000),
+            ("bob", 1, 1_500),
+        ]:
+            clicks.pipe(user, b"", timestamp=at, partition=partition)
+        view = driver.window_store("per-second")
+        assert view.get("ann", 1_000) == 2
+        assert view.get("ann", 2_000) is None
+        assert view.fetch("ann", 0, 2_999) == [(1_000, 2)]
+        assert view.fetch("ann", 0, 10_000) == [(1_000, 2), (3_000, 1)]
+        assert view.fetch_all(1_000, 1_000) == [("ann", 1_000, 2), ("bob", 1_000, 1)]
+        assert view.task_of("bob", 1_000) == t("0_1")
+        assert view.by_task() == {
+            t("0_0"): [("ann", 1_000, 2), ("ann", 3_000, 1)],
+            t("0_1"): [("bob", 1_000, 1)],
+        }
+        assert len(view) == 3
+        with pytest.raises(DriverError, match="no task has a window store 'nope'"):
+            driver.window_store("nope")

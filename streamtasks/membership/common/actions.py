@@ -67,16 +67,21 @@ class CommitOffsets:
     group_instance_id: str | None
     partitions: tuple[TopicPartition, ...]
 
-    def to_request(self, offsets: Mapping[TopicPartition, int]) -> OffsetCommitRequest:
+    def to_request(
+        self, offsets: Mapping[TopicPartition, int], metadata: Mapping[TopicPartition, str] | None = None
+    ) -> OffsetCommitRequest:
         """The OffsetCommit request for the driver's ``offsets`` (only ``partitions`` are used;
-        a partition without a position is skipped)."""
+        a partition without a position is skipped), each with its ``metadata`` string if any."""
+        meta = metadata or {}
         return OffsetCommitRequest(
             group_id=self.group_id,
             generation_id=self.generation_id,
             member_id=self.member_id,
             group_instance_id=self.group_instance_id,
             offsets=tuple(
-                CommittedOffset(partition=tp, offset=offsets[tp]) for tp in self.partitions if tp in offsets
+                CommittedOffset(partition=tp, offset=offsets[tp], metadata=meta.get(tp, ""))
+                for tp in self.partitions
+                if tp in offsets
             ),
         )
 
