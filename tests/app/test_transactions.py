@@ -116,7 +116,9 @@ def test_a_clean_commit_sends_the_offsets_with_the_producer_epoch() -> None:
     assert raised is None
     assert producer.ended == ["commit"]
     assert eos.commits == 1
-    assert member.sent == [{"transactional_id": "app-1", "producer_id": 7, "producer_epoch": 3}]
+    assert member.sent == [
+        {"transactional_id": "app-1", "producer_id": 7, "producer_epoch": 3, "metadata": {}}
+    ]
 
 
 @pytest.mark.parametrize(
