@@ -106,6 +106,22 @@ def _check_app(config: AppConfig, topology: Topology, processors: Mapping[int, A
         )
 
 
+def _resolve_config(config: Mapping[str, Any] | AppConfig | None, settings: Mapping[str, Any]) -> AppConfig:
+    """The App's config: ``config`` (a mapping or an :class:`AppConfig`) with ``settings`` over it."""
+    if isinstance(config, AppConfig):
+        return config if not settings else make_app_config(config.model_dump(), **settings)
+    return make_app_config(dict(config or {}), **settings)
+
+
+def _faust_assignor(topology: Topology, cfg: AppConfig) -> FaustProtocolAssignor:
+    """faust's protocol for ``upgrade_from="faust"`` (this process's URL made unique)."""
+    return FaustProtocolAssignor(
+        topology,
+        url=f"streamtasks://{cfg.client_id}-{uuid.uuid4().hex[:12]}/",
+        replicas=cfg.num_standby_replicas,
+    )
+
+
 class App:
     """A stateful stream application (see the module docstring)."""
 
@@ -120,22 +136,12 @@ class App:
         on_event: Callable[[AppEvent], None] | None = None,
         **settings: Any,
     ) -> None:
-        if isinstance(config, AppConfig):
-            self.config = config if not settings else make_app_config(config.model_dump(), **settings)
-        else:
-            self.config = make_app_config(dict(config or {}), **settings)
-        _check_app(self.config, topology, processors)
+        self.config = cfg = _resolve_config(config, settings)
+        _check_app(cfg, topology, processors)
         self.topology = topology
-        wire = streams_wire(self.config.upgrade_from, self.config.emulate_release)
+        wire = streams_wire(cfg.upgrade_from, cfg.emulate_release)
         #: ``upgrade_from="faust"``: faust's protocol, offered first while faust members remain.
-        self.faust: FaustProtocolAssignor | None = None
-        if wire.advertise_faust:
-            self.faust = FaustProtocolAssignor(
-                topology,
-                url=f"streamtasks://{self.config.client_id}-{uuid.uuid4().hex[:12]}/",
-                replicas=self.config.num_standby_replicas,
-            )
-        cfg = self.config
+        self.faust = _faust_assignor(topology, cfg) if wire.advertise_faust else None
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
         self.process_id: uuid.UUID | None = None
@@ -188,7 +194,14 @@ class App:
         #: A fatal failure that closed the active tasks; no commit happens after it.
         self._aborted: ProcessingError | None = None
         #: Reviving the active tasks in place after a corruption or an abort.
-        self.recovery = Recovery(
+        self.recovery = self._recovery()
+        self.lock = asyncio.Lock()
+        self._loops: Loops | None = None
+        self._started = False
+        self._closed = False
+
+    def _recovery(self) -> Recovery:
+        return Recovery(
             tasks=self.tasks,
             consumer=self.consumer,
             restorer=self.restorer,
@@ -199,12 +212,8 @@ class App:
                 keep_revoked=lambda: self.config.group_protocol == "consumer" and not self._closed,
                 emit=self.emit,
             ),
-            task_timeout_ms=cfg.task_timeout_ms,
+            task_timeout_ms=self.config.task_timeout_ms,
         )
-        self.lock = asyncio.Lock()
-        self._loops: Loops | None = None
-        self._started = False
-        self._closed = False
 
     def _streams_assignor(self, wire: StreamsWire) -> StreamsPartitionAssignor:
         """The app's streams assignor, of the protocol and userdata versions ``wire`` pins; it

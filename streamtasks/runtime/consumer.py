@@ -46,6 +46,7 @@ from streamtasks.runtime.aio import AioTopicPartition
 from streamtasks.runtime.aio import to_aio as _tp
 from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.runtime.classic_driver import MemberDriver
+from streamtasks.runtime.committed import CommittedOffsets
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
 from streamtasks.runtime.consumer_driver import (
@@ -57,7 +58,6 @@ from streamtasks.runtime.fetch_gaps import FetchGaps
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
     GroupMember,
-    fetch_offsets,
     make_member,
     member_epoch,
     member_metrics,
@@ -119,16 +119,20 @@ class Consumer:
         self._paused: set[TopicPartition] = set()
         #: Partitions the application paused (:meth:`pause`).
         self._user_paused: set[TopicPartition] = set()
-        #: ``read_committed``: new partitions whose committed offset a pending transaction
-        #: still holds (UNSTABLE_OFFSET_COMMIT); not fetched until it is read (:meth:`_await_stable`).
-        self._unstable: set[TopicPartition] = set()
-        self._stable_task: asyncio.Task[None] | None = None
         #: aiokafka partition → ours, for the owned partitions that are not paused.
         self._fetchable: dict[AioTopicPartition, TopicPartition] = {}
         #: Per owned partition, the offset after the last record handed out (or the committed offset).
         self._positions: dict[TopicPartition, int] = {}
+        #: Committed offsets and metadata read for owned partitions; those a transaction holds.
+        self._committed = CommittedOffsets(
+            self.config,
+            self._positions,
+            owned=lambda: self._owned,
+            closed=lambda: self._closed,
+            ready=self._stable_again,
+        )
         #: The metadata strings of the committed offsets read for owned partitions (not empty).
-        self.committed_metadata: dict[TopicPartition, str] = {}
+        self.committed_metadata = self._committed.metadata
         #: The gap probes under way and the fetch counters.
         self._gaps = FetchGaps()
         self._fatal: ErrorReported | None = None
@@ -208,10 +212,7 @@ class Consumer:
             self._commit_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._commit_task
-        if self._stable_task is not None:
-            self._stable_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._stable_task
+        await self._committed.close()
         if self._driver is not None and self._driver_task is not None:
             await self._driver.leave("consumer closed", timeout_s=self.config.request_timeout_ms / 1000)
             self._driver_task.cancel()
@@ -322,8 +323,9 @@ class Consumer:
         before = {tp: self._positions.pop(tp, None) for tp in wanted}
         for tp in wanted:
             self._gaps.probes.pop(tp, None)
+        assert self._client is not None
         try:
-            unstable = set(await self._fetch_committed(wanted))
+            unstable = await self._committed.read(self._client, wanted)
         except StreamTasksError:
             self._positions.update({tp: off for tp, off in before.items() if off is not None})
             raise
@@ -336,10 +338,7 @@ class Consumer:
                 await self._fetcher.seek_to_end(*missing)
             else:
                 await self._fetcher.seek_to_beginning(*missing)
-        if unstable:
-            self._unstable.update(unstable)
-            if self._stable_task is None or self._stable_task.done():
-                self._stable_task = asyncio.get_running_loop().create_task(self._await_stable())
+        self._committed.hold(self._client, unstable)
         self._refresh_fetchable()
         log.info("%d partitions go back to their committed offsets: %s", len(wanted), self._positions)
 
@@ -516,7 +515,7 @@ class Consumer:
         self._fetchable = {
             _tp(tp): tp
             for tp in sorted(self._owned)
-            if tp not in self._paused and tp not in self._user_paused and tp not in self._unstable
+            if tp not in self._paused and tp not in self._user_paused and tp not in self._committed.unstable
         }
         if self._fetcher is None or not self._owned:
             return
@@ -530,22 +529,17 @@ class Consumer:
         owned = frozenset(change.owned)
         for tp in change.removed:
             self._positions.pop(tp, None)
-            self.committed_metadata.pop(tp, None)
             self._gaps.probes.pop(tp, None)
+        self._committed.forget(change.removed)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
-        self._unstable.intersection_update(owned)
-        new = [tp for tp in sorted(owned) if tp not in self._positions and tp not in self._unstable]
+        self._committed.unstable.intersection_update(owned)
+        new = [tp for tp in sorted(owned) if tp not in self._positions and tp not in self._committed.unstable]
         if new:
             try:
-                unstable = await self._fetch_committed(new)
+                self._committed.hold(self._client, await self._committed.read(self._client, new))
             except StreamTasksError as exc:
                 log.warning("committed offsets unavailable, using auto.offset.reset: %s", exc)
-            else:
-                if unstable:
-                    self._unstable.update(unstable)
-                    if self._stable_task is None or self._stable_task.done():
-                        self._stable_task = asyncio.get_running_loop().create_task(self._await_stable())
         # Positions keyed by the very objects the fetchable partitions are (both from ``owned``):
         # getmany looks a partition up in both for every batch, and a lookup by an equal but
         # distinct key (one decoded from the OffsetFetch response, one kept from an earlier
@@ -560,45 +554,13 @@ class Consumer:
         self._owned = owned
         self._refresh_fetchable()
 
-    async def _fetch_committed(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
-        """Read the committed offsets of ``partitions`` into the positions; return those a
-        pending transaction still holds (``read_committed`` asks with ``require_stable``)."""
-        assert self._client is not None
-        stable = self.config.isolation_level == "read_committed"
-        fetched = await fetch_offsets(self._client, self.config, tuple(partitions), require_stable=stable)
-        unstable: list[TopicPartition] = []
-        for tp in partitions:
-            self.committed_metadata.pop(tp, None)
-        self.committed_metadata.update(fetched.metadata)
-        for tp, offset, err in fetched.offsets:
-            if KafkaErrorCode.UNSTABLE_OFFSET_COMMIT in (err, fetched.error):
-                unstable.append(tp)
-            elif err is KafkaErrorCode.NONE and offset >= 0:
-                self._positions[tp] = offset
-        return unstable
-
-    async def _await_stable(self) -> None:
-        """Ask again (every ``retry_backoff_ms``) for the committed offsets a transaction held,
-        then hand their partitions out from there. Meanwhile they stay owned but unfetched:
-        heartbeats and the other partitions go on (KIP-447: the new owner of a partition waits
-        until the old owner's transaction is committed or aborted)."""
-        while self._unstable and not self._closed:
-            await asyncio.sleep(max(self.config.retry_backoff_ms, 20) / 1000)
-            waiting = sorted(self._unstable & self._owned)
-            try:
-                still = set(await self._fetch_committed(waiting)) if waiting else set()
-            except StreamTasksError as exc:
-                log.info("committed offsets still unavailable: %s", exc)
-                continue
-            ready = [tp for tp in waiting if tp not in still and tp in self._owned]
-            self._unstable = still & self._owned
-            assert self._fetcher is not None
-            for tp in ready:
-                if tp in self._positions:
-                    self._fetcher.seek(_tp(tp), self._positions[tp])
-            if ready:
-                log.info("committed offsets of %s are stable now", ready)
-                self._refresh_fetchable()
+    def _stable_again(self, ready: list[TopicPartition]) -> None:
+        """The committed offsets of ``ready`` are readable now: hand them out from there."""
+        assert self._fetcher is not None
+        for tp in ready:
+            if tp in self._positions:
+                self._fetcher.seek(_tp(tp), self._positions[tp])
+        self._refresh_fetchable()
 
     async def invoke_listener(self, call: InvokeListener) -> None:
         if self._listener is None:

@@ -52,15 +52,15 @@ def test_an_unstable_partition_is_fetched_only_once_its_offset_is_stable() -> No
     fetcher.assign([A0, A1])
 
     async def scenario() -> dict[Any, list[int]]:
-        unstable = await consumer._fetch_committed([T0, T1])
-        assert unstable == [T1]
-        consumer._unstable.update(unstable)
+        unstable = await consumer._committed.read(coordinator, [T0, T1])  # type: ignore[arg-type]
+        assert unstable == {T1}
+        consumer._committed.unstable.update(unstable)
         fetcher.seek(A0, consumer._positions[T0])
         consumer._refresh_fetchable()
         assert fetcher.paused == {A1}
         before = await drain(consumer)
         assert before == {T0: [3, 4, 5]}  # the held partition is neither fetched nor handed out
-        await consumer._await_stable()
+        await consumer._committed._wait(coordinator)  # type: ignore[arg-type]
         return await drain(consumer)
 
     after = asyncio.run(scenario())
@@ -73,6 +73,6 @@ def test_read_uncommitted_does_not_ask_for_stable_offsets() -> None:
     coordinator = ScriptedCoordinator([{T0: (2, E.NONE)}])
     consumer = Consumer(["t"], bootstrap_servers="127.0.0.1:1", group_id="g")
     consumer._client = coordinator  # type: ignore[assignment]
-    assert asyncio.run(consumer._fetch_committed([T0])) == []
+    assert asyncio.run(consumer._committed.read(coordinator, [T0])) == set()  # type: ignore[arg-type]
     assert consumer._positions == {T0: 2}
     assert coordinator.requests[0].require_stable is False
