@@ -4,7 +4,7 @@
     python examples/windowed_count/windowed_count.py --broker tansu   # auto (default) | kafka | tansu
     python examples/windowed_count/windowed_count.py --bootstrap-servers host:9092
 
-One subtopology reads ``clicks`` (key: the user, timestamp: when the click happened) and counts
+One subtopology reads ``user-clicks`` (key: the user, timestamp: when the click happened) and counts
 each user's clicks per 1-minute window in the window store ``counts`` (changelogged to
 ``windowed-count-counts-changelog``, ``cleanup.policy=compact,delete``). A click whose window
 closed already (its end plus the 10 s grace is at or below the task's stream time) is late and
@@ -43,7 +43,7 @@ from topology import TopologyBuilder
 from topology.model import Topology
 
 APPLICATION_ID = "windowed-count"
-SOURCE = "clicks"
+SOURCE = "user-clicks"
 OUTPUT = "clicks-per-minute"
 STORE = "counts"
 WINDOW_MS = 60_000

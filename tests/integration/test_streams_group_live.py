@@ -175,8 +175,11 @@ def test_a_streams_member_joins_gets_its_tasks_is_described_and_leaves(
     if version == 0:
         assert first.acceptable_recovery_lag == -1  # an int32 legacy field instead
     statuses = {s.status_code for r in responses for s in r.status or ()}
-    # The broker creates the changelog itself; a member may see MISSING_INTERNAL_TOPICS meanwhile.
-    assert statuses <= {StreamsGroupStatus.MISSING_INTERNAL_TOPICS}, responses
+    # The broker creates the changelog itself; a member may see MISSING_INTERNAL_TOPICS meanwhile,
+    # and MISSING_SOURCE_TOPICS while the just-created source topic is not yet in the broker's
+    # metadata image (seen once in a clean-clone CI run; docs/streams-groups.md).
+    transient = {StreamsGroupStatus.MISSING_INTERNAL_TOPICS, StreamsGroupStatus.MISSING_SOURCE_TOPICS}
+    assert statuses <= transient, responses
     print(
         f"\nStreamsGroupHeartbeat v{version}: assigned after {len(responses)} heartbeat(s), "
         f"statuses seen {sorted(statuses)}, epoch {responses[-1].member_epoch}, "
