@@ -62,6 +62,7 @@ from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
 from streamtasks.app.recovery import Recovery, RecoveryHooks, is_recoverable
 from streamtasks.app.restorer import Restorer
+from streamtasks.app.streams_group import streams_wiring
 from streamtasks.app.tasks import TaskSet
 from streamtasks.app.transactions import ExactlyOnce
 from streamtasks.errors import (
@@ -181,6 +182,14 @@ class App:
             on_assignment=self.on_assignment,
             metadata_of=self.tasks.running.commit_metadata,
             partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
+            streams=streams_wiring(
+                cfg,
+                topology,
+                tasks=self.tasks,
+                restorer=self.restorer,
+                process_id=lambda: self.process_id,
+                create_topics=self._create_internal_topics,
+            ),
             **cfg.consumer_settings(),
         )
         self.tasks.running.carried = self.consumer.committed_metadata  # stream times carried in
@@ -199,6 +208,9 @@ class App:
         self._loops: Loops | None = None
         self._started = False
         self._closed = False
+
+    async def _create_internal_topics(self) -> None:
+        await create_internal_topics(self.config, self.topology, await self._source_partition_counts())
 
     def _recovery(self) -> Recovery:
         return Recovery(

@@ -104,7 +104,11 @@ class AppConfig(SecuritySettings):
     #: ``classic`` (JoinGroup/SyncGroup, KIP-429) or ``consumer`` (KIP-848): under ``consumer``
     #: the app's assignor runs client-side (PrepareAssignment / InstallAssignment), which only a
     #: ``streamtasks coordinator`` serves; lag triggers travel as the heartbeat's reason.
-    group_protocol: Literal["classic", "consumer"] = Field(default="classic", alias="group.protocol")
+    #: ``streams`` (KIP-1071, Apache Kafka 4.2+): a streams group, the broker's task assignor
+    #: places the active and standby tasks (docs/streams-groups.md).
+    group_protocol: Literal["classic", "consumer", "streams"] = Field(
+        default="classic", alias="group.protocol"
+    )
 
     #: What to do with an input record a source serde cannot read (KIP-161), a record the
     #: processor raised on (KIP-1033), an output record the broker refused (KIP-210):
@@ -143,11 +147,11 @@ class AppConfig(SecuritySettings):
                 f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
                 f"session.timeout.ms ({self.session_timeout_ms})"
             )
-        if self.group_protocol == "consumer" and self.upgrade_from is not None:
+        if self.group_protocol != "classic" and self.upgrade_from is not None:
             raise ValueError(
                 "upgrade.from is for group.protocol=classic (a rolling upgrade of classic members)"
             )
-        if self.group_protocol == "consumer" and self.emulate_release is not None:
+        if self.group_protocol != "classic" and self.emulate_release is not None:
             raise ValueError(
                 "emulate_release is for group.protocol=classic (releases before 0.4 had no KIP-848)"
             )

@@ -17,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from streamtasks.membership.classic import AssignmentChanged
+from streamtasks.app.streams_group import StreamsWiring
+from streamtasks.membership.classic import AssignmentChanged, ErrorReported
+from streamtasks.membership.streams import TaskOffsetsUpdated
+from streamtasks.protocol.streams_group import TopicInfo
 from streamtasks.runtime.consumer import Consumer
 from topology.ids import TopicPartition
 
@@ -41,9 +44,11 @@ class AppConsumer(Consumer):
         flushed_offsets: FlushedOffsets,
         on_assignment: OnAssignment,
         metadata_of: MetadataOf | None = None,
+        streams: StreamsWiring | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(topics, **kwargs)
+        super().__init__(topics, member=None if streams is None else streams.member(), **kwargs)
+        self._streams = streams
         self._flushed_offsets = flushed_offsets
         self._on_assignment = on_assignment
         self._metadata_of = metadata_of
@@ -70,3 +75,25 @@ class AppConsumer(Consumer):
         self.pause(change.added)
         await super().assignment_changed(change)
         await self._on_assignment(change)
+
+    # -- a streams group (StreamsGroupHost) --------------------------------------------------
+
+    async def start(self) -> None:
+        if self._streams is not None:  # the process id is known now (the state directory)
+            self._member = self._streams.member()
+        await super().start()
+
+    def streams_task_offsets(self) -> TaskOffsetsUpdated | None:
+        return None if self._streams is None else self._streams.task_offsets()
+
+    async def streams_create_topics(self, topics: tuple[TopicInfo, ...]) -> None:
+        """The broker reports missing internal topics: create the App's (idempotent)."""
+        if self._streams is not None:
+            await self._streams.create_topics()
+
+    def streams_shutdown(self, detail: str) -> None:
+        """A member asked the whole streams group to shut down: this one stops too (the next
+        fetch raises ConsumerFailedError)."""
+        self.error_reported(
+            ErrorReported(reason=f"the streams group asks every member to shut down: {detail}", fatal=True)
+        )

@@ -79,12 +79,13 @@ async def run_crash_audit(
     guarantee: str = "at_least_once",
     bounce: bool = False,
     kill_busy: bool = False,
+    group_protocol: str = "classic",
 ) -> CrashAuditReport:
-    """One jittered run (see the module docstring)."""
+    """One jittered run (see the module docstring); the workers join with ``group_protocol``."""
     rng = random.Random(seed)
     kill_after, join_after = rng.uniform(2.0, 9.0), rng.uniform(0.5, 8.0)
     produce_after = rng.uniform(2.0, 8.0)
-    run = DrillRun(bootstrap, out, partitions, keys, rate)
+    run = DrillRun(bootstrap, out, partitions, keys, rate, group_protocol=group_protocol)
     run.worker_args = ["--processing-guarantee", guarantee]
     await create_topics_async(bootstrap, {run.topic: partitions, run.audit_topic: 1})
     reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets, isolation_level="read_committed")

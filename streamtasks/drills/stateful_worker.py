@@ -133,9 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--group-protocol",
-        choices=("classic", "consumer"),
+        choices=("classic", "consumer", "streams"),
         default="classic",
-        help="consumer: KIP-848, the app's assignor client-side (needs streamtasks coordinator)",
+        help="consumer: KIP-848, the app's assignor client-side (needs streamtasks coordinator); "
+        "streams: a KIP-1071 streams group, the broker's task assignor (Apache Kafka 4.2+)",
     )
     parser.add_argument(
         "--processing-guarantee", choices=("at_least_once", "exactly_once_v2"), default="at_least_once"

@@ -46,8 +46,11 @@ class ConsumerConfig(SecuritySettings):
     group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
     client_id: str = Field(default="streamtasks", alias="client.id")
     client_rack: str | None = Field(default=None, alias="client.rack")
-    #: ``classic`` (JoinGroup/SyncGroup, KIP-429) or ``consumer`` (KIP-848's ConsumerGroupHeartbeat).
-    group_protocol: Literal["classic", "consumer"] = Field(default="classic", alias="group.protocol")
+    #: ``classic`` (JoinGroup/SyncGroup, KIP-429) or ``consumer`` (KIP-848's ConsumerGroupHeartbeat);
+    #: ``streams`` (KIP-1071) only inside an App, which declares the topology.
+    group_protocol: Literal["classic", "consumer", "streams"] = Field(
+        default="classic", alias="group.protocol"
+    )
     #: ``consumer`` protocol only: the coordinator-side assignor (Apache Kafka: ``uniform`` or
     #: ``range``); ``None`` leaves the choice to the coordinator (its first configured assignor).
     group_remote_assignor: str | None = Field(default=None, alias="group.remote.assignor", min_length=1)

@@ -35,32 +35,30 @@ from streamtasks.errors import (
 )
 from streamtasks.membership.classic import (
     AssignmentChanged,
+    ClassicMember,
     ErrorReported,
     InvokeListener,
     ListenerKind,
 )
-from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.txn_offsets import TxnOffsetCommitResponse
 from streamtasks.runtime.aio import AioTopicPartition
 from streamtasks.runtime.aio import to_aio as _tp
 from streamtasks.runtime.aiokafka_security import start_aiokafka
-from streamtasks.runtime.classic_driver import MemberDriver
 from streamtasks.runtime.committed import CommittedOffsets
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
-from streamtasks.runtime.consumer_driver import (
-    ConsumerGroupDriver,
-    TopicMetadata,
-    open_kip848_bootstrap,
-)
+from streamtasks.runtime.consumer_driver import ConsumerGroupDriver, TopicMetadata
 from streamtasks.runtime.fetch_gaps import FetchGaps
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
+    AnyDriver,
     GroupMember,
+    make_driver,
     make_member,
     member_epoch,
     member_metrics,
+    open_bootstrap,
     read_topic_metadata,
     send_offset_commit_retrying,
     send_txn_offset_commit,
@@ -96,6 +94,7 @@ class Consumer:
         listener: Any = None,
         config: Mapping[str, Any] | None = None,
         partition_assignors: Sequence[PartitionAssignor] | None = None,
+        member: GroupMember | None = None,
         **settings: Any,
     ) -> None:
         if "user_data_provider" in settings:
@@ -106,12 +105,13 @@ class Consumer:
         self.config: ConsumerConfig = make_config(dict(config or {}), **settings)
         self._topics = tuple(sorted(set(topic_list)))
         self._listener = listener
-        self._member: GroupMember = make_member(self.config, self._topics, partition_assignors)
+        #: ``member``: one built by the caller (the App's streams-group member).
+        self._member: GroupMember = member or make_member(self.config, self._topics, partition_assignors)
         self._fetcher: AIOKafkaConsumer | None = None
         self._client: GroupCoordinatorClient | None = None
         #: A connection to any bootstrap broker, for Metadata requests.
         self._metadata_conn: AsyncConnection | None = None
-        self._driver: MemberDriver | ConsumerGroupDriver | None = None
+        self._driver: AnyDriver | None = None
         self._driver_task: asyncio.Task[None] | None = None
         self._commit_task: asyncio.Task[None] | None = None
         self._owned: frozenset[TopicPartition] = frozenset()
@@ -150,12 +150,9 @@ class Consumer:
         cfg = self.config
         settings = cfg.client_settings()
         try:
-            if isinstance(self._member, ConsumerMember):
-                self._metadata_conn = await open_kip848_bootstrap(settings, cfg.client_id)
-            else:
-                self._metadata_conn = await open_any(
-                    settings, cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000
-                )
+            self._metadata_conn = await open_bootstrap(
+                self._member, settings, cfg.client_id, cfg.request_timeout_ms / 1000
+            )
             self._fetcher = AIOKafkaConsumer(
                 **settings.aiokafka_kwargs(),
                 group_id=None,
@@ -174,15 +171,7 @@ class Consumer:
         self._client = GroupCoordinatorClient(
             settings, cfg.group_id, client_id=cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000
         )
-        if isinstance(self._member, ConsumerMember):
-            self._driver = ConsumerGroupDriver(
-                self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
-            )
-            self._driver.refresh_assignor_metadata()  # with the first heartbeat
-        else:
-            self._driver = MemberDriver(
-                self._member, self._client, self, metadata_interval_ms=cfg.metadata_max_age_ms
-            )
+        self._driver = make_driver(self._member, self._client, self, cfg.metadata_max_age_ms)
         await self._driver.refresh_metadata()
         if self._driver.security_failure is not None:
             await self._abort_start()
@@ -264,8 +253,8 @@ class Consumer:
         makes it a no-op too) and it returns False."""
         if isinstance(self._driver, ConsumerGroupDriver):
             return self._driver.enforce_rebalance(reason)
-        if isinstance(self._member, ConsumerMember):
-            return False  # not started
+        if not isinstance(self._member, ClassicMember):
+            return False  # not started, or a streams group (the broker's assignor decides)
         took = self._member.enforce_rebalance(reason)
         if took and self._driver is not None:
             self._driver.wake()

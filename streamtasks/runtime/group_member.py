@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.static.constants import uuid_zero
@@ -16,6 +17,7 @@ from assignors.partition.types import PartitionAssignor
 from streamtasks.errors import AuthorizationError, BrokerError, ConfigError
 from streamtasks.membership.classic import ClassicMember, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
+from streamtasks.membership.streams import StreamsMember
 from streamtasks.protocol.classic_group import (
     CommittedOffset,
     OffsetCommitRequest,
@@ -26,19 +28,37 @@ from streamtasks.protocol.classic_group import (
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.txn_offsets import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from streamtasks.runtime.admin import metadata_request
+from streamtasks.runtime.classic_driver import MemberDriver
 from streamtasks.runtime.config import ConsumerConfig
 from streamtasks.runtime.connection import (
     COORDINATOR_GONE,
     AsyncConnection,
     ConnectionLost,
     GroupCoordinatorClient,
+    open_any,
 )
-from streamtasks.runtime.consumer_driver import TopicMetadata, new_member_id, send_consumer_group_request
+from streamtasks.runtime.consumer_driver import (
+    ConsumerGroupDriver,
+    ConsumerGroupHost,
+    TopicMetadata,
+    new_member_id,
+    open_kip848_bootstrap,
+    send_consumer_group_request,
+)
 from streamtasks.runtime.member_loop import monotonic_ms
+from streamtasks.runtime.security import ClientSettings
+from streamtasks.runtime.streams_driver import (
+    StreamsGroupDriver,
+    StreamsGroupHost,
+    require_streams_group_heartbeat,
+)
 from topology.ids import TopicPartition
 
 __all__ = [
     "RETRY_CODES",
+    "AnyDriver",
+    "make_driver",
+    "open_bootstrap",
     "USER_DATA_PROVIDER_REMOVED",
     "GroupMember",
     "committed_offsets",
@@ -55,7 +75,9 @@ __all__ = [
     "wait_for_new_epoch",
 ]
 
-GroupMember = ClassicMember | ConsumerMember
+GroupMember = ClassicMember | ConsumerMember | StreamsMember
+#: The members that commit with a member epoch (OffsetCommit v9): KIP-848's and streams groups'.
+EpochMember = ConsumerMember | StreamsMember
 
 #: Why ``Consumer(user_data_provider=...)`` is refused (issue 12: assignors own their user data).
 #: Kafka's error code for a topic this principal may not describe.
@@ -82,6 +104,11 @@ def make_member(
     heartbeat answer before it gives its partitions up."""
     if partition_assignors is not None and not partition_assignors:
         raise ConfigError("partition_assignors must name at least one assignor")
+    if config.group_protocol == "streams":
+        raise ConfigError(
+            "group_protocol='streams' declares a topology: use streamtasks.App (its tasks are the "
+            "broker's), not a bare Consumer"
+        )
     if config.group_protocol == "consumer":
         return ConsumerMember(
             ConsumerMemberConfig(
@@ -128,9 +155,48 @@ RETRY_CODES = COORDINATOR_GONE | {
 }
 
 
+AnyDriver = MemberDriver | ConsumerGroupDriver | StreamsGroupDriver
+
+
+async def open_bootstrap(
+    member: GroupMember, settings: ClientSettings, client_id: str, timeout_s: float
+) -> AsyncConnection:
+    """The runtime's own connection to a bootstrap server; for a KIP-848 or streams-group
+    member one that advertises the member's heartbeat (closed again and BrokerError if not)."""
+    if isinstance(member, ConsumerMember):
+        return await open_kip848_bootstrap(settings, client_id)
+    conn = await open_any(settings, client_id, timeout_s=timeout_s)
+    if isinstance(member, StreamsMember):
+        try:
+            await require_streams_group_heartbeat(conn, f"the cluster at {settings.bootstrap_servers}")
+        except BaseException:
+            await conn.close()
+            raise
+    return conn
+
+
+def make_driver(
+    member: GroupMember, client: GroupCoordinatorClient, host: ConsumerGroupHost, metadata_interval_ms: int
+) -> AnyDriver:
+    """The driver of ``member``'s protocol. A streams member's host must also be a
+    :class:`~streamtasks.runtime.streams_driver.StreamsGroupHost` (the App's consumer)."""
+    if isinstance(member, ConsumerMember):
+        driver = ConsumerGroupDriver(member, client, host, metadata_interval_ms=metadata_interval_ms)
+        driver.refresh_assignor_metadata()  # with the first heartbeat
+        return driver
+    if isinstance(member, StreamsMember):
+        if not hasattr(host, "streams_task_offsets"):
+            raise ConfigError(
+                "a streams-group member runs in an App (its consumer answers the task callbacks)"
+            )
+        streams_host = cast(StreamsGroupHost, host)
+        return StreamsGroupDriver(member, client, streams_host, metadata_interval_ms=metadata_interval_ms)
+    return MemberDriver(member, client, host, metadata_interval_ms=metadata_interval_ms)
+
+
 def member_epoch(member: GroupMember) -> int:
-    """The classic generation, or the KIP-848 member epoch."""
-    return member.member_epoch if isinstance(member, ConsumerMember) else member.generation
+    """The classic generation, or the KIP-848 / streams-group member epoch."""
+    return member.member_epoch if isinstance(member, EpochMember) else member.generation
 
 
 def member_metrics(member: GroupMember) -> dict[str, float]:
@@ -139,6 +205,12 @@ def member_metrics(member: GroupMember) -> dict[str, float]:
         return {
             "member-epoch": float(member.member_epoch),
             "assigned-partitions": float(len(member.owned_partitions)),
+        }
+    if isinstance(member, StreamsMember):
+        return {
+            "member-epoch": float(member.member_epoch),
+            "assigned-active-tasks": float(len(member.owned.active)),
+            "assigned-standby-tasks": float(len(member.owned.standby)),
         }
     return dict(member.metrics(monotonic_ms()))
 
@@ -173,7 +245,7 @@ async def send_offset_commit(
         offsets=committed_offsets(offsets, metadata),
     )
     timeout_s = config.request_timeout_ms / 1000
-    if isinstance(member, ConsumerMember):
+    if isinstance(member, EpochMember):
         response: OffsetCommitResponse = await send_consumer_group_request(
             client, request, timeout_s=timeout_s
         )
@@ -219,7 +291,7 @@ async def wait_for_new_epoch(
 ) -> bool:
     """Wait (up to ``timeout_ms``, or until ``stop()``) until a KIP-848 member's epoch is no
     longer ``sent``; whether it moved to a new one (a classic member: never)."""
-    if not isinstance(member, ConsumerMember):
+    if not isinstance(member, EpochMember):
         return False
     deadline = monotonic_ms() + timeout_ms
     while member.member_epoch == sent and monotonic_ms() < deadline and not stop():

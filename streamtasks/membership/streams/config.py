@@ -31,6 +31,16 @@ class StreamsMemberConfig:
     request_timeout_ms: int = 30_000
 
     @property
+    def topics(self) -> tuple[str, ...]:
+        """Every topic the topology's tasks read (source and repartition source topics), sorted."""
+        return tuple(
+            sorted(
+                {t for s in self.topology.subtopologies for t in s.source_topics}
+                | {t.name for s in self.topology.subtopologies for t in s.repartition_source_topics}
+            )
+        )
+
+    @property
     def internal_topics(self) -> tuple[TopicInfo, ...]:
         """The topology's changelog and repartition topics, in topology order."""
         found: dict[str, TopicInfo] = {}

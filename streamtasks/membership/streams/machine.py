@@ -170,6 +170,10 @@ class StreamsMember:
         return self._k.state
 
     @property
+    def member_id(self) -> str:
+        return self._config.member_id
+
+    @property
     def member_epoch(self) -> int:
         return self._epoch
 
