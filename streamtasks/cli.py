@@ -291,11 +291,12 @@ def _add_demo_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     demo.add_argument(
         "--protocol",
-        choices=("cooperative", "eager", "consumer", "consumer-client"),
+        choices=("cooperative", "eager", "consumer", "consumer-client", "streams"),
         default="cooperative",
         help="classic cooperative or eager; consumer: KIP-848 on the cluster's coordinator (Apache "
         "Kafka 4.x, server-side uniform); consumer-client: KIP-848 on a streamtasks coordinator "
-        "started in front of the cluster, assignment client-side",
+        "started in front of the cluster, assignment client-side; streams: the App workers in a "
+        "KIP-1071 streams group (Apache Kafka 4.2+; the stateful phase only)",
     )
     demo.add_argument(
         "--phase",

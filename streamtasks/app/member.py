@@ -80,6 +80,7 @@ class AppConsumer(Consumer):
 
     async def start(self) -> None:
         if self._streams is not None:  # the process id is known now (the state directory)
+            await self._streams.prepare()
             self._member = self._streams.member()
         await super().start()
 

@@ -24,13 +24,17 @@ from streamtasks.app.tasks import TaskSet
 from streamtasks.membership.streams import StreamsMember, StreamsMemberConfig, TaskOffsetsUpdated
 from streamtasks.protocol.streams_group import CopartitionGroup, KeyValue, Subtopology, TopicInfo
 from streamtasks.protocol.streams_group import Topology as DeclaredTopology
+from streamtasks.runtime.admin import set_group_configs
 from streamtasks.runtime.consumer_driver import new_member_id
 from streamtasks.runtime.streams_tasks import task_offsets
 from topology.ids import TaskId, TopicPartition
 from topology.model import Topology
 from topology.names import repartition_topic
 
-__all__ = ["StreamsWiring", "declared_topology", "streams_wiring"]
+__all__ = ["STANDBY_REPLICAS", "StreamsWiring", "declared_topology", "streams_wiring"]
+
+#: The streams-group config that sets how many standbys each task gets (Apache Kafka 4.2+).
+STANDBY_REPLICAS = "streams.num.standby.replicas"
 
 
 def declared_topology(topology: Topology, *, replication_factor: int = -1) -> DeclaredTopology:
@@ -100,9 +104,10 @@ class StreamsWiring:
         changelogs_of: Callable[[TaskId], tuple[TopicPartition, ...]],
         end_offsets: Callable[[], Mapping[TopicPartition, int]],
         create_topics: Callable[[], Awaitable[None]],
+        group_configs: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """``config(topology, member_id)``: the member's settings (its process id is set by
-        :meth:`member`)."""
+        :meth:`member`); ``group_configs``: set the group's configs before joining."""
         self.topology = declared_topology(topology, replication_factor=replication_factor)
         #: Kept for the process's lifetime, rejoins included.
         self._config = config(self.topology, new_member_id())
@@ -111,6 +116,12 @@ class StreamsWiring:
         self._changelogs_of = changelogs_of
         self._end_offsets = end_offsets
         self.create_topics = create_topics
+        self._group_configs = group_configs
+
+    async def prepare(self) -> None:
+        """Before the member joins: the group's configs (the standby count)."""
+        if self._group_configs is not None:
+            await self._group_configs()
 
     def member(self) -> StreamsMember:
         """A member with the process id of the state directory (a random one before it is read)."""
@@ -156,6 +167,12 @@ def streams_wiring(
             request_timeout_ms=cfg.request_timeout_ms,
         )
 
+    async def group_configs() -> None:
+        # Standbys are the group's setting in a streams group (the broker's assignor places
+        # them): the App's num.standby.replicas becomes it, when it asks for any.
+        standbys = {STANDBY_REPLICAS: str(cfg.num_standby_replicas)}
+        await set_group_configs(cfg.client_settings(), cfg.application_id, standbys, client_id=cfg.client_id)
+
     def changelogs_of(tid: TaskId) -> tuple[TopicPartition, ...]:
         info = tasks.info_of(tid)
         return () if info is None else info.changelog_partitions
@@ -169,4 +186,5 @@ def streams_wiring(
         changelogs_of=changelogs_of,
         end_offsets=restorer.cached_end_offsets,
         create_topics=create_topics,
+        group_configs=group_configs if cfg.num_standby_replicas > 0 else None,
     )

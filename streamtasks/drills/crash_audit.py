@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from streamtasks.drills.dual_active import DualActive, dual_active
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAuditReport, reread_audit_topic
 from streamtasks.drills.stateful_demo import DrillRun
 from streamtasks.runtime.admin import create_topics_async
@@ -44,6 +45,8 @@ class CrashAuditReport:
     guarantee: str = "at_least_once"
     #: How many workers the rolling bounce restarted (0: no bounce).
     bounced: int = 0
+    #: Moments two live workers ran one task as active (:mod:`~streamtasks.drills.dual_active`).
+    dual_active: tuple[DualActive, ...] = ()
 
     @property
     def exactly_once(self) -> bool:
@@ -62,7 +65,7 @@ class CrashAuditReport:
         return (
             f"seed {self.seed} ({self.guarantee}): kill -9 at {self.kill_after_s:.1f}s, fresh worker "
             f"{self.join_after_s:.1f}s later{bounce}, producing {self.produce_after_s:.1f}s more; "
-            f"{self.offsets.line()}"
+            f"{self.offsets.line()}; {len(self.dual_active)} dual-active tasks"
         )
 
 
@@ -137,6 +140,7 @@ async def run_crash_audit(
         offsets=run.offsets.report(),
         guarantee=guarantee,
         bounced=bounced,
+        dual_active=tuple(dual_active(run.lines)),
     )
     run.say(report.line())
     if not report.ok:

@@ -43,7 +43,7 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
 from streamtasks.drills.coordinator_proc import CoordinatorProcess
-from streamtasks.drills.demo_cluster import api_keys, prepare_cluster, require_kip848
+from streamtasks.drills.demo_cluster import api_keys, prepare_cluster, require_kip848, require_streams_groups
 from streamtasks.drills.demo_options import DemoOptions
 from streamtasks.drills.ledger import OwnershipAudit
 from streamtasks.drills.offset_audit import OffsetAudit
@@ -65,6 +65,8 @@ PROTOCOLS: dict[str, tuple[str, ...]] = {
     "consumer": ("--group-protocol", "consumer", "--remote-assignor", "uniform"),
     # KIP-848 on streamtasks coordinator: the members assign (Prepare -> assignor -> Install).
     "consumer-client": ("--group-protocol", "consumer", "--assignor", "cooperative_sticky"),
+    # KIP-1071 streams groups: App workers only (the stateful phase); no partition workers.
+    "streams": (),
 }
 #: What the report's title says of each protocol.
 PROTOCOL_TITLES = {
@@ -73,6 +75,7 @@ PROTOCOL_TITLES = {
     "consumer": "KIP-848 consumer protocol on the cluster's coordinator (server-side uniform)",
     "consumer-client": "KIP-848 consumer protocol on streamtasks coordinator (client-side "
     "cooperative_sticky)",
+    "streams": "KIP-1071 streams group on the cluster's coordinator (the broker's task assignor)",
 }
 
 
@@ -391,6 +394,12 @@ class Demo:
         return 0 if ok else 1
 
 
+#: Why only the stateful phase runs under ``--protocol streams``.
+STREAMS_BOUNCE_SKIP = (
+    "bounce phases skipped under --protocol streams: a streams group's members are applications "
+    "that declare a topology (App workers), not plain consumers; the stateful phase runs them"
+)
+
 #: Why the stateful phase does not run under ``--protocol consumer``.
 CONSUMER_STATEFUL_SKIP = (
     "stateful phase skipped under --protocol consumer: an App's tasks, standbys and warm-ups are "
@@ -406,9 +415,13 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
     coordinator: CoordinatorProcess | None = None
     try:
         group_bootstrap = cluster.bootstrap_servers
-        if options.protocol == "consumer":
+        if options.protocol in ("consumer", "streams"):
             secured = settings.security_protocol != "PLAINTEXT"
-            require_kip848(cluster, await api_keys(settings) if secured else None)
+            served = await api_keys(settings) if secured else None
+            if options.protocol == "streams":
+                require_streams_groups(cluster, served)
+            else:
+                require_kip848(cluster, served)
         elif options.protocol == "consumer-client":
             coordinator = CoordinatorProcess(cluster.bootstrap_servers)
             group_bootstrap = await coordinator.start()
@@ -417,7 +430,9 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
                 f"{cluster.bootstrap_servers} (log topic {coordinator.topic})\n"
             )
         status = 0
-        if "bounce" in options.phases or "dynamic" in options.phases:
+        if options.protocol == "streams" and ("bounce" in options.phases or "dynamic" in options.phases):
+            out.write(f"{STREAMS_BOUNCE_SKIP}\n")
+        elif "bounce" in options.phases or "dynamic" in options.phases:
             status = await Demo(options, out).run(settings, None if coordinator is None else group_bootstrap)
             if coordinator is not None:
                 out.write(f"coordinator: {coordinator.status()}\n")
@@ -430,6 +445,12 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
 
             if options.protocol == "consumer":
                 out.write(f"\n{CONSUMER_STATEFUL_SKIP}\n")
+            elif options.protocol == "streams":
+                out.write("\nstateful phase, a streams group: the broker places tasks and standbys\n")
+                report = await run_stateful_phase(
+                    settings, out, name_prefix=options.name_prefix, group_protocol="streams"
+                )
+                status = max(status, print_stateful_report(report, out, title="streams group (KIP-1071)"))
             elif coordinator is not None:
                 # The KIP-848 path beside the classic one, on the same broker in the same run.
                 reports = {}

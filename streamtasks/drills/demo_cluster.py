@@ -17,6 +17,7 @@ from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED
 from streamtasks.embedded import Cluster, EmbeddedBroker, ExternalCluster, start_broker
 from streamtasks.errors import BrokerError, ConfigError
 from streamtasks.protocol.consumer_group import CONSUMER_GROUP_HEARTBEAT_API_KEY
+from streamtasks.protocol.streams_group import STREAMS_GROUP_HEARTBEAT_API_KEY
 from streamtasks.runtime.connection import open_any
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, make_client_settings
 
@@ -31,6 +32,7 @@ __all__ = [
     "open_cluster",
     "prepare_cluster",
     "require_kip848",
+    "require_streams_groups",
     "start_secure_cluster",
 ]
 
@@ -112,6 +114,19 @@ def require_kip848(cluster: Cluster, served: set[int] | None = None) -> None:
             f"{CONSUMER_GROUP_HEARTBEAT_API_KEY}, KIP-848){tansu}: the cluster at "
             f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.x), or "
             "--protocol consumer-client, which serves KIP-848 from streamtasks coordinator in front of it"
+        )
+
+
+def require_streams_groups(cluster: Cluster, served: set[int] | None = None) -> None:
+    """:class:`BrokerError` unless ``cluster`` serves StreamsGroupHeartbeat (KIP-1071)."""
+    if served is None:
+        served = set(cluster.api_versions())
+    if STREAMS_GROUP_HEARTBEAT_API_KEY not in served:
+        tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
+        raise BrokerError(
+            f"--protocol streams needs a cluster serving StreamsGroupHeartbeat (API key "
+            f"{STREAMS_GROUP_HEARTBEAT_API_KEY}, KIP-1071){tansu}: the cluster at "
+            f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.2+)"
         )
 
 

@@ -37,6 +37,7 @@ from aiokafka.structs import ConsumerRecord
 
 from streamtasks.app.events import wall_ms
 from streamtasks.drills._proc import pump_json_lines, spawn_worker
+from streamtasks.drills.dual_active import dual_active
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAudit, OffsetAuditReport
 from streamtasks.drills.stateful_app import record_for
 from streamtasks.drills.topic_read import end_offsets, read_topic
@@ -118,6 +119,7 @@ class WorkerProcess:
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
+            self._sink({"worker": self.name, "kind": "killed", "at_ms": time.time_ns() // 1_000_000})
             self.proc.send_signal(signal.SIGKILL)
             await self.proc.wait()
 
@@ -312,6 +314,11 @@ async def run_stateful_phase(
             await w.stop()
     await asyncio.sleep(1.0)  # the audit reader reads what the clean stops flushed
     await audit_reader.stop()
+    if group_protocol == "streams":  # the broker's assignment: never one task active twice
+        report.problems += [
+            f"task {d.task} active on {d.workers[0]} and {d.workers[1]} for {d.overlap_ms} ms"
+            for d in dual_active(run.lines)
+        ]
     return await _verify(bootstrap, run, report)
 
 

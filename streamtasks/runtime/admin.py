@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 
 from kio.schema.create_topics.v4 import request as create_req
 from kio.schema.create_topics.v4.response import CreateTopicsResponse
+from kio.schema.incremental_alter_configs.v1 import request as alter_req
+from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
 from kio.schema.metadata.v12 import request as metadata_req
 from kio.schema.metadata.v12.response import MetadataResponse
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i8, i16, i32
 
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.connection import open_any
@@ -35,6 +37,7 @@ __all__ = [
     "create_topics_async",
     "create_topics_request",
     "metadata_request",
+    "set_group_configs",
     "topic_specs",
     "topics_ready",
 ]
@@ -43,6 +46,8 @@ __all__ = [
 READY_TIMEOUT_S = 15.0
 
 TOPIC_ALREADY_EXISTS = 36
+#: IncrementalAlterConfigs: the GROUP resource type (KIP-848 group configs) and the SET operation.
+_GROUP_RESOURCE, _SET = 32, 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,3 +145,40 @@ async def create_topics_async(
             await asyncio.sleep(0.05)
     finally:
         await conn.close()
+
+
+async def set_group_configs(
+    bootstrap: str | ClientSettings,
+    group_id: str,
+    configs: Mapping[str, str],
+    *,
+    client_id: str = "streamtasks",
+) -> None:
+    """Set dynamic configs of group ``group_id`` (IncrementalAlterConfigs v1 on the GROUP
+    resource, as ``kafka-configs --entity-type groups`` does; e.g. a streams group's
+    ``streams.num.standby.replicas``). A refusal is a :class:`BrokerError` naming the cause."""
+    request = alter_req.IncrementalAlterConfigsRequest(
+        resources=(
+            alter_req.AlterConfigsResource(
+                resource_type=i8(_GROUP_RESOURCE),
+                resource_name=group_id,
+                configs=tuple(
+                    alter_req.AlterableConfig(name=k, config_operation=i8(_SET), value=v)
+                    for k, v in sorted(configs.items())
+                ),
+            ),
+        ),
+        validate_only=False,
+    )
+    settings = ClientSettings.of(bootstrap)
+    conn = await open_any(settings, client_id)
+    try:
+        response = await conn.call(request, IncrementalAlterConfigsResponse)
+    finally:
+        await conn.close()
+    for r in response.responses:
+        if r.error_code.value != 0:
+            raise BrokerError(
+                f"{settings.bootstrap_servers} refused the configs of group {group_id!r} "
+                f"({dict(configs)}): {r.error_code.name} {r.error_message or ''}".strip()
+            )

@@ -148,13 +148,19 @@ def test_group_protocol_and_remote_assignor_take_kafka_names() -> None:
     ("settings", "message"),
     [
         ({"group_remote_assignor": "uniform"}, "group.remote.assignor needs group.protocol=consumer"),
-        ({"group_protocol": "streams"}, "group_protocol"),
+        ({"group_protocol": "eager"}, "group_protocol"),
         ({"group_protocol": "consumer", "assignors": ["range"]}, "partition.assignment.strategy is for"),
     ],
 )
 def test_bad_protocol_settings_are_config_errors(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make_config(bootstrap_servers="h:1", group_id="g", **settings)
+
+
+def test_a_bare_consumer_cannot_join_a_streams_group() -> None:
+    # A streams group member declares a topology: only an App has one.
+    with pytest.raises(ConfigError, match="group_protocol='streams' declares a topology"):
+        Consumer("a", bootstrap_servers="h:1", group_id="g", group_protocol="streams")
 
 
 def test_a_consumer_protocol_consumer_runs_the_kip848_member() -> None:
