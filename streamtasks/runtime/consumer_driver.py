@@ -57,6 +57,7 @@ __all__ = [
     "TopicMetadata",
     "new_member_id",
     "open_kip848_bootstrap",
+    "require_api",
     "require_consumer_group_heartbeat",
     "send_consumer_group_request",
 ]
@@ -73,10 +74,11 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) -> None:
-    """Raise :class:`BrokerError` unless the server behind ``conn`` advertises
-    ConsumerGroupHeartbeat v1 in ApiVersions (a broker without it would leave the member
-    retrying forever: Tansu closes the connection on an unknown API key)."""
+async def require_api(
+    conn: AsyncConnection, where: str, *, api_key: int, version: int, what: str, hint: str
+) -> None:
+    """Raise :class:`BrokerError` unless the server behind ``conn`` advertises ``api_key`` (the
+    request ``what``) at ``version`` or above in ApiVersions; the message ends with ``hint``."""
     response = conn.api_versions
     if response is None:
         response = await conn.call(
@@ -84,14 +86,25 @@ async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) ->
             ApiVersionsResponse,
         )
     served = {int(k.api_key): int(k.max_version) for k in response.api_keys}
-    highest = served.get(CONSUMER_GROUP_HEARTBEAT_API_KEY)
-    if highest is None or highest < HEARTBEAT_VERSION:
-        what = "does not serve" if highest is None else f"serves only v{highest} of"
-        raise BrokerError(
-            f"{where} {what} ConsumerGroupHeartbeat (API key {CONSUMER_GROUP_HEARTBEAT_API_KEY}, "
-            f"v{HEARTBEAT_VERSION} needed): group_protocol='consumer' needs Apache Kafka 4.0+ or a "
-            "streamtasks coordinator; use group_protocol='classic' here"
-        )
+    highest = served.get(api_key)
+    if highest is None or highest < version:
+        served_what = "does not serve" if highest is None else f"serves only v{highest} of"
+        raise BrokerError(f"{where} {served_what} {what} (API key {api_key}, v{version} needed): {hint}")
+
+
+async def require_consumer_group_heartbeat(conn: AsyncConnection, where: str) -> None:
+    """Raise :class:`BrokerError` unless the server behind ``conn`` advertises
+    ConsumerGroupHeartbeat v1 in ApiVersions (a broker without it would leave the member
+    retrying forever: Tansu closes the connection on an unknown API key)."""
+    await require_api(
+        conn,
+        where,
+        api_key=CONSUMER_GROUP_HEARTBEAT_API_KEY,
+        version=HEARTBEAT_VERSION,
+        what="ConsumerGroupHeartbeat",
+        hint="group_protocol='consumer' needs Apache Kafka 4.0+ or a streamtasks coordinator; use "
+        "group_protocol='classic' here",
+    )
 
 
 async def open_kip848_bootstrap(bootstrap: str | ClientSettings, client_id: str) -> AsyncConnection:

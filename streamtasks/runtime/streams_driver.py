@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from streamtasks._version import __version__
 from streamtasks.errors import BrokerError, LocalProtocolError
 from streamtasks.membership.common import (
     AssignmentChanged,
@@ -59,7 +58,7 @@ from streamtasks.protocol.streams_group_codec import (
     encode_streams_heartbeat_request,
 )
 from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient
-from streamtasks.runtime.consumer_driver import send_consumer_group_request
+from streamtasks.runtime.consumer_driver import require_api, send_consumer_group_request
 from streamtasks.runtime.member_loop import DriverHost, MemberLoop
 from streamtasks.runtime.streams_tasks import TaskPartitions, assignment_user_data
 from topology.ids import TopicPartition
@@ -76,24 +75,15 @@ async def require_streams_group_heartbeat(conn: AsyncConnection, where: str) -> 
     """Raise :class:`BrokerError` unless the server behind ``conn`` advertises
     StreamsGroupHeartbeat v1 (Tansu, and Apache Kafka before 4.1, do not: the member would
     retry forever)."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest
-    from kio.schema.api_versions.v3.response import ApiVersionsResponse
-
-    response = conn.api_versions
-    if response is None:
-        response = await conn.call(
-            ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__),
-            ApiVersionsResponse,
-        )
-    served = {int(k.api_key): int(k.max_version) for k in response.api_keys}
-    highest = served.get(STREAMS_GROUP_HEARTBEAT_API_KEY)
-    if highest is None or highest < HEARTBEAT_VERSION:
-        what = "does not serve" if highest is None else f"serves only v{highest} of"
-        raise BrokerError(
-            f"{where} {what} StreamsGroupHeartbeat (API key {STREAMS_GROUP_HEARTBEAT_API_KEY}, "
-            f"v{HEARTBEAT_VERSION} needed): group_protocol='streams' needs Apache Kafka 4.2+ with "
-            "streams groups enabled; use group_protocol='classic' or 'consumer' here"
-        )
+    await require_api(
+        conn,
+        where,
+        api_key=STREAMS_GROUP_HEARTBEAT_API_KEY,
+        version=HEARTBEAT_VERSION,
+        what="StreamsGroupHeartbeat",
+        hint="group_protocol='streams' needs Apache Kafka 4.2+ with streams groups enabled; use "
+        "group_protocol='classic' or 'consumer' here",
+    )
 
 
 class StreamsGroupHost(DriverHost, Protocol):

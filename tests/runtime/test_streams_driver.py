@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from streamtasks.errors import BrokerError
 from streamtasks.membership.classic import AssignmentChanged, ErrorReported, InvokeListener, ListenerKind
 from streamtasks.membership.streams import (
     CreateInternalTopics,
@@ -21,7 +22,10 @@ from streamtasks.membership.streams import (
 from streamtasks.protocol.streams_group import Subtopology, TaskOffset, TopicInfo, Topology
 from streamtasks.protocol.userdata import decode_assignment_info
 from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.group_member import open_bootstrap
+from streamtasks.runtime.security import ClientSettings
 from streamtasks.runtime.streams_driver import StreamsGroupDriver
+from tests.runtime.test_consumer_driver import _api_versions_server
 from topology.ids import TaskId, TopicPartition
 
 TOPOLOGY = Topology(
@@ -142,3 +146,24 @@ def test_task_offsets_are_posted_every_interval_and_statuses_reach_the_host() ->
     assert soon == []
     assert later == [OFFSETS]
     assert host.calls == [("create", (TopicInfo(name="x"),)), ("shutdown", "bye")]
+
+
+def test_a_cluster_without_streams_group_heartbeat_is_refused_before_joining() -> None:
+    async def run() -> str:
+        server = await asyncio.start_server(_api_versions_server(None), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        member = StreamsMember(
+            StreamsMemberConfig(group_id="g", member_id="m", process_id="p", topology=TOPOLOGY)
+        )
+        try:
+            conn = await open_bootstrap(member, ClientSettings.of(f"127.0.0.1:{port}"), "t", 5.0)
+        except BrokerError as exc:
+            return str(exc)
+        finally:
+            server.close()
+        await conn.close()
+        return "opened"
+
+    said = asyncio.run(run())
+    assert "does not serve StreamsGroupHeartbeat (API key 88, v1 needed)" in said
+    assert "group_protocol='classic'" in said
