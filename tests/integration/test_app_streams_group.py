@@ -10,7 +10,8 @@ two live workers, and the state read back from the changelogs is right.
 * the same under exactly_once_v2 (TxnOffsetCommit with the streams member's id and epoch):
   every acknowledged offset exactly once in the committed output;
 * the demo's stateful phase: standbys promoted after kill -9, a fresh worker takes actives,
-  latest values and counts in the changelogs match what was produced.
+  latest values and counts in the changelogs match what was produced;
+* a scale-out from one worker to three under load: 0 lost, 0 dual-active.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from streamtasks.drills._proc import LOGS_ENV
 from streamtasks.drills.crash_audit import run_crash_audit
-from streamtasks.drills.stateful_demo import run_stateful_phase
+from streamtasks.drills.dual_active import dual_active
+from streamtasks.drills.offset_audit import AuditTopicReader
+from streamtasks.drills.stateful_demo import DrillRun, run_stateful_phase
 from streamtasks.embedded import Cluster, EmbeddedBroker
 from streamtasks.protocol.streams_group import STREAMS_GROUP_HEARTBEAT_API_KEY
+from streamtasks.runtime.admin import create_topics_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -94,3 +99,51 @@ def test_standbys_are_promoted_and_the_state_read_back_is_right(streams_kafka: C
     # Kafka 4.4 has no warm-ups: the fresh worker gets actives moved cold.
     assert report.warmups == 0
     assert report.moved_to_new >= 1
+
+
+async def _scale_out(bootstrap: str, out: io.StringIO) -> tuple[DrillRun, bool]:
+    """One worker, then two more at once while the producer writes; drained, stopped."""
+    run = DrillRun(bootstrap, out, partitions=6, keys=300, rate=300, group_protocol="streams")
+    await create_topics_async(bootstrap, {run.topic: 6, run.audit_topic: 1})
+    reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets)
+    await reader.start()
+    stop = asyncio.Event()
+    try:
+        with tempfile.TemporaryDirectory(prefix="streamtasks-streams-scale-") as state_root:
+            first = run.worker("w1", state_root)
+            await first.start()
+            producer = asyncio.get_running_loop().create_task(run.produce(stop))
+            await run.wait_for("w1 active for every task", lambda: len(run.active_owner()) == 6, 60)
+            others = [run.worker("w2", state_root), run.worker("w3", state_root)]
+            for w in others:
+                await w.start()
+            spread = await run.wait_for(
+                "every worker active for some task",
+                lambda: (
+                    set(run.active_owner().values()) == {"w1", "w2", "w3"} and len(run.active_owner()) == 6
+                ),
+                90,
+            )
+            await asyncio.sleep(2.0)
+            stop.set()
+            await producer
+            complete = await reader.wait_complete(60)
+            for w in (first, *others):
+                await w.stop()
+    finally:
+        await reader.stop()
+    return run, spread and complete
+
+
+def test_a_scale_out_from_one_worker_to_three_loses_nothing_and_never_runs_a_task_twice(
+    streams_kafka: Cluster,
+) -> None:
+    out = io.StringIO()
+    run, ok = asyncio.run(_scale_out(streams_kafka.bootstrap_servers, out))
+    print(out.getvalue())
+    report = run.offsets.report()
+    print(f"scale-out 1 -> 3: {report.line()}; {len(dual_active(run.lines))} dual-active tasks")
+    assert ok, out.getvalue()
+    assert report.acknowledged > 500, report.line()
+    assert report.lost == 0, report.lost_runs
+    assert dual_active(run.lines) == []
