@@ -3,6 +3,7 @@
     python examples/wordcount/wordcount.py                  # embedded broker, 2 app instances
     python examples/wordcount/wordcount.py --broker tansu   # auto (default) | kafka | tansu
     python examples/wordcount/wordcount.py --bootstrap-servers host:9092
+    python examples/wordcount/wordcount.py --broker kafka --group-protocol streams
 
 The embedded broker is Apache Kafka where Java 17+ and Maven are on PATH, otherwise Tansu
 (``--broker`` or ``$STREAMTASKS_BROKER`` choose; the choice is printed in one line).
@@ -61,7 +62,10 @@ def count(ctx: ProcessorContext, record: Record) -> None:
     ctx.send("word-counts", key=record.key, value=str(total).encode())
 
 
-def make_app(bootstrap_servers: str, state_dir: str, name: str) -> App:
+def make_app(bootstrap_servers: str, state_dir: str, name: str, group_protocol: str = "classic") -> App:
+    """``group_protocol="streams"``: a KIP-1071 streams group (Apache Kafka 4.2+), the topology
+    declared as Kafka Streams declares its word count for application id ``wordcount``
+    (docs/streams-groups.md, "The word count")."""
     return App(
         topology(),
         {0: split, 1: count},
@@ -74,6 +78,7 @@ def make_app(bootstrap_servers: str, state_dir: str, name: str) -> App:
         session_timeout_ms=6_000,
         heartbeat_interval_ms=500,
         commit_interval_ms=500,
+        group_protocol=group_protocol,
     )
 
 
@@ -87,12 +92,15 @@ def local_counts(apps: list[App]) -> dict[str, int]:
     return out
 
 
-async def main(bootstrap_servers: str, repeat: int, timeout_s: float) -> int:
+async def main(bootstrap_servers: str, repeat: int, timeout_s: float, group_protocol: str = "classic") -> int:
     lines = TEXT.splitlines() * repeat
     expected = collections.Counter(w for line in lines for w in line.lower().split())
     await create_topics_async(bootstrap_servers, {"text-lines": 4, "word-counts": 4})
     with tempfile.TemporaryDirectory() as state_root:
-        apps = [make_app(bootstrap_servers, f"{state_root}/{n}", n) for n in ("instance-a", "instance-b")]
+        apps = [
+            make_app(bootstrap_servers, f"{state_root}/{n}", n, group_protocol)
+            for n in ("instance-a", "instance-b")
+        ]
         for app in apps:
             await app.start()
         runners = [asyncio.create_task(app.run()) for app in apps]
@@ -134,11 +142,17 @@ def cli() -> int:
     )
     parser.add_argument("--repeat", type=int, default=50, help="how many times the text is produced")
     parser.add_argument("--timeout", type=float, default=90.0)
+    parser.add_argument(
+        "--group-protocol",
+        choices=("classic", "streams"),
+        default="classic",
+        help="streams: a KIP-1071 streams group (Apache Kafka 4.2+)",
+    )
     args = parser.parse_args()
     if args.bootstrap_servers:
-        return asyncio.run(main(args.bootstrap_servers, args.repeat, args.timeout))
+        return asyncio.run(main(args.bootstrap_servers, args.repeat, args.timeout, args.group_protocol))
     with start_broker(args.broker) as broker:
-        return asyncio.run(main(broker.bootstrap_servers, args.repeat, args.timeout))
+        return asyncio.run(main(broker.bootstrap_servers, args.repeat, args.timeout, args.group_protocol))
 
 
 if __name__ == "__main__":

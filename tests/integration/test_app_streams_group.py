@@ -11,7 +11,9 @@ two live workers, and the state read back from the changelogs is right.
   every acknowledged offset exactly once in the committed output;
 * the demo's stateful phase: standbys promoted after kill -9, a fresh worker takes actives,
   latest values and counts in the changelogs match what was produced;
-* a scale-out from one worker to three under load: 0 lost, 0 dual-active.
+* a scale-out from one worker to three under load: 0 lost, 0 dual-active;
+* a member frozen past the session timeout is fenced when it thaws: its tasks close dirty, it
+  rejoins and runs tasks again; 0 lost.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import signal
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +151,58 @@ def test_a_scale_out_from_one_worker_to_three_loses_nothing_and_never_runs_a_tas
     assert report.acknowledged > 500, report.line()
     assert report.lost == 0, report.lost_runs
     assert dual_active(run.lines) == []
+
+
+async def _fence(bootstrap: str, out: io.StringIO) -> tuple[DrillRun, int, bool]:
+    """Two workers; w1 is frozen (SIGSTOP) past the broker's 10 s session timeout, so the group
+    drops it and w2 takes its tasks, then thawed (SIGCONT): its next heartbeat is refused, it
+    loses its tasks (closed dirty) and rejoins with the same member id."""
+    run = DrillRun(bootstrap, out, partitions=4, keys=200, rate=200, group_protocol="streams")
+    await create_topics_async(bootstrap, {run.topic: 4, run.audit_topic: 1})
+    reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets)
+    await reader.start()
+    stop = asyncio.Event()
+    try:
+        with tempfile.TemporaryDirectory(prefix="streamtasks-streams-fence-") as state_root:
+            w1, w2 = run.worker("w1", state_root), run.worker("w2", state_root)
+            await w1.start()
+            await w2.start()
+            producer = asyncio.get_running_loop().create_task(run.produce(stop))
+            await run.wait_for(
+                "both workers active", lambda: set(run.active_owner().values()) == {"w1", "w2"}, 60
+            )
+            assert w1.proc is not None
+            w1.proc.send_signal(signal.SIGSTOP)
+            thawed_ms = 0
+            try:
+                await run.wait_for(
+                    "w2 active for every task", lambda: list(w2.tasks.values()).count("active") == 4, 40
+                )
+            finally:
+                w1.proc.send_signal(signal.SIGCONT)
+                thawed_ms = time.time_ns() // 1_000_000
+            back = await run.wait_for(
+                "w1 active again",
+                lambda: any(e["role"] == "active" for e in run.events("w1", "TaskCreated", thawed_ms)),
+                60,
+            )
+            stop.set()
+            await producer
+            complete = await reader.wait_complete(60)
+            for w in (w1, w2):
+                await w.stop()
+    finally:
+        await reader.stop()
+    return run, thawed_ms, back and complete
+
+
+def test_a_fenced_member_closes_its_tasks_dirty_and_rejoins(streams_kafka: Cluster) -> None:
+    out = io.StringIO()
+    run, thawed_ms, ok = asyncio.run(_fence(streams_kafka.bootstrap_servers, out))
+    print(out.getvalue())
+    report = run.offsets.report()
+    dirty = [e for e in run.events("w1", "TaskClosed", thawed_ms) if not e["clean"]]
+    print(f"fenced: {len(dirty)} tasks closed dirty on w1 after the thaw; {report.line()}")
+    assert ok, out.getvalue()
+    assert dirty, run.events("w1", None, thawed_ms)
+    assert report.lost == 0, report.lost_runs
