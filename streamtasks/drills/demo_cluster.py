@@ -102,32 +102,43 @@ async def api_keys(settings: ClientSettings) -> set[int]:
     return {int(k.api_key) for k in response.api_keys}
 
 
+def _require_api(
+    cluster: Cluster, served: set[int] | None, *, api_key: int, kip: str, what: str, hint: str
+) -> None:
+    if served is None:
+        served = set(cluster.api_versions())
+    if api_key not in served:
+        tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
+        raise BrokerError(
+            f"{what} (API key {api_key}, {kip}){tansu}: the cluster at {cluster.bootstrap_servers} "
+            f"does not. {hint}"
+        )
+
+
 def require_kip848(cluster: Cluster, served: set[int] | None = None) -> None:
     """:class:`BrokerError` unless ``cluster`` serves ConsumerGroupHeartbeat (KIP-848);
     ``served``: its API keys when already asked (over TLS/SASL: :func:`api_keys`)."""
-    if served is None:
-        served = set(cluster.api_versions())
-    if CONSUMER_GROUP_HEARTBEAT_API_KEY not in served:
-        tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
-        raise BrokerError(
-            f"--protocol consumer needs a cluster serving ConsumerGroupHeartbeat (API key "
-            f"{CONSUMER_GROUP_HEARTBEAT_API_KEY}, KIP-848){tansu}: the cluster at "
-            f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.x), or "
-            "--protocol consumer-client, which serves KIP-848 from streamtasks coordinator in front of it"
-        )
+    _require_api(
+        cluster,
+        served,
+        api_key=CONSUMER_GROUP_HEARTBEAT_API_KEY,
+        kip="KIP-848",
+        what="--protocol consumer needs a cluster serving ConsumerGroupHeartbeat",
+        hint="Use --broker kafka (Apache Kafka 4.x), or --protocol consumer-client, which serves "
+        "KIP-848 from streamtasks coordinator in front of it",
+    )
 
 
 def require_streams_groups(cluster: Cluster, served: set[int] | None = None) -> None:
     """:class:`BrokerError` unless ``cluster`` serves StreamsGroupHeartbeat (KIP-1071)."""
-    if served is None:
-        served = set(cluster.api_versions())
-    if STREAMS_GROUP_HEARTBEAT_API_KEY not in served:
-        tansu = " (Tansu does not)" if isinstance(cluster, EmbeddedBroker) else ""
-        raise BrokerError(
-            f"--protocol streams needs a cluster serving StreamsGroupHeartbeat (API key "
-            f"{STREAMS_GROUP_HEARTBEAT_API_KEY}, KIP-1071){tansu}: the cluster at "
-            f"{cluster.bootstrap_servers} does not. Use --broker kafka (Apache Kafka 4.2+)"
-        )
+    _require_api(
+        cluster,
+        served,
+        api_key=STREAMS_GROUP_HEARTBEAT_API_KEY,
+        kip="KIP-1071",
+        what="--protocol streams needs a cluster serving StreamsGroupHeartbeat",
+        hint="Use --broker kafka (Apache Kafka 4.2+)",
+    )
 
 
 def prepare_cluster(options: DemoOptions, out: TextIO) -> tuple[DemoOptions, Any, ClientSettings]:

@@ -47,7 +47,7 @@ from streamtasks.protocol.consumer_group import (
 from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response, encode_heartbeat_request
 from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient, open_any
 from streamtasks.runtime.group_wire import KOffsetCommitResponseV9, offset_commit_v9
-from streamtasks.runtime.member_loop import DriverHost, MemberLoop
+from streamtasks.runtime.member_loop import DriverHost, EpochMemberLoop
 from streamtasks.runtime.security import ClientSettings
 
 __all__ = [
@@ -166,7 +166,7 @@ async def send_consumer_group_request(
     return response
 
 
-class ConsumerGroupDriver(MemberLoop[ConsumerMember]):
+class ConsumerGroupDriver(EpochMemberLoop[ConsumerMember]):
     """Runs one KIP-848 member until it has left the group (or failed).
 
     It also keeps Apache Kafka's poll timer (``max.poll.interval.ms``, the member's rebalance
@@ -203,15 +203,6 @@ class ConsumerGroupDriver(MemberLoop[ConsumerMember]):
         if self._last_poll_ms is None or self.member.state not in IN_GROUP:
             return None
         return self._last_poll_ms + self.member.config.rebalance_timeout_ms + 1
-
-    def finished(self) -> bool:
-        return self.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL)
-
-    def left(self) -> bool:
-        return self.member.state is MemberState.UNSUBSCRIBED
-
-    def describe(self) -> tuple[object, str, int]:
-        return self.member.state, self.member.member_id, self.member.member_epoch
 
     async def request(self, request: Any, timeout_ms: int) -> Any:
         return await send_consumer_group_request(self._client, request, timeout_s=timeout_ms / 1000)

@@ -31,12 +31,12 @@ from streamtasks.membership.classic import (
     ListenerCompleted,
     RequestFailed,
 )
-from streamtasks.membership.common import lookup_backoff_ms
+from streamtasks.membership.common import MemberState, lookup_backoff_ms
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.connection import GroupCoordinatorClient
 from topology.ids import TopicPartition
 
-__all__ = ["DriverHost", "LoopMember", "MemberLoop", "monotonic_ms"]
+__all__ = ["DriverHost", "EpochMemberLoop", "LoopMember", "MemberLoop", "monotonic_ms"]
 
 log = logging.getLogger("streamtasks.driver")
 
@@ -350,3 +350,25 @@ class MemberLoop(Generic[M]):
             self.post(Leave(reason=reason))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.done.wait(), timeout_s)
+
+
+E = TypeVar("E", bound=LoopMember)
+
+
+class EpochMemberLoop(MemberLoop[E]):
+    """The loop of a member with a member epoch: it ends when the member has left the group
+    (``UNSUBSCRIBED``) or failed (``FATAL``). Its member has ``state`` (the common
+    :class:`MemberState`), ``member_id`` and ``member_epoch`` (read through ``Any``: the KIP-848
+    member exposes them as read-only descriptors, which a protocol cannot name)."""
+
+    def finished(self) -> bool:
+        member: Any = self.member
+        return bool(member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL))
+
+    def left(self) -> bool:
+        member: Any = self.member
+        return bool(member.state is MemberState.UNSUBSCRIBED)
+
+    def describe(self) -> tuple[object, str, int]:
+        member: Any = self.member
+        return member.state, member.member_id, member.member_epoch

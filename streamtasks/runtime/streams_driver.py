@@ -33,7 +33,6 @@ from streamtasks.membership.common import (
     ErrorReported,
     InvokeListener,
     ListenerKind,
-    MemberState,
 )
 from streamtasks.membership.streams import (
     CreateInternalTopics,
@@ -59,7 +58,7 @@ from streamtasks.protocol.streams_group_codec import (
 )
 from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient
 from streamtasks.runtime.consumer_driver import require_api, send_consumer_group_request
-from streamtasks.runtime.member_loop import DriverHost, MemberLoop
+from streamtasks.runtime.member_loop import DriverHost, EpochMemberLoop
 from streamtasks.runtime.streams_tasks import TaskPartitions, assignment_user_data
 from topology.ids import TopicPartition
 
@@ -96,7 +95,7 @@ class StreamsGroupHost(DriverHost, Protocol):
     def streams_shutdown(self, detail: str) -> None: ...
 
 
-class StreamsGroupDriver(MemberLoop[StreamsMember]):
+class StreamsGroupDriver(EpochMemberLoop[StreamsMember]):
     """Runs one streams-group member until it has left the group (or failed)."""
 
     _host: StreamsGroupHost
@@ -119,15 +118,6 @@ class StreamsGroupDriver(MemberLoop[StreamsMember]):
         self.post(JoinStreamsGroup())
 
     # -- MemberLoop's hooks ---------------------------------------------------------------
-
-    def finished(self) -> bool:
-        return self.member.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL)
-
-    def left(self) -> bool:
-        return self.member.state is MemberState.UNSUBSCRIBED
-
-    def describe(self) -> tuple[object, str, int]:
-        return self.member.state, self.member.member_id, self.member.member_epoch
 
     async def request(self, request: Any, timeout_ms: int) -> Any:
         if not isinstance(request, StreamsGroupHeartbeatRequest):

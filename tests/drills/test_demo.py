@@ -11,6 +11,7 @@ import io
 import pytest
 
 from streamtasks.drills.demo import PROTOCOLS, Demo, DemoOptions, _State, _Worker, require_kip848
+from streamtasks.drills.demo_cluster import require_streams_groups
 from streamtasks.drills.ledger import OwnershipAudit
 from streamtasks.drills.worker import make_consumer, parse_args
 from streamtasks.embedded import EmbeddedBroker
@@ -121,3 +122,12 @@ def test_protocol_consumer_is_refused_on_a_cluster_without_consumer_group_heartb
     assert "ConsumerGroupHeartbeat (API key 68" in message
     assert "(Tansu does not)" in message
     assert "--protocol consumer-client" in message
+
+
+def test_protocol_streams_is_refused_on_a_cluster_without_streams_group_heartbeat() -> None:
+    with pytest.raises(BrokerError) as refused:
+        require_streams_groups(_NoKip848Cluster())
+    message = str(refused.value)
+    assert "StreamsGroupHeartbeat (API key 88, KIP-1071) (Tansu does not)" in message
+    assert "--broker kafka" in message
+    require_streams_groups(_NoKip848Cluster(), served={88})  # served: nothing to refuse
