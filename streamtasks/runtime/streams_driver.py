@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from streamtasks.errors import BrokerError, LocalProtocolError
+from streamtasks.errors import BrokerError, DecodeError, LocalProtocolError
 from streamtasks.membership.common import (
     AssignmentChanged,
     CommitOffsets,
@@ -244,7 +244,7 @@ class StreamsGroupDriver(EpochMemberLoop[StreamsMember]):
             return
         try:
             response = await self.request(request, self._request_timeout_ms)
-        except (BrokerError, LocalProtocolError) as exc:
+        except (BrokerError, DecodeError, LocalProtocolError) as exc:
             log.warning("the commit before revoking %s failed: %s", list(partitions), exc)
             return
         failed = [(tp, err) for tp, err in response.errors if err is not KafkaErrorCode.NONE]
