@@ -37,7 +37,10 @@ __all__ = [
     "consumer_group_view",
     "render_classic",
     "render_consumer",
+    "joined",
+    "member_identity",
     "render_listing",
+    "table",
 ]
 
 #: The classic protocol name of streamtasks' task assignor (``StreamsPartitionAssignor.name``).
@@ -60,6 +63,16 @@ class MemberTasks:
         }
 
 
+def member_identity(member: Any) -> dict[str, Any]:
+    """The JSON keys every group type's member has: member id, instance id, client id and host."""
+    return {
+        "member_id": member.member_id,
+        "instance_id": member.instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+    }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClassicMemberView:
     member_id: str
@@ -75,10 +88,7 @@ class ClassicMemberView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "member_id": self.member_id,
-            "instance_id": self.instance_id,
-            "client_id": self.client_id,
-            "client_host": self.client_host,
+            **member_identity(self),
             "partitions": [str(tp) for tp in self.partitions],
             "tasks": None if self.tasks is None else self.tasks.to_json(),
             "process_id": self.process_id,
@@ -118,10 +128,7 @@ class ConsumerMemberView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "member_id": self.member_id,
-            "instance_id": self.instance_id,
-            "client_id": self.client_id,
-            "client_host": self.client_host,
+            **member_identity(self),
             "rack_id": self.rack_id,
             "member_epoch": self.member_epoch,
             "current_assignment": [str(tp) for tp in self.current],
@@ -246,7 +253,7 @@ def consumer_group_view(group: kip848.DescribedGroup) -> ConsumerGroupView:
 # -- rendering --------------------------------------------------------------------------------
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     lines = [list(header), *(list(r) for r in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
@@ -254,7 +261,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     )
 
 
-def _list(items: Iterable[object]) -> str:
+def joined(items: Iterable[object]) -> str:
     return ",".join(str(i) for i in items) or "-"
 
 
@@ -262,7 +269,7 @@ def render_listing(groups: Iterable[GroupListing]) -> str:
     rows = [(g.group_id, g.group_type, g.protocol_type or "-", g.state) for g in groups]
     if not rows:
         return "no groups"
-    return _table(("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"), rows)
+    return table(("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"), rows)
 
 
 def render_classic(view: ClassicGroupView, *, members: bool = True) -> str:
@@ -278,12 +285,12 @@ def render_classic(view: ClassicGroupView, *, members: bool = True) -> str:
         header += ["ACTIVE", "STANDBY", "WARMUP"]
     rows = []
     for m in view.members:
-        row = [m.member_id, m.instance_id or "-", m.client_id, m.client_host, _list(m.partitions)]
+        row = [m.member_id, m.instance_id or "-", m.client_id, m.client_host, joined(m.partitions)]
         if tasks:
             t = m.tasks
-            row += ["-", "-", "-"] if t is None else [_list(t.active), _list(t.standby), _list(t.warmup)]
+            row += ["-", "-", "-"] if t is None else [joined(t.active), joined(t.standby), joined(t.warmup)]
         rows.append(row)
-    return head + "\n" + _table(header, rows)
+    return head + "\n" + table(header, rows)
 
 
 def render_consumer(view: ConsumerGroupView, *, members: bool = True) -> str:
@@ -302,10 +309,10 @@ def render_consumer(view: ConsumerGroupView, *, members: bool = True) -> str:
             m.client_host,
             m.rack_id or "-",
             str(m.member_epoch),
-            _list(m.current),
-            _list(m.target),
+            joined(m.current),
+            joined(m.target),
         )
         for m in view.members
     ]
     header = ("MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "RACK", "EPOCH", "CURRENT", "TARGET")
-    return head + "\n" + _table(header, rows)
+    return head + "\n" + table(header, rows)
