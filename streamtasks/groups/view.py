@@ -10,7 +10,7 @@ naming the group, the member and the field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,11 @@ from streamtasks.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     decode_assignment,
     decode_subscription,
+)
+from streamtasks.protocol.kstreams_userdata import (
+    KAFKA_STREAMS_PROTOCOL,
+    decode_kstreams_assignment,
+    decode_kstreams_subscription,
 )
 from streamtasks.protocol.userdata import decode_assignment_info, decode_subscription_info
 from streamtasks.runtime.group_admin import GroupListing
@@ -167,32 +172,57 @@ def _decoded(group_id: str, member_id: str, what: str, decode: Any, data: bytes)
         raise DecodeError(f"group {group_id!r}, member {member_id!r}: bad {what}: {exc}") from None
 
 
+def _streamtasks_tasks(data: bytes) -> MemberTasks:
+    info = decode_assignment_info(data)
+    return MemberTasks(
+        active=tuple(sorted(info.active_tasks)),
+        standby=tuple(sorted(info.standby_tasks)),
+        warmup=tuple(sorted(info.warmup_tasks)),
+    )
+
+
+def _streamtasks_process(data: bytes) -> tuple[str, str | None]:
+    info = decode_subscription_info(data)
+    return str(info.process_id), info.endpoint
+
+
+def _kafka_streams_tasks(data: bytes) -> MemberTasks:
+    """Kafka Streams' protocol does not tell warm-ups from standbys: they are standbys here."""
+    info = decode_kstreams_assignment(data)
+    return MemberTasks(active=tuple(sorted(set(info.active_tasks))), standby=info.standby_tasks, warmup=())
+
+
+def _kafka_streams_process(data: bytes) -> tuple[str, str | None]:
+    info = decode_kstreams_subscription(data)
+    return str(info.process_id), info.endpoint
+
+
+#: The assignors whose userdata describe reads: protocol -> (whose, tasks of, process of).
+_USERDATA: dict[
+    str, tuple[str, Callable[[bytes], MemberTasks], Callable[[bytes], tuple[str, str | None]]]
+] = {
+    STREAMTASKS_PROTOCOL: ("streamtasks", _streamtasks_tasks, _streamtasks_process),
+    KAFKA_STREAMS_PROTOCOL: ("Kafka Streams", _kafka_streams_tasks, _kafka_streams_process),
+}
+
+
 def _classic_member(
     group_id: str, protocol_type: str, protocol: str, m: cg.DescribedMember
 ) -> ClassicMemberView:
     partitions: tuple[TopicPartition, ...] = ()
     tasks = process_id = endpoint = None
+    userdata = _USERDATA.get(protocol) if protocol_type == CONSUMER_PROTOCOL_TYPE else None
     if protocol_type == CONSUMER_PROTOCOL_TYPE and m.assignment:
         assignment = _decoded(group_id, m.member_id, "assignment", decode_assignment, m.assignment)
         partitions = tuple(sorted(assignment.assigned_partitions))
-        if protocol == STREAMTASKS_PROTOCOL and assignment.user_data:
-            info = _decoded(
-                group_id, m.member_id, "streamtasks assignment userdata", decode_assignment_info,
-                assignment.user_data,
-            )  # fmt: skip
-            tasks = MemberTasks(
-                active=tuple(sorted(info.active_tasks)),
-                standby=tuple(sorted(info.standby_tasks)),
-                warmup=tuple(sorted(info.warmup_tasks)),
-            )
-    if protocol_type == CONSUMER_PROTOCOL_TYPE and m.metadata and protocol == STREAMTASKS_PROTOCOL:
+        if userdata is not None and assignment.user_data:
+            what = f"{userdata[0]} assignment userdata"
+            tasks = _decoded(group_id, m.member_id, what, userdata[1], assignment.user_data)
+    if userdata is not None and m.metadata:
         sub = _decoded(group_id, m.member_id, "subscription", decode_subscription, m.metadata)
         if sub.user_data:
-            subscription = _decoded(
-                group_id, m.member_id, "streamtasks subscription userdata", decode_subscription_info,
-                sub.user_data,
-            )  # fmt: skip
-            process_id, endpoint = str(subscription.process_id), subscription.endpoint
+            what = f"{userdata[0]} subscription userdata"
+            process_id, endpoint = _decoded(group_id, m.member_id, what, userdata[2], sub.user_data)
     return ClassicMemberView(
         member_id=m.member_id,
         instance_id=m.group_instance_id,
