@@ -171,10 +171,8 @@ class App:
         )
         self.assignor = self._streams_assignor(wire)
         self._on_event = on_event
-        #: Called with every event after ``on_event`` (the metrics count them).
-        self.listeners: list[Callable[[AppEvent], None]] = []
-        #: HTTP servers (``/metrics``, interactive queries), shared by address; bound by start().
-        self.http = HttpServers()
+        self.listeners: list[Callable[[AppEvent], None]] = []  # each event, after on_event
+        self.http = HttpServers()  # /metrics, interactive queries: one server per address
         self.metrics_exporter = self._export_metrics() if cfg.metrics_port is not None else None
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
         #: the history is bounded); ``on_event`` sees every one.
@@ -210,8 +208,10 @@ class App:
         self._closed = False
 
     def _export_metrics(self) -> AppMetrics:
-        from streamtasks.app.metrics import export_metrics  # prometheus-client: the "metrics" extra
-
+        try:
+            from streamtasks.app.metrics import export_metrics
+        except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
+            raise ConfigError(f"metrics_port needs pip install 'streamtasks[metrics]' ({exc})") from None
         return export_metrics(self)
 
     def _recovery(self) -> Recovery:

@@ -73,11 +73,21 @@ def _add_reset_arguments(parser: argparse.ArgumentParser) -> None:
     to = parser.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the log start offset")
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    to.add_argument(
+        "--to-offset",
+        type=int,
+        metavar="N",
+        help="offset N (clamped to the log; no default: one target is required)",
+    )
     to.add_argument(
         "--to-datetime", metavar="ISO", help="the first offset at or after the time (UTC by default)"
     )
-    to.add_argument("--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)")
+    to.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="the committed offset plus N, N may be negative (no default: one target is required)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")

@@ -20,6 +20,7 @@ from typing import TextIO
 from streamtasks.app.http_server import HttpServers
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.errors import ConfigError
 from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard
@@ -142,7 +143,12 @@ class CoordinatorServer:
             loop.create_task(self._status()),
         ]
         if self.config.metrics_port is not None:
-            from streamtasks.server.metrics import serve_metrics  # prometheus-client: the "metrics" extra
+            try:
+                from streamtasks.server.metrics import serve_metrics
+            except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
+                raise ConfigError(
+                    f"--metrics-port needs pip install 'streamtasks[metrics]' ({exc})"
+                ) from None
 
             self.metrics_http, self.metrics_port = await serve_metrics(
                 self, self.config.metrics_host, self.config.metrics_port
