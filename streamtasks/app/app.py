@@ -45,7 +45,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -57,6 +57,7 @@ from streamtasks.app.clients import create_internal_topics, partition_count, sta
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
+from streamtasks.app.http_server import HttpServers
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
@@ -84,6 +85,9 @@ from topology.ids import TopicPartition
 from topology.model import Topology
 
 __all__ = ["App"]
+
+if TYPE_CHECKING:
+    from streamtasks.app.metrics import AppMetrics
 
 log = logging.getLogger("streamtasks.app")
 
@@ -168,6 +172,9 @@ class App:
         )
         self.assignor = self._streams_assignor(wire)
         self._on_event = on_event
+        self.listeners: list[Callable[[AppEvent], None]] = []  # each event, after on_event
+        self.http = HttpServers()  # /metrics, interactive queries: one server per address
+        self.metrics_exporter = self._export_metrics() if cfg.metrics_port is not None else None
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
         #: the history is bounded); ``on_event`` sees every one.
         self.events: deque[AppEvent] = deque(maxlen=EVENT_HISTORY)
@@ -211,6 +218,13 @@ class App:
 
     async def _create_internal_topics(self) -> None:
         await create_internal_topics(self.config, self.topology, await self._source_partition_counts())
+
+    def _export_metrics(self) -> AppMetrics:
+        try:
+            from streamtasks.app.metrics import export_metrics
+        except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
+            raise ConfigError(f"metrics_port needs pip install 'streamtasks[metrics]' ({exc})") from None
+        return export_metrics(self)
 
     def _recovery(self) -> Recovery:
         return Recovery(
@@ -270,6 +284,7 @@ class App:
             self.tasks.set_partition_counts(self.topology.partition_counts(counts))
             await self.restorer.refresh_end_offsets()
             await self.consumer.start()
+            await self.http.start()
         except BaseException:
             await self._shutdown_clients()
             self.directory.unlock()
@@ -351,6 +366,7 @@ class App:
         await self.stop()
 
     async def _shutdown_clients(self) -> None:
+        await self.http.stop()
         await self.restorer.stop()
         if self.eos is not None:
             await self.eos.stop()
@@ -567,9 +583,15 @@ class App:
                 self._on_event(event)
             except Exception:
                 log.exception("on_event callback failed for %s", type(event).__name__)
+        for listener in self.listeners:
+            listener(event)
 
     def set_end_offsets(self, ends: Mapping[TopicPartition, int]) -> None:
         self.restorer.remember_end_offsets(ends)
+
+    @property
+    def started(self) -> bool:
+        return self._started
 
     def metrics(self) -> dict[str, float]:
         out = dict(self.consumer.metrics()) if self._started else {}

@@ -67,6 +67,10 @@ class AppConfig(SecuritySettings):
     group_instance_id: str | None = Field(default=None, alias="group.instance.id", min_length=1)
     rack: str | None = Field(default=None, alias="client.rack", min_length=1)
     client_tags: dict[str, str] = Field(default_factory=dict, alias="client.tags")
+    #: Serve Prometheus metrics at ``/metrics`` on this port (0: any free port; None: no server);
+    #: shares the server of ``application_server`` when that names the same address.
+    metrics_port: int | None = Field(default=None, alias="metrics.port", ge=0, le=65535)
+    metrics_host: str = Field(default="0.0.0.0", alias="metrics.host", min_length=1)
     #: ``exactly_once_v2``: changelog, output and offset writes committed in one transaction
     #: per commit (KIP-447; docs/app.md, "Exactly-once"); inputs and restores read committed.
     processing_guarantee: Literal["at_least_once", "exactly_once_v2"] = Field(

@@ -31,6 +31,8 @@ class PoisonRecords:
         self._queue = queue
         #: Records a handler answered CONTINUE for (skipped inputs, dropped outputs).
         self.dropped = 0
+        #: Dead-letter records queued (for the DLQ topic).
+        self.dead_lettered = 0
 
     def input_failed(self, stage: Stage, task: TaskId, record: Any, exc: Exception) -> None:
         """A source serde or the processor raised on the input ``record`` (an aiokafka
@@ -82,6 +84,7 @@ class PoisonRecords:
         topic = self.errors.dead_letter_topic
         if wanted and topic is not None:
             headers = dead_letter_headers(context, exc)
+            self.dead_lettered += 1
             self._queue(
                 Output(
                     topic=topic,

@@ -126,6 +126,11 @@ class TaskSet:
         """Records a handler answered CONTINUE for (skipped inputs, dropped outputs)."""
         return self._poison.dropped
 
+    @property
+    def records_dead_lettered(self) -> int:
+        """Dead-letter records queued for the DLQ topic."""
+        return self._poison.dead_lettered
+
     # -- topology ----------------------------------------------------------------------------
 
     def set_partition_counts(self, counts: Mapping[str, int]) -> None:

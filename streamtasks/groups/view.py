@@ -10,7 +10,7 @@ naming the group, the member and the field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,11 @@ from streamtasks.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     decode_assignment,
     decode_subscription,
+)
+from streamtasks.protocol.kstreams_userdata import (
+    KAFKA_STREAMS_PROTOCOL,
+    decode_kstreams_assignment,
+    decode_kstreams_subscription,
 )
 from streamtasks.protocol.userdata import decode_assignment_info, decode_subscription_info
 from streamtasks.runtime.group_admin import GroupListing
@@ -37,7 +42,10 @@ __all__ = [
     "consumer_group_view",
     "render_classic",
     "render_consumer",
+    "joined",
+    "member_identity",
     "render_listing",
+    "table",
 ]
 
 #: The classic protocol name of streamtasks' task assignor (``StreamsPartitionAssignor.name``).
@@ -60,6 +68,16 @@ class MemberTasks:
         }
 
 
+def member_identity(member: Any) -> dict[str, Any]:
+    """The JSON keys every group type's member has: member id, instance id, client id and host."""
+    return {
+        "member_id": member.member_id,
+        "instance_id": member.instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+    }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClassicMemberView:
     member_id: str
@@ -75,10 +93,7 @@ class ClassicMemberView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "member_id": self.member_id,
-            "instance_id": self.instance_id,
-            "client_id": self.client_id,
-            "client_host": self.client_host,
+            **member_identity(self),
             "partitions": [str(tp) for tp in self.partitions],
             "tasks": None if self.tasks is None else self.tasks.to_json(),
             "process_id": self.process_id,
@@ -118,10 +133,7 @@ class ConsumerMemberView:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "member_id": self.member_id,
-            "instance_id": self.instance_id,
-            "client_id": self.client_id,
-            "client_host": self.client_host,
+            **member_identity(self),
             "rack_id": self.rack_id,
             "member_epoch": self.member_epoch,
             "current_assignment": [str(tp) for tp in self.current],
@@ -160,32 +172,57 @@ def _decoded(group_id: str, member_id: str, what: str, decode: Any, data: bytes)
         raise DecodeError(f"group {group_id!r}, member {member_id!r}: bad {what}: {exc}") from None
 
 
+def _streamtasks_tasks(data: bytes) -> MemberTasks:
+    info = decode_assignment_info(data)
+    return MemberTasks(
+        active=tuple(sorted(info.active_tasks)),
+        standby=tuple(sorted(info.standby_tasks)),
+        warmup=tuple(sorted(info.warmup_tasks)),
+    )
+
+
+def _streamtasks_process(data: bytes) -> tuple[str, str | None]:
+    info = decode_subscription_info(data)
+    return str(info.process_id), info.endpoint
+
+
+def _kafka_streams_tasks(data: bytes) -> MemberTasks:
+    """Kafka Streams' protocol does not tell warm-ups from standbys: they are standbys here."""
+    info = decode_kstreams_assignment(data)
+    return MemberTasks(active=tuple(sorted(set(info.active_tasks))), standby=info.standby_tasks, warmup=())
+
+
+def _kafka_streams_process(data: bytes) -> tuple[str, str | None]:
+    info = decode_kstreams_subscription(data)
+    return str(info.process_id), info.endpoint
+
+
+#: The assignors whose userdata describe reads: protocol -> (whose, tasks of, process of).
+_USERDATA: dict[
+    str, tuple[str, Callable[[bytes], MemberTasks], Callable[[bytes], tuple[str, str | None]]]
+] = {
+    STREAMTASKS_PROTOCOL: ("streamtasks", _streamtasks_tasks, _streamtasks_process),
+    KAFKA_STREAMS_PROTOCOL: ("Kafka Streams", _kafka_streams_tasks, _kafka_streams_process),
+}
+
+
 def _classic_member(
     group_id: str, protocol_type: str, protocol: str, m: cg.DescribedMember
 ) -> ClassicMemberView:
     partitions: tuple[TopicPartition, ...] = ()
     tasks = process_id = endpoint = None
+    userdata = _USERDATA.get(protocol) if protocol_type == CONSUMER_PROTOCOL_TYPE else None
     if protocol_type == CONSUMER_PROTOCOL_TYPE and m.assignment:
         assignment = _decoded(group_id, m.member_id, "assignment", decode_assignment, m.assignment)
         partitions = tuple(sorted(assignment.assigned_partitions))
-        if protocol == STREAMTASKS_PROTOCOL and assignment.user_data:
-            info = _decoded(
-                group_id, m.member_id, "streamtasks assignment userdata", decode_assignment_info,
-                assignment.user_data,
-            )  # fmt: skip
-            tasks = MemberTasks(
-                active=tuple(sorted(info.active_tasks)),
-                standby=tuple(sorted(info.standby_tasks)),
-                warmup=tuple(sorted(info.warmup_tasks)),
-            )
-    if protocol_type == CONSUMER_PROTOCOL_TYPE and m.metadata and protocol == STREAMTASKS_PROTOCOL:
+        if userdata is not None and assignment.user_data:
+            what = f"{userdata[0]} assignment userdata"
+            tasks = _decoded(group_id, m.member_id, what, userdata[1], assignment.user_data)
+    if userdata is not None and m.metadata:
         sub = _decoded(group_id, m.member_id, "subscription", decode_subscription, m.metadata)
         if sub.user_data:
-            subscription = _decoded(
-                group_id, m.member_id, "streamtasks subscription userdata", decode_subscription_info,
-                sub.user_data,
-            )  # fmt: skip
-            process_id, endpoint = str(subscription.process_id), subscription.endpoint
+            what = f"{userdata[0]} subscription userdata"
+            process_id, endpoint = _decoded(group_id, m.member_id, what, userdata[2], sub.user_data)
     return ClassicMemberView(
         member_id=m.member_id,
         instance_id=m.group_instance_id,
@@ -246,7 +283,7 @@ def consumer_group_view(group: kip848.DescribedGroup) -> ConsumerGroupView:
 # -- rendering --------------------------------------------------------------------------------
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     lines = [list(header), *(list(r) for r in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
@@ -254,7 +291,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     )
 
 
-def _list(items: Iterable[object]) -> str:
+def joined(items: Iterable[object]) -> str:
     return ",".join(str(i) for i in items) or "-"
 
 
@@ -262,7 +299,7 @@ def render_listing(groups: Iterable[GroupListing]) -> str:
     rows = [(g.group_id, g.group_type, g.protocol_type or "-", g.state) for g in groups]
     if not rows:
         return "no groups"
-    return _table(("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"), rows)
+    return table(("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE"), rows)
 
 
 def render_classic(view: ClassicGroupView, *, members: bool = True) -> str:
@@ -278,12 +315,12 @@ def render_classic(view: ClassicGroupView, *, members: bool = True) -> str:
         header += ["ACTIVE", "STANDBY", "WARMUP"]
     rows = []
     for m in view.members:
-        row = [m.member_id, m.instance_id or "-", m.client_id, m.client_host, _list(m.partitions)]
+        row = [m.member_id, m.instance_id or "-", m.client_id, m.client_host, joined(m.partitions)]
         if tasks:
             t = m.tasks
-            row += ["-", "-", "-"] if t is None else [_list(t.active), _list(t.standby), _list(t.warmup)]
+            row += ["-", "-", "-"] if t is None else [joined(t.active), joined(t.standby), joined(t.warmup)]
         rows.append(row)
-    return head + "\n" + _table(header, rows)
+    return head + "\n" + table(header, rows)
 
 
 def render_consumer(view: ConsumerGroupView, *, members: bool = True) -> str:
@@ -302,10 +339,10 @@ def render_consumer(view: ConsumerGroupView, *, members: bool = True) -> str:
             m.client_host,
             m.rack_id or "-",
             str(m.member_epoch),
-            _list(m.current),
-            _list(m.target),
+            joined(m.current),
+            joined(m.target),
         )
         for m in view.members
     ]
     header = ("MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "RACK", "EPOCH", "CURRENT", "TARGET")
-    return head + "\n" + _table(header, rows)
+    return head + "\n" + table(header, rows)

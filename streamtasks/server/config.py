@@ -123,6 +123,9 @@ class ServerConfig:
     max_groups: int = 10_000
     max_in_flight_per_connection: int = 1_000
     status_interval_s: float = 5.0
+    #: Serve Prometheus metrics at ``/metrics`` on this port (0: any free port; None: none).
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     metadata_refresh_s: float = 10.0
     #: "proxy": every broker listed at a listener of the server; "direct": the real brokers.
     routing: str = "proxy"

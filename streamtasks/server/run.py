@@ -116,6 +116,13 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--status-interval-s", type=float, default=5.0, help="seconds between status lines (groups, epochs)"
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus metrics at /metrics on this port (the 'metrics' extra; default: none)",
+    )
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="the address of the metrics server")
     _add_listener_security_arguments(parser)
 
 
@@ -260,6 +267,8 @@ def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> Server
         max_connections=args.max_connections,
         max_groups=args.max_groups,
         status_interval_s=args.status_interval_s,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         coordinator=CoordinatorConfig(
             session_timeout_ms=args.session_timeout_ms,
             heartbeat_interval_ms=args.heartbeat_interval_ms,

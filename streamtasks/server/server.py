@@ -17,8 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
+from streamtasks.app.http_server import HttpServers
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.errors import ConfigError
 from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard
@@ -69,6 +71,9 @@ class CoordinatorServer:
         self._metadata_poke = asyncio.Event()
         self._stopped = asyncio.Event()
         self.guard: ListenerGuard | None = None
+        #: ``--metrics-port``: the metrics server and the port it listens on.
+        self.metrics_http: HttpServers | None = None
+        self.metrics_port: int | None = None
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -137,6 +142,20 @@ class CoordinatorServer:
             loop.create_task(self._metadata()),
             loop.create_task(self._status()),
         ]
+        if self.config.metrics_port is not None:
+            try:
+                from streamtasks.server.metrics import serve_metrics
+            except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
+                raise ConfigError(
+                    f"--metrics-port needs pip install 'streamtasks[metrics]' ({exc})"
+                ) from None
+
+            self.metrics_http, self.metrics_port = await serve_metrics(
+                self, self.config.metrics_host, self.config.metrics_port
+            )
+            self.say(
+                f"streamtasks coordinator: metrics at http://{self.config.metrics_host}:{self.metrics_port}/metrics"
+            )
         self.say(
             f"streamtasks coordinator: listening on {self.config.listen_host}:{self.port} "
             f"(advertised {advertised[0]}:{advertised[1]}, node {self.config.node_id}), "
@@ -254,6 +273,10 @@ class CoordinatorServer:
                 self.handlers.persist(result)
             await asyncio.sleep(0.2)  # at most five refreshes a second
 
+    @property
+    def connections(self) -> int:
+        return len(self._sessions)
+
     def status_line(self) -> str:
         assert self.coordinator is not None
         assert self.handlers is not None
@@ -291,5 +314,7 @@ class CoordinatorServer:
         for task in list(self._sessions):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._sessions, return_exceptions=True)
+        if self.metrics_http is not None:
+            await self.metrics_http.stop()
         await self.log.close()
         self.say("streamtasks coordinator: stopped")

@@ -85,7 +85,7 @@ class CachedStore:
     ``items``, ``count``), so a :class:`~streamtasks.state.store.TypedStore` can sit on it.
     """
 
-    __slots__ = ("_budget", "_dirty", "_store", "_values", "evictions", "flushed")
+    __slots__ = ("_budget", "_dirty", "_store", "_values", "evictions", "flushed", "hits", "misses")
 
     def __init__(self, store: KeyValueStore, budget: CacheBudget) -> None:
         self._store = store
@@ -97,6 +97,9 @@ class CachedStore:
         #: Entries written to the store by eviction, and by flushes (counters, for metrics).
         self.evictions = 0
         self.flushed = 0
+        #: Reads the cache answered, and reads it passed to the store (metrics: the hit ratio).
+        self.hits = 0
+        self.misses = 0
         budget.attach(self)
 
     @property
@@ -123,8 +126,10 @@ class CachedStore:
         values = self._values
         value = values.get(key, _MISS)
         if value is not _MISS:
+            self.hits += 1
             values.move_to_end(key)
             return value  # type: ignore[return-value]
+        self.misses += 1
         found = self._store.get(key)
         if found is not None:
             values[key] = found

@@ -193,3 +193,36 @@ def test_the_listing_is_a_table_or_says_there_is_no_group() -> None:
         "protocol_type": "consumer",
         "state": "Stable",
     }
+
+
+def test_a_kafka_streams_member_is_read_from_kafka_streams_userdata_and_bad_bytes_name_it() -> None:
+    import struct
+
+    def i32(*values: int) -> bytes:
+        return struct.pack(f">{len(values)}i", *values)
+
+    subscription = i32(11, 11) + PROCESS.bytes + i32(6) + b"h:9000" + i32(0) + b"\x00" + i32(0) + i32(0)
+    assignment = (
+        i32(11, 11) + i32(1) + i32(0, 1, 0) + i32(1) + i32(1, 0, 0) + i32(0) + i32(0) + i32(0) + i32(0)
+    )
+    assignment += i32(0) + struct.pack(">q", -1)
+    member = cg.DescribedMember(
+        member_id="j1", client_id="java", client_host="/h",
+        metadata=encode_subscription(ConsumerProtocolSubscription(topics=("in",), user_data=subscription)),
+        assignment=encode_assignment(
+            ConsumerProtocolAssignment(assigned_partitions=(TopicPartition("in", 1),), user_data=assignment)
+        ),
+    )  # fmt: skip
+    view = _classic((member,), protocol="stream")
+    (seen,) = view.to_json()["members"]
+    assert seen["tasks"] == {"active": ["0_1"], "standby": ["1_0"], "warmup": []}
+    assert seen["process_id"] == str(PROCESS)
+    assert seen["endpoint"] == "h:9000"
+    broken = cg.DescribedMember(
+        member_id="j2", client_id="java", client_host="/h", metadata=b"",
+        assignment=encode_assignment(
+            ConsumerProtocolAssignment(assigned_partitions=(), user_data=i32(11, 11) + i32(5))
+        ),
+    )  # fmt: skip
+    with pytest.raises(DecodeError, match="group 'app', member 'j2': bad Kafka Streams assignment userdata"):
+        _classic((broken,), protocol="stream")

@@ -174,7 +174,15 @@ def test_an_app_group_shows_each_members_active_and_standby_tasks(
                 assert code == 0, err
                 if "state Stable" in table.splitlines()[0]:
                     print(table)
-                    return document, table
+                    code, out, err = await asyncio.to_thread(
+                        _groups, capsys, kafka, "describe", topic, "--offsets", "--json"
+                    )
+                    assert code == 0, err
+                    offsets: dict[str, Any] = json.loads(out)
+                    if offsets["state"] == "Stable":
+                        document["task_lags"] = offsets["task_lags"]
+                        document["offsets"] = offsets["offsets"]
+                        return document, table
             raise AssertionError(f"no Stable table: {table}")
         finally:
             for app in apps:
@@ -185,6 +193,10 @@ def test_an_app_group_shows_each_members_active_and_standby_tasks(
 
     document, table = asyncio.run(scenario())
     assert document["protocol"] == "streamtasks"
+    # --offsets: a row per partition with its owner and task, the lag summed per task
+    assert sorted(document["task_lags"]) == ["0_0", "0_1", "0_2", "0_3"]
+    assert {(r["partition"], r["task"]) for r in document["offsets"]} == {(p, f"0_{p}") for p in range(4)}
+    assert all(r["owner"] in ("a", "b") for r in document["offsets"])
     everything = ["0_0", "0_1", "0_2", "0_3"]
     replicas: list[str] = []
     for member in document["members"]:

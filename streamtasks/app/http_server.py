@@ -1,0 +1,78 @@
+"""The App's HTTP servers (aiohttp): one per configured address, shared by whatever serves on
+it (``/metrics``, interactive queries on ``application_server``).
+
+A feature adds its routes for a ``(host, port)`` with :meth:`HttpServers.add_routes` before the
+App starts; two features naming the same address share one server (one aiohttp application
+holding both route sets). :meth:`HttpServers.start` binds every server (port 0: an ephemeral
+port, read back with :meth:`HttpServers.port`); :meth:`HttpServers.stop` closes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from streamtasks.errors import ConfigError, StreamTasksError
+
+if TYPE_CHECKING:  # aiohttp is imported when a server is set up (the "metrics" extra)
+    from aiohttp import web
+
+__all__ = ["HttpServers"]
+
+Address = tuple[str, int]
+
+
+class HttpServers:
+    """The HTTP servers of one App, by configured address (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._apps: dict[Address, web.Application] = {}
+        self._runners: dict[Address, web.AppRunner] = {}
+        self._ports: dict[Address, int] = {}
+
+    def add_routes(self, host: str, port: int, routes: Iterable[web.AbstractRouteDef]) -> None:
+        """Serve ``routes`` on ``host:port`` (with any other routes given for that address)."""
+        if self._runners:
+            raise StreamTasksError("HTTP routes must be added before the App starts")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"HTTP port must be 0..65535, got {port}")
+        from aiohttp import web
+
+        application = self._apps.setdefault((host, port), web.Application())
+        application.add_routes(list(routes))
+
+    @property
+    def addresses(self) -> tuple[Address, ...]:
+        return tuple(self._apps)
+
+    async def start(self) -> None:
+        if not self._apps:
+            return
+        from aiohttp import web
+
+        for address, application in self._apps.items():
+            if address in self._runners:
+                continue
+            runner = web.AppRunner(application, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, address[0], address[1])
+            try:
+                await site.start()
+            except OSError as exc:
+                await runner.cleanup()
+                raise ConfigError(f"cannot serve HTTP on {address[0]}:{address[1]}: {exc}") from None
+            self._runners[address] = runner
+            bound = runner.addresses
+            self._ports[address] = int(bound[0][1]) if bound else address[1]
+
+    def port(self, host: str, port: int) -> int:
+        """The port the server configured as ``host:port`` listens on (the bound one for 0)."""
+        if (host, port) not in self._ports:
+            raise StreamTasksError(f"no HTTP server on {host}:{port} is running")
+        return self._ports[(host, port)]
+
+    async def stop(self) -> None:
+        runners, self._runners = self._runners, {}
+        self._ports.clear()
+        for runner in runners.values():
+            await runner.cleanup()
