@@ -1,0 +1,59 @@
+"""What the App hands the group for interactive queries and rack awareness: its
+``application_server`` endpoint, rack, client tags in the subscription, and the
+``rack_aware_assignment_tags`` its assignor places standbys by."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from streamtasks.app import App, make_app_config
+from streamtasks.errors import ConfigError
+from streamtasks.protocol.userdata import decode_subscription_info
+from tests.app.test_app import joining, make
+
+
+def test_the_subscription_carries_endpoint_rack_and_client_tags(tmp_path: Path) -> None:
+    app = make(
+        tmp_path,
+        application_server="10.0.0.7:8080",
+        rack="rack-1",
+        client_tags={"zone": "eu-1a", "cluster": "k1"},
+        rack_aware_assignment_tags=["zone"],
+    )
+    app.process_id = uuid.uuid4()
+    info = decode_subscription_info(joining(app))
+    assert info.endpoint == "10.0.0.7:8080"
+    assert info.rack == "rack-1"
+    assert dict(info.client_tags) == {"zone": "eu-1a", "cluster": "k1"}
+    assert app.assignor._configs.rack_aware_assignment_tags == ("zone",)
+    assert app.http is not None
+    assert ("GET", "/stores/{store}/{key}") in app.http.routes
+
+
+def test_without_application_server_there_is_no_endpoint_and_no_server(tmp_path: Path) -> None:
+    app: App = make(tmp_path)
+    app.process_id = uuid.uuid4()
+    assert decode_subscription_info(joining(app)).endpoint is None
+    assert app.http is None
+
+
+def test_kafka_property_names_are_accepted() -> None:
+    cfg = make_app_config(
+        {
+            "application.id": "a",
+            "bootstrap.servers": "h:9092",
+            "application.server": "[::1]:9000",
+            "rack.aware.assignment.tags": ["zone", "cluster"],
+        }
+    )
+    assert cfg.application_server == "[::1]:9000"
+    assert cfg.rack_aware_assignment_tags == ("zone", "cluster")
+
+
+@pytest.mark.parametrize("bad", ["nohost", "h:0", "h:99999", ":80", "h:x"])
+def test_a_malformed_application_server_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match="application_server"):
+        make_app_config(application_id="a", bootstrap_servers="h:9092", application_server=bad)
