@@ -89,6 +89,7 @@ async def _until_all_right(
     tally: collections.Counter[str] = collections.Counter()
     while time.monotonic() < deadline:
         tally = await _answers(apps, expected)
+        print("settling:", dict(tally), flush=True)
         if tally["right"] == len(apps) * len(expected):
             return tally
         await asyncio.sleep(0.3)
@@ -106,6 +107,7 @@ async def _scenario(bootstrap: str, tmp: Path, broker_settings: dict[str, Any]) 
     apps = [make_app(app_id, source, tmp / str(p), p, security) for p in ports]
     for app in apps:
         await app.start()
+    print("started", flush=True)
     runners = [asyncio.create_task(app.run()) for app in apps]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
@@ -150,7 +152,10 @@ async def _scenario(bootstrap: str, tmp: Path, broker_settings: dict[str, Any]) 
         bounce: collections.Counter[str] = collections.Counter()
         stopping = asyncio.create_task(apps[2].stop())
         while not stopping.done():
-            bounce.update(await _answers(apps[:2], expected))
+            tally = await _answers(apps[:2], expected)
+            print("while stopping:", dict(tally), flush=True)
+            bounce.update(tally)
+            await asyncio.sleep(0.05)  # a refused query returns at once: let the apps run
         await runners[2]
         apps[2] = make_app(app_id, source, tmp / str(ports[2]), ports[2], security)
         await apps[2].start()
@@ -158,9 +163,11 @@ async def _scenario(bootstrap: str, tmp: Path, broker_settings: dict[str, Any]) 
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             tally = await _answers(apps, expected)
+            print("after the restart:", dict(tally), flush=True)
             bounce.update(tally)
             if tally["right"] == 3 * len(expected):
                 break
+            await asyncio.sleep(0.05)
         out["bounce"] = bounce
         out["bounce_s"] = round(time.monotonic() - started, 1)
         out["after"] = await _answers(apps, expected)
