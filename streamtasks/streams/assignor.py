@@ -105,8 +105,9 @@ class StreamsPartitionAssignor:
 
     What this process writes in its subscription (:meth:`subscription_user_data`, called for
     every JoinGroup): ``process_id`` and ``task_offset_sums`` (called then), ``rack``,
-    ``client_tags``, ``endpoint`` (the interactive-query ``host:port``) and, at first, ``metadata_version`` (``upgrade_from``'s; ``None``: the
-    latest), which version probing moves later (:meth:`read_assignment`). ``latest_version``
+    ``client_tags``, ``endpoint`` (the interactive-query ``host:port``) and, at first,
+    ``metadata_version`` (``upgrade_from``'s; ``None``: the latest), which version probing moves
+    later (:meth:`read_assignment`). ``latest_version``
     is the newest userdata version this process reads, writes and advertises, as leader and as
     member: this code's latest, or an emulated older release's (drills).
     """

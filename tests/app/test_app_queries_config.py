@@ -57,3 +57,22 @@ def test_kafka_property_names_are_accepted() -> None:
 def test_a_malformed_application_server_is_refused(bad: str) -> None:
     with pytest.raises(ConfigError, match="application_server"):
         make_app_config(application_id="a", bootstrap_servers="h:9092", application_server=bad)
+
+
+def test_under_kip848_the_client_side_metadata_carries_the_same_endpoint_and_tags(tmp_path: Path) -> None:
+    """KIP-848 on ``streamtasks coordinator``: the app's assignor writes the same
+    SubscriptionInfo as its assignor metadata, so its endpoint, rack and tags reach the
+    client-side assignment (and the AssignmentInfo's tasks by host) as on the classic protocol."""
+    from streamtasks.membership.consumer import metadata_from_hook
+
+    app = make(
+        tmp_path,
+        group_protocol="consumer",
+        application_server="h:1",
+        rack="r1",
+        client_tags={"zone": "z1"},
+    )
+    app.process_id = uuid.uuid4()
+    meta = metadata_from_hook(app.assignor, topics=("lines",))
+    info = decode_subscription_info(meta.metadata_bytes)
+    assert (info.endpoint, info.rack, dict(info.client_tags)) == ("h:1", "r1", {"zone": "z1"})
