@@ -1,6 +1,6 @@
-"""Racks end to end on a real broker (Apache Kafka 4.4.0): four App processes in two zones
-(client tag ``zone``, ``rack_aware_assignment_tags=["zone"]``, one standby per task); once the
-group settles, every task's standby runs in another zone than its active."""
+"""Racks end to end on a real broker (Apache Kafka 4.4.0): four App processes in two zones (the
+client tag ``zone`` with ``rack_aware_assignment_tags=["zone"]``, or ``rack``), one standby per
+task; once the group settles, every task's standby runs in another zone than its active."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def placement(apps: list[App]) -> tuple[dict[TaskId, str], dict[TaskId, list[str
     active: dict[TaskId, str] = {}
     standby: dict[TaskId, list[str]] = {}
     for app in apps:
-        zone = app.config.client_tags["zone"]
+        zone = app.config.client_tags.get("zone") or app.config.rack or "?"
         for task in app.tasks.tasks.values():
             if task.is_active:
                 active[task.id] = zone
@@ -41,8 +41,14 @@ def placement(apps: list[App]) -> tuple[dict[TaskId, str], dict[TaskId, list[str
     return active, standby
 
 
+def _placed_by(by: str, zone: str) -> dict[str, Any]:
+    if by == "tags":
+        return {"client_tags": {"zone": zone}, "rack_aware_assignment_tags": ["zone"]}
+    return {"rack": zone}
+
+
 async def _scenario(
-    bootstrap: str, tmp: Path, broker: dict[str, Any]
+    bootstrap: str, tmp: Path, broker: dict[str, Any], by: str
 ) -> tuple[dict[TaskId, str], dict[TaskId, list[str]]]:
     app_id = f"racks-{uuid.uuid4().hex[:8]}"
     await create_topics_async(bootstrap, {app_id: 4})
@@ -58,8 +64,7 @@ async def _scenario(
             state_dir=str(tmp / str(i)),
             client_id=f"{zone}-{i}",
             num_standby_replicas=1,
-            client_tags={"zone": zone},
-            rack_aware_assignment_tags=["zone"],
+            **_placed_by(by, zone),
             session_timeout_ms=6_000,
             heartbeat_interval_ms=300,
             **broker,
@@ -84,8 +89,9 @@ async def _scenario(
         await asyncio.gather(*runners, return_exceptions=True)
 
 
-def test_standbys_run_in_another_zone_than_their_actives(kafka: Cluster, tmp_path: Path) -> None:
-    active, standby = asyncio.run(_scenario(kafka.bootstrap_servers, tmp_path, client_settings(kafka)))
+@pytest.mark.parametrize("by", ["tags", "rack"])
+def test_standbys_run_in_another_zone_than_their_actives(kafka: Cluster, tmp_path: Path, by: str) -> None:
+    active, standby = asyncio.run(_scenario(kafka.bootstrap_servers, tmp_path, client_settings(kafka), by))
     print({str(t): (active[t], standby.get(t)) for t in sorted(active)})
     assert sorted(active) == [TaskId(0, p) for p in range(4)]
     for task, zone in active.items():
