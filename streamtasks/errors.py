@@ -192,3 +192,27 @@ class UnknownStoreError(StreamTasksError):
 class UndeclaredTopicError(UnknownStoreError):
     """A processor forwarded to a repartition topic its subtopology does not declare
     (``ctx.forward``; ``ctx.send`` writes to any topic)."""
+
+
+# -- interactive queries (streamtasks.app.queries) ---------------------------------------------
+
+__all__ += ["QueryError", "StoreUnavailableError"]
+
+
+class QueryError(StreamTasksError):
+    """An interactive query could not be answered and asking again will not help (a peer
+    answered something malformed, or refused the query)."""
+
+
+class StoreUnavailableError(QueryError):
+    """Retryable: the store cannot answer for the key right now (the group is rebalancing, the
+    key's task is moving, restoring, or not hosted where the metadata says, its host is
+    unreachable). ``reason`` is a short code (``rebalancing``, ``not-hosted``, ``restoring``,
+    ``not-active``, ``no-host``, ``unreachable``, ``not-running``); never a stale value."""
+
+    retryable = True
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail

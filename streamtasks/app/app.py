@@ -57,10 +57,11 @@ from streamtasks.app.clients import create_internal_topics, partition_count, sta
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
-from streamtasks.app.http_server import HttpServers
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
+from streamtasks.app.queries import QueryResult, ReadOnlyStore, StoreQueries
+from streamtasks.app.query_http import QueryRouter
 from streamtasks.app.recovery import Recovery, RecoveryHooks, is_recoverable
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.streams_group import streams_wiring
@@ -75,11 +76,13 @@ from streamtasks.errors import (
 )
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
+from streamtasks.runtime.http_server import HttpServers, split_host_port
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
 from streamtasks.streams.assignment_reader import AssignmentReaders
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
+from streamtasks.streams.hosts import AssignmentInfoHosts
 from streamtasks.streams.wiring import StreamsWire, streams_assignor_type, streams_wire
 from topology.ids import TopicPartition
 from topology.model import Topology
@@ -211,6 +214,11 @@ class App:
         self._aborted: ProcessingError | None = None
         #: Reviving the active tasks in place after a corruption or an abort.
         self.recovery = self._recovery()
+        #: Interactive queries (:mod:`streamtasks.app.queries`); ``queries.stores.hosts`` is the
+        #: assignment metadata they route by (classic / KIP-848: the AssignmentInfo's).
+        self.queries = QueryRouter(self._store_queries(stores or {}), timeout_s=cfg.request_timeout_ms / 1000)
+        if cfg.application_server is not None:
+            self.queries.register(self.http, *split_host_port(cfg.application_server))
         self.lock = asyncio.Lock()
         self._loops: Loops | None = None
         self._started = False
@@ -241,6 +249,25 @@ class App:
             task_timeout_ms=self.config.task_timeout_ms,
         )
 
+    def _store_queries(self, stores: Mapping[str, tuple[Serde[Any], Serde[Any]]]) -> StoreQueries:
+        return StoreQueries(
+            self.topology,
+            self.tasks,
+            stores,
+            hosts=AssignmentInfoHosts(lambda: self.tasks.info),
+            stable=lambda: self._started and not self._closed and self.consumer.stable,
+            endpoint=self.config.application_server,
+            end_offsets=self.restorer.cached_end_offsets,
+        )
+
+    def store(self, name: str, *, allow_standby: bool = False) -> ReadOnlyStore:
+        """A read-only view of this process's copy of store ``name`` (:mod:`streamtasks.app.queries`)."""
+        return self.queries.stores.store(name, allow_standby=allow_standby)
+
+    async def query(self, store: str, key: Any, *, allow_standby: bool = False) -> QueryResult:
+        """``key``'s value in ``store`` from the process hosting it (:mod:`streamtasks.app.queries`)."""
+        return await self.queries.query(store, key, allow_standby=allow_standby)
+
     def _streams_assignor(self, wire: StreamsWire) -> StreamsPartitionAssignor:
         """The app's streams assignor, of the protocol and userdata versions ``wire`` pins; it
         reads end offsets through the restorer and offset sums from the tasks."""
@@ -253,6 +280,7 @@ class App:
                 acceptable_recovery_lag=cfg.acceptable_recovery_lag,
                 max_warmup_replicas=cfg.max_warmup_replicas,
                 probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
+                rack_aware_assignment_tags=cfg.rack_aware_assignment_tags,
             ),
             end_offsets=self.restorer.cached_end_offsets,
             now_ms=wall_ms,
@@ -260,6 +288,7 @@ class App:
             task_offset_sums=self.tasks.offset_sums,
             rack=cfg.rack,
             client_tags=dict(cfg.client_tags),
+            endpoint=cfg.application_server,
             metadata_version=wire.metadata_version,
             latest_version=wire.latest_version,
         )
@@ -283,8 +312,8 @@ class App:
             await create_internal_topics(cfg, self.topology, counts)
             self.tasks.set_partition_counts(self.topology.partition_counts(counts))
             await self.restorer.refresh_end_offsets()
+            await self.http.start()  # queries answer "rebalancing" until the member is stable
             await self.consumer.start()
-            await self.http.start()
         except BaseException:
             await self._shutdown_clients()
             self.directory.unlock()
@@ -365,8 +394,12 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _shutdown_clients(self) -> None:
+    async def _stop_http(self) -> None:
+        await self.queries.close()
         await self.http.stop()
+
+    async def _shutdown_clients(self) -> None:
+        await self._stop_http()
         await self.restorer.stop()
         if self.eos is not None:
             await self.eos.stop()

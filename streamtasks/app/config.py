@@ -71,6 +71,13 @@ class AppConfig(SecuritySettings):
     #: shares the server of ``application_server`` when that names the same address.
     metrics_port: int | None = Field(default=None, alias="metrics.port", ge=0, le=65535)
     metrics_host: str = Field(default="0.0.0.0", alias="metrics.host", min_length=1)
+    #: Client tag keys across which the assignor spreads standbys (Kafka Streams'
+    #: ``rack.aware.assignment.tags``); empty: spread across ``client_rack`` when racks are set.
+    rack_aware_assignment_tags: tuple[str, ...] = Field(default=(), alias="rack.aware.assignment.tags")
+    #: ``host:port`` of this process's interactive-query HTTP server (Kafka Streams'
+    #: ``application.server``): carried in the group metadata so that other processes route a
+    #: key's query here (:mod:`streamtasks.app.queries`); None: no server, local reads only.
+    application_server: str | None = Field(default=None, alias="application.server")
     #: ``exactly_once_v2``: changelog, output and offset writes committed in one transaction
     #: per commit (KIP-447; docs/app.md, "Exactly-once"); inputs and restores read committed.
     processing_guarantee: Literal["at_least_once", "exactly_once_v2"] = Field(
@@ -142,6 +149,15 @@ class AppConfig(SecuritySettings):
             raise ValueError(
                 f"unknown handler {value!r} (known: {', '.join(sorted(HANDLER_NAMES))} or a callable)"
             )
+        return value
+
+    @field_validator("application_server")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, sep, port = value.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"must be host:port with a port in 1..65535, not {value!r}")
         return value
 
     @model_validator(mode="after")

@@ -25,9 +25,9 @@ from prometheus_client.registry import Collector
 
 from streamtasks.app.config import AppConfig
 from streamtasks.app.events import AppEvent
-from streamtasks.app.http_server import HttpServers
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import TaskSet
+from streamtasks.runtime.http_server import HttpServers
 
 if TYPE_CHECKING:
     from aiohttp import web

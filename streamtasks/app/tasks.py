@@ -142,6 +142,10 @@ class TaskSet:
     def info_of(self, task: TaskId) -> TaskInfo | None:
         return self._infos.get(task)
 
+    def partition_count(self, subtopology: int) -> int:
+        """How many tasks (partitions) ``subtopology`` has (0 before the app started)."""
+        return sum(1 for t in self._infos if t.subtopology == subtopology)
+
     # -- the subscription --------------------------------------------------------------------
 
     def offset_sums(self) -> dict[TaskId, int]:

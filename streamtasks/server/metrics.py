@@ -19,8 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from streamtasks.app.http_server import HttpServers
 from streamtasks.coordinator.coordinator import GroupCoordinator
+from streamtasks.runtime.http_server import HttpServers
 from streamtasks.server.handlers import Handlers
 
 __all__ = ["CoordinatorMetrics", "MetricsServed", "serve_metrics"]

@@ -17,10 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from streamtasks.app.http_server import HttpServers
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.http_server import HttpServers
 from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard

@@ -105,8 +105,9 @@ class StreamsPartitionAssignor:
 
     What this process writes in its subscription (:meth:`subscription_user_data`, called for
     every JoinGroup): ``process_id`` and ``task_offset_sums`` (called then), ``rack``,
-    ``client_tags`` and, at first, ``metadata_version`` (``upgrade_from``'s; ``None``: the
-    latest), which version probing moves later (:meth:`read_assignment`). ``latest_version``
+    ``client_tags``, ``endpoint`` (the interactive-query ``host:port``) and, at first,
+    ``metadata_version`` (``upgrade_from``'s; ``None``: the latest), which version probing moves
+    later (:meth:`read_assignment`). ``latest_version``
     is the newest userdata version this process reads, writes and advertises, as leader and as
     member: this code's latest, or an emulated older release's (drills).
     """
@@ -126,6 +127,7 @@ class StreamsPartitionAssignor:
         task_offset_sums: Callable[[], Mapping[TaskId, int]] | None = None,
         rack: str | None = None,
         client_tags: Mapping[str, str] | None = None,
+        endpoint: str | None = None,
         metadata_version: int | None = None,
         latest_version: int = LATEST_VERSION,
     ) -> None:
@@ -144,6 +146,7 @@ class StreamsPartitionAssignor:
         self._task_offset_sums = task_offset_sums
         self._rack = rack
         self._client_tags = dict(client_tags or {})
+        self._endpoint = endpoint
         self._latest = latest_version
         #: The version this member's next subscription is encoded at (version probing moves it).
         self._used_version = used
@@ -206,7 +209,7 @@ class StreamsPartitionAssignor:
         info = SubscriptionInfo(
             process_id=process_id,
             task_offset_sums=task_offset_sums,
-            endpoint=endpoint,
+            endpoint=self._endpoint if endpoint is None else endpoint,
             rack=self._rack if rack is None else rack,
             client_tags=self._client_tags if client_tags is None else client_tags,
             topology_fingerprint=self._fingerprint,

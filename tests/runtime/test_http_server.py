@@ -1,4 +1,5 @@
-"""The App's HTTP servers: features naming one address share one server (no broker)."""
+"""The HTTP servers a process shares between its features: features naming one address share one
+server, a clear error for a taken or bad address, host:port parsing (no broker)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from streamtasks.app.http_server import HttpServers
 from streamtasks.errors import ConfigError, StreamTasksError
+from streamtasks.runtime.http_server import HttpServers, split_host_port
 
 
 def _route(path: str, body: str) -> web.RouteDef:
@@ -70,3 +71,11 @@ def test_a_taken_port_and_a_bad_port_are_one_clear_error() -> None:
         HttpServers().add_routes("127.0.0.1", 70_000, [])
     with pytest.raises(StreamTasksError, match="no HTTP server on h:1"):
         HttpServers().port("h", 1)
+
+
+def test_host_port_parsing() -> None:
+    assert split_host_port("h:80") == ("h", 80)
+    assert split_host_port("[::1]:9000") == ("::1", 9000)
+    for bad in ("h", "h:x", ":80", "h:70000"):
+        with pytest.raises(ConfigError, match="host:port"):
+            split_host_port(bad)

@@ -1,5 +1,6 @@
-"""The App's HTTP servers (aiohttp): one per configured address, shared by whatever serves on
-it (``/metrics``, interactive queries on ``application_server``).
+"""A process's HTTP servers (aiohttp): one per configured address, shared by whatever serves on
+it (the App's ``/metrics`` and interactive queries on ``application_server``; ``streamtasks
+coordinator``'s ``/metrics``).
 
 A feature adds its routes for a ``(host, port)`` with :meth:`HttpServers.add_routes` before the
 App starts; two features naming the same address share one server (one aiohttp application
@@ -17,18 +18,28 @@ from streamtasks.errors import ConfigError, StreamTasksError
 if TYPE_CHECKING:  # aiohttp is imported when a server is set up (the "metrics" extra)
     from aiohttp import web
 
-__all__ = ["HttpServers"]
+__all__ = ["HttpServers", "split_host_port"]
 
 Address = tuple[str, int]
 
 
+def split_host_port(address: str) -> tuple[str, int]:
+    """``"host:port"`` (``"[::1]:port"`` for IPv6) as ``(host, port)``; a :class:`ConfigError`
+    if malformed."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"an HTTP address must be host:port, not {address!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
 class HttpServers:
-    """The HTTP servers of one App, by configured address (see the module docstring)."""
+    """The HTTP servers of one process, by configured address (see the module docstring)."""
 
     def __init__(self) -> None:
         self._apps: dict[Address, web.Application] = {}
         self._runners: dict[Address, web.AppRunner] = {}
         self._ports: dict[Address, int] = {}
+        self._routes: dict[Address, list[tuple[str, str]]] = {}
 
     def add_routes(self, host: str, port: int, routes: Iterable[web.AbstractRouteDef]) -> None:
         """Serve ``routes`` on ``host:port`` (with any other routes given for that address)."""
@@ -39,7 +50,15 @@ class HttpServers:
         from aiohttp import web
 
         application = self._apps.setdefault((host, port), web.Application())
-        application.add_routes(list(routes))
+        defs = list(routes)
+        application.add_routes(defs)
+        self._routes.setdefault((host, port), []).extend(
+            (str(getattr(d, "method", "*")), str(getattr(d, "path", "*"))) for d in defs
+        )
+
+    def routes(self, host: str, port: int) -> tuple[tuple[str, str], ...]:
+        """``(method, path)`` of every route added for ``host:port``."""
+        return tuple(self._routes.get((host, port), ()))
 
     @property
     def addresses(self) -> tuple[Address, ...]:
