@@ -153,6 +153,19 @@ class ExactlyOnce:
         replaced: :class:`TaskMigratedError`)."""
         return bool(self._txn.is_fatal_error()) and not is_fenced(self.fatal_cause)
 
+    def raise_if_failed(self, refused: BaseException) -> None:
+        """A send the producer refused (``refused``) while the transaction failed under it is
+        that failure, not a failed send: aiokafka refuses every record outside a transaction
+        (``IllegalOperation``), and its transaction leaves IN_TRANSACTION when the transaction
+        coordinator fences the producer (an AddPartitionsToTxn answered INVALID_PRODUCER_EPOCH
+        ends its sender) or a step fails. Raises :class:`TaskMigratedError` when fenced,
+        :class:`TransactionAbortedError` when the transaction can only be aborted; returns
+        otherwise (the send failed for its own reason)."""
+        if self.fenced:
+            raise TaskMigratedError(f"this process was fenced while sending: {refused!r}") from refused
+        if self._txn.state.name == "ABORTABLE_ERROR":
+            raise TransactionAbortedError(f"the transaction failed while sending: {refused!r}") from refused
+
     async def abort(self) -> None:
         """Abort the open transaction, if the producer can still say so (a fenced producer
         cannot: the broker aborts its transaction when the next epoch starts or on timeout)."""

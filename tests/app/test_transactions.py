@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from aiokafka.errors import (
     CoordinatorNotAvailableError,
+    IllegalOperation,
     NotEnoughReplicasError,
     ProducerFenced,
     TransactionalIdAuthorizationFailed,
@@ -164,3 +165,44 @@ def test_any_other_fatal_producer_error_is_fatal() -> None:
     assert isinstance(raised, TransactionAbortedError)
     assert not isinstance(raised, TaskMigratedError)
     assert eos.fatal
+
+
+def refused_send(state: str) -> BaseException | None:
+    """A send refused (aiokafka's ``IllegalOperation``) with the transaction in ``state``: what
+    :meth:`ExactlyOnce.raise_if_failed` makes of it (None: it returned)."""
+
+    async def go() -> BaseException | None:
+        producer = TxnProducer()
+        eos = ExactlyOnce(producer, Member(), group_id="app", request_timeout_ms=1_000)  # type: ignore[arg-type]
+        await eos.begin()
+        txn = producer._txn_manager
+        if state == "fenced":  # AddPartitionsToTxn answered INVALID_PRODUCER_EPOCH: the sender ended
+            txn.fatal_error(ProducerFenced())
+        elif state == "abortable":
+            txn.error_transaction(CoordinatorNotAvailableError())
+        elif state == "fatal":
+            txn.fatal_error(TransactionalIdAuthorizationFailed())
+        try:
+            eos.raise_if_failed(IllegalOperation("Can't send messages while not in transaction"))
+        except Exception as exc:
+            return exc
+        return None
+
+    return asyncio.run(go())
+
+
+def test_a_send_refused_because_the_producer_was_fenced_meanwhile_is_a_migration() -> None:
+    raised = refused_send("fenced")
+    assert isinstance(raised, TaskMigratedError)
+    assert isinstance(raised.__cause__, IllegalOperation)
+
+
+def test_a_send_refused_in_an_aborted_transaction_is_an_abort_not_a_migration() -> None:
+    raised = refused_send("abortable")
+    assert isinstance(raised, TransactionAbortedError)
+    assert not isinstance(raised, TaskMigratedError)
+
+
+@pytest.mark.parametrize("state", ["in_transaction", "fatal"])
+def test_a_send_refused_for_its_own_reason_is_left_to_the_send_failure_rules(state: str) -> None:
+    assert refused_send(state) is None
