@@ -68,6 +68,28 @@ def is_fenced(exc: BaseException | None) -> bool:
     return False
 
 
+def _keep_transaction_on_error(txn: Any) -> None:
+    """Make aiokafka send the abort of a transaction that failed with an abortable error.
+
+    aiokafka's ``TransactionManager.error_transaction`` forgets the partitions and the group
+    already added to the transaction, so the abort that follows finds an "empty" transaction
+    and completes it locally without an EndTxn(ABORT): the broker keeps the transaction open
+    (read_committed readers of its partitions stall, the offsets stay pending) until
+    ``transaction_timeout_ms``, then aborts it and bumps the producer epoch, which fences the
+    app's producer once more (seen: every ``abort`` run of ``tests/integration/test_app_revive.py``
+    revived twice, the second time fenced about 15 s later). Java's ``TransactionManager``
+    keeps them and sends the abort; so does this wrapper."""
+    forget = txn.error_transaction
+
+    def error_transaction(exc: BaseException) -> None:
+        partitions, group = set(txn._txn_partitions), txn._txn_consumer_group
+        forget(exc)
+        txn._txn_partitions.update(partitions)
+        txn._txn_consumer_group = group
+
+    txn.error_transaction = error_transaction
+
+
 class ExactlyOnce:
     """The transactions of one App process (see the module docstring)."""
 
@@ -95,6 +117,7 @@ class ExactlyOnce:
                 "aiokafka 0.11 to 0.14's Sender._do_txn_offset_commit)"
             )
         sender._do_txn_offset_commit = self._txn_offset_commit
+        _keep_transaction_on_error(producer._txn_manager)
 
     @property
     def _txn(self) -> Any:
