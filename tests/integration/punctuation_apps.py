@@ -83,11 +83,11 @@ def make_app(
         client_id=name,
         session_timeout_ms=6_000,
         heartbeat_interval_ms=500,
-        # commits on revocation, when the test asks and on stop. Not 300 ms yet: with 300 the
-        # exactly-once punctuation case failed 1 of 7 runs (task 0_0's stream-time emits at
-        # 0 s and 1.2 s missing from the read_committed output, the one at 3.7 s there), open
-        # in docs/app.md ("Limits"); an interval commit racing the rebalance is deferred, and a
-        # fenced one revives the tasks, so that is not the cause
+        # commits on revocation, when the test asks and on stop. Not 300 ms yet (docs/app.md,
+        # "Limits"): with 300 the exactly-once punctuation case failed 1 of 7 runs with task
+        # 0_0's stream-time emits at 0 s and 1.2 s missing from the read_committed output, and
+        # after the abort fix 1 of 4 with run() raising TaskMigratedError: an interval commit
+        # answered ILLEGAL_GENERATION while the app was stopping is re-raised, not revived
         commit_interval_ms=600_000,
         stores={"counts": (STRING, INT64)},
         source_serdes={topic: (STRING, STRING)},
