@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from streamtasks.app import App, ProcessorContext, ProcessorSpec, PunctuationType, Record, RestoreCompleted
-from streamtasks.embedded import BROKER_KINDS, start_broker
+from streamtasks.embedded import add_broker_arguments, run_on_broker
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.state import INT64, STRING, tumbling_window_start
 from topology import TopologyBuilder
@@ -248,19 +248,10 @@ async def main(bootstrap_servers: str, timeout_s: float = 90.0, base_ms: int | N
 
 def cli() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap-servers", help="an existing cluster (default: embedded broker)")
-    parser.add_argument(
-        "--broker",
-        choices=BROKER_KINDS,
-        default=None,
-        help="embedded broker: Apache Kafka, Tansu, or auto (default: $STREAMTASKS_BROKER, else auto)",
-    )
+    add_broker_arguments(parser)
     parser.add_argument("--timeout", type=float, default=90.0)
     args = parser.parse_args()
-    if args.bootstrap_servers:
-        return asyncio.run(main(args.bootstrap_servers, args.timeout))
-    with start_broker(args.broker) as broker:
-        return asyncio.run(main(broker.bootstrap_servers, args.timeout))
+    return run_on_broker(args, lambda bootstrap_servers: main(bootstrap_servers, args.timeout))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import time
 from aiokafka import AIOKafkaProducer
 
 from streamtasks.app import App, ProcessorContext, Record
-from streamtasks.embedded import BROKER_KINDS, start_broker
+from streamtasks.embedded import add_broker_arguments, run_on_broker
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.state.serdes import INT64, STRING
 from topology import TopologyBuilder
@@ -133,13 +133,7 @@ async def main(bootstrap_servers: str, repeat: int, timeout_s: float, group_prot
 
 def cli() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap-servers", help="an existing cluster (default: embedded broker)")
-    parser.add_argument(
-        "--broker",
-        choices=BROKER_KINDS,
-        default=None,
-        help="embedded broker: Apache Kafka, Tansu, or auto (default: $STREAMTASKS_BROKER, else auto)",
-    )
+    add_broker_arguments(parser)
     parser.add_argument("--repeat", type=int, default=50, help="how many times the text is produced")
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument(
@@ -149,10 +143,7 @@ def cli() -> int:
         help="streams: a KIP-1071 streams group (Apache Kafka 4.2+)",
     )
     args = parser.parse_args()
-    if args.bootstrap_servers:
-        return asyncio.run(main(args.bootstrap_servers, args.repeat, args.timeout, args.group_protocol))
-    with start_broker(args.broker) as broker:
-        return asyncio.run(main(broker.bootstrap_servers, args.repeat, args.timeout, args.group_protocol))
+    return run_on_broker(args, lambda servers: main(servers, args.repeat, args.timeout, args.group_protocol))
 
 
 if __name__ == "__main__":

@@ -421,7 +421,9 @@ class App:
                 raise TransactionAbortedError(f"no transaction could begin: {exc!r}") from exc
         try:
             await self.tasks.send_pending(self.producer)
-        except Exception:
+        except Exception as exc:
+            if self.eos is not None:  # fenced or aborted meanwhile: the producer refused the send
+                self.eos.raise_if_failed(exc)
             self.tasks.raise_send_failures()  # the failure, classified (retriable, fenced, fatal)
             raise
 

@@ -68,6 +68,28 @@ def is_fenced(exc: BaseException | None) -> bool:
     return False
 
 
+def _keep_transaction_on_error(txn: Any) -> None:
+    """Make aiokafka send the abort of a transaction that failed with an abortable error.
+
+    aiokafka's ``TransactionManager.error_transaction`` forgets the partitions and the group
+    already added to the transaction, so the abort that follows finds an "empty" transaction
+    and completes it locally without an EndTxn(ABORT): the broker keeps the transaction open
+    (read_committed readers of its partitions stall, the offsets stay pending) until
+    ``transaction_timeout_ms``, then aborts it and bumps the producer epoch, which fences the
+    app's producer once more (seen: every ``abort`` run of ``tests/integration/test_app_revive.py``
+    revived twice, the second time fenced about 15 s later). Java's ``TransactionManager``
+    keeps them and sends the abort; so does this wrapper."""
+    forget = txn.error_transaction
+
+    def error_transaction(exc: BaseException) -> None:
+        partitions, group = set(txn._txn_partitions), txn._txn_consumer_group
+        forget(exc)
+        txn._txn_partitions.update(partitions)
+        txn._txn_consumer_group = group
+
+    txn.error_transaction = error_transaction
+
+
 class ExactlyOnce:
     """The transactions of one App process (see the module docstring)."""
 
@@ -95,6 +117,7 @@ class ExactlyOnce:
                 "aiokafka 0.11 to 0.14's Sender._do_txn_offset_commit)"
             )
         sender._do_txn_offset_commit = self._txn_offset_commit
+        _keep_transaction_on_error(producer._txn_manager)
 
     @property
     def _txn(self) -> Any:
@@ -152,6 +175,19 @@ class ExactlyOnce:
         """The producer cannot go on, for a reason other than being fenced (a fenced one is
         replaced: :class:`TaskMigratedError`)."""
         return bool(self._txn.is_fatal_error()) and not is_fenced(self.fatal_cause)
+
+    def raise_if_failed(self, refused: BaseException) -> None:
+        """A send the producer refused (``refused``) while the transaction failed under it is
+        that failure, not a failed send: aiokafka refuses every record outside a transaction
+        (``IllegalOperation``), and its transaction leaves IN_TRANSACTION when the transaction
+        coordinator fences the producer (an AddPartitionsToTxn answered INVALID_PRODUCER_EPOCH
+        ends its sender) or a step fails. Raises :class:`TaskMigratedError` when fenced,
+        :class:`TransactionAbortedError` when the transaction can only be aborted; returns
+        otherwise (the send failed for its own reason)."""
+        if self.fenced:
+            raise TaskMigratedError(f"this process was fenced while sending: {refused!r}") from refused
+        if self._txn.state.name == "ABORTABLE_ERROR":
+            raise TransactionAbortedError(f"the transaction failed while sending: {refused!r}") from refused
 
     async def abort(self) -> None:
         """Abort the open transaction, if the producer can still say so (a fenced producer

@@ -27,9 +27,11 @@ from streamtasks.embedded.choice import (
     BROKER_KINDS,
     DEFAULT_BROKER,
     BrokerChoice,
+    add_broker_arguments,
     choose_broker,
     client_settings,
     cluster_from_env,
+    run_on_broker,
     start_broker,
 )
 from streamtasks.embedded.cluster import BOOTSTRAP_ENV, ExternalCluster, api_versions, create_topics
@@ -56,12 +58,14 @@ __all__ = [
     "TopicSpec",
     "api_versions",
     "broker_binary",
+    "add_broker_arguments",
     "choose_broker",
     "client_settings",
     "cluster_from_env",
     "create_topics",
     "kafka_classpath",
     "kafka_version",
+    "run_on_broker",
     "start_broker",
     "start_cluster",
 ]

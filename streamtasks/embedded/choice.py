@@ -8,9 +8,12 @@ The choice is printed in one line on stderr.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import os
 import shutil
 import sys
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,9 +34,11 @@ __all__ = [
     "BROKER_KINDS",
     "DEFAULT_BROKER",
     "BrokerChoice",
+    "add_broker_arguments",
     "choose_broker",
     "client_settings",
     "cluster_from_env",
+    "run_on_broker",
     "start_broker",
 ]
 
@@ -129,3 +134,24 @@ def client_settings(cluster: object) -> dict[str, Any]:
     :data:`TANSU_CLIENT_SETTINGS` on the embedded Tansu broker, nothing on Apache Kafka or an
     existing cluster (Apache Kafka's defaults are the library's)."""
     return dict(TANSU_CLIENT_SETTINGS) if isinstance(cluster, EmbeddedBroker) else {}
+
+
+def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
+    """A script's broker options (the examples'): ``--bootstrap-servers`` names an existing
+    cluster, else ``--broker`` picks the embedded broker (:func:`run_on_broker`)."""
+    parser.add_argument("--bootstrap-servers", help="an existing cluster (default: embedded broker)")
+    parser.add_argument(
+        "--broker",
+        choices=BROKER_KINDS,
+        default=None,
+        help=f"embedded broker: Apache Kafka, Tansu, or auto (default: ${BROKER_ENV}, else auto)",
+    )
+
+
+def run_on_broker(args: argparse.Namespace, main: Callable[[str], Coroutine[Any, Any, int]]) -> int:
+    """``main(bootstrap_servers)`` on ``args.bootstrap_servers``, else on an embedded broker of
+    ``args.broker`` started for the run (:func:`add_broker_arguments`); its exit status."""
+    if args.bootstrap_servers:
+        return asyncio.run(main(args.bootstrap_servers))
+    with start_broker(args.broker) as broker:
+        return asyncio.run(main(broker.bootstrap_servers))

@@ -10,17 +10,20 @@ steps in line, as aiokafka's handlers would on each answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiokafka.errors import (
     CoordinatorNotAvailableError,
+    IllegalOperation,
     NotEnoughReplicasError,
     ProducerFenced,
     TransactionalIdAuthorizationFailed,
 )
 from aiokafka.producer.transaction_manager import TransactionManager
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from aiokafka.util import commit_structure_validate
 
 from streamtasks.app.transactions import ExactlyOnce
@@ -164,3 +167,70 @@ def test_any_other_fatal_producer_error_is_fatal() -> None:
     assert isinstance(raised, TransactionAbortedError)
     assert not isinstance(raised, TaskMigratedError)
     assert eos.fatal
+
+
+def refused_send(state: str) -> BaseException | None:
+    """A send refused (aiokafka's ``IllegalOperation``) with the transaction in ``state``: what
+    :meth:`ExactlyOnce.raise_if_failed` makes of it (None: it returned)."""
+
+    async def go() -> BaseException | None:
+        producer = TxnProducer()
+        eos = ExactlyOnce(producer, Member(), group_id="app", request_timeout_ms=1_000)  # type: ignore[arg-type]
+        await eos.begin()
+        txn = producer._txn_manager
+        if state == "fenced":  # AddPartitionsToTxn answered INVALID_PRODUCER_EPOCH: the sender ended
+            txn.fatal_error(ProducerFenced())
+        elif state == "abortable":
+            txn.error_transaction(CoordinatorNotAvailableError())
+            txn.wait_for_transaction_end().exception()  # raised to the app's commit, not here
+        elif state == "fatal":
+            txn.fatal_error(TransactionalIdAuthorizationFailed())
+        try:
+            eos.raise_if_failed(IllegalOperation("Can't send messages while not in transaction"))
+        except Exception as exc:
+            return exc
+        return None
+
+    return asyncio.run(go())
+
+
+def test_a_send_refused_because_the_producer_was_fenced_meanwhile_is_a_migration() -> None:
+    raised = refused_send("fenced")
+    assert isinstance(raised, TaskMigratedError)
+    assert isinstance(raised.__cause__, IllegalOperation)
+
+
+def test_a_send_refused_in_an_aborted_transaction_is_an_abort_not_a_migration() -> None:
+    raised = refused_send("abortable")
+    assert isinstance(raised, TransactionAbortedError)
+    assert not isinstance(raised, TaskMigratedError)
+
+
+@pytest.mark.parametrize("state", ["in_transaction", "fatal"])
+def test_a_send_refused_for_its_own_reason_is_left_to_the_send_failure_rules(state: str) -> None:
+    assert refused_send(state) is None
+
+
+def test_an_aborted_transaction_keeps_what_it_added_so_its_abort_reaches_the_broker() -> None:
+    """aiokafka forgets the partitions and group of a transaction that failed with an abortable
+    error; its abort then sent no EndTxn(ABORT) and the broker kept the transaction open until
+    its timeout. The ExactlyOnce keeps them: the transaction is not "empty"."""
+
+    async def go() -> tuple[bool, bool]:
+        producer = TxnProducer()
+        ExactlyOnce(producer, Member(), group_id="app", request_timeout_ms=1_000)  # type: ignore[arg-type]
+        txn = producer._txn_manager
+        await producer.begin_transaction()
+        tp = AioTopicPartition("out", 0)
+        txn.maybe_add_partition_to_txn(tp)
+        txn.partition_added(tp)  # AddPartitionsToTxn answered
+        txn.error_transaction(CoordinatorNotAvailableError())
+        with contextlib.suppress(CoordinatorNotAvailableError):
+            txn.wait_for_transaction_end().result()
+        empty = txn.is_empty_transaction()
+        txn.aborting_transaction()
+        return empty, txn.needs_transaction_commit() is not None
+
+    empty, abort_pending = asyncio.run(go())
+    assert not empty  # the sender sends EndTxn(ABORT) instead of completing it locally
+    assert abort_pending

@@ -4,6 +4,7 @@ wins over both."""
 
 from __future__ import annotations
 
+import argparse
 import io
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from streamtasks.embedded import (
     EmbeddedBroker,
     ExternalCluster,
     KafkaBroker,
+    add_broker_arguments,
     choose_broker,
     client_settings,
     cluster_from_env,
+    run_on_broker,
     start_broker,
 )
 from streamtasks.embedded.kafka_broker import INSTALL_HINT, kafka_requirements_missing
@@ -142,3 +145,27 @@ def test_only_tansu_members_turn_the_missed_generation_rule_off() -> None:
     assert client_settings(EmbeddedBroker()) == {"lose_on_missed_generation": False}
     assert client_settings(KafkaBroker()) == {}
     assert client_settings(ExternalCluster("127.0.0.1:9092")) == {}
+
+
+def test_a_script_runs_its_main_on_the_cluster_bootstrap_servers_names() -> None:
+    """The examples' runner: ``--bootstrap-servers`` names a cluster, no broker is started."""
+    parser = argparse.ArgumentParser()
+    add_broker_arguments(parser)
+    args = parser.parse_args(["--bootstrap-servers", "host:9092"])
+    assert args.broker is None
+    seen: list[str] = []
+
+    async def main(bootstrap_servers: str) -> int:
+        seen.append(bootstrap_servers)
+        return 3
+
+    assert run_on_broker(args, main) == 3
+    assert seen == ["host:9092"]
+
+
+def test_a_script_offers_the_embedded_brokers() -> None:
+    parser = argparse.ArgumentParser()
+    add_broker_arguments(parser)
+    assert parser.parse_args(["--broker", "tansu"]).broker == "tansu"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--broker", "redpanda"])

@@ -15,144 +15,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition as AioTP
 
-from streamtasks.app import App, Cancellable, ProcessorContext, PunctuationType, Record
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from streamtasks.errors import CommitFailedError
-from streamtasks.runtime.admin import TopicSpec, create_topics_async
-from streamtasks.state import INT64, STRING
-from topology import TopologyBuilder
+from tests.integration.punctuation_apps import (
+    BASE_TS,
+    Counts,
+    actives,
+    produce,
+    read_committed,
+    two_instances,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration]
 
-BASE_TS = 1_700_000_000_000
-
-
-class Counts:
-    """The processor (one object for every task of every instance of one test)."""
-
-    def __init__(self, out: str, ticks: str) -> None:
-        self.out, self.ticks = out, ticks
-        #: (instance, task) -> the handles its init made, each time it ran.
-        self.handles: dict[tuple[str, str], list[Cancellable]] = {}
-
-    def for_instance(self, name: str) -> Any:
-        counts = self
-
-        class Bound:
-            def init(self, ctx: ProcessorContext) -> None:
-                key = (name, str(ctx.task_id))
-                counts.handles.setdefault(key, []).extend(
-                    [
-                        ctx.schedule(1_000, PunctuationType.STREAM_TIME, counts.emit),
-                        ctx.schedule(200, PunctuationType.WALL_CLOCK_TIME, self.tick),
-                    ]
-                )
-
-            def process(self, ctx: ProcessorContext, record: Record) -> None:
-                store = ctx.store("counts")
-                store.put(record.key, (store.get(record.key) or 0) + 1)
-
-            def tick(self, ctx: ProcessorContext, timestamp: int) -> None:
-                ctx.send(counts.ticks, key=str(ctx.task_id).encode(), value=name.encode())
-
-        return Bound()
-
-    def emit(self, ctx: ProcessorContext, timestamp: int) -> None:
-        store = ctx.store("counts")
-        for key, n in list(store.items()):
-            ctx.send(self.out, key=key.encode(), value=f"{ctx.task_id}:{n}".encode())
-            store.delete(key)
-
-
-def make_app(
-    name: str, app_id: str, topic: str, bootstrap: str, tmp: str, *, counts: Counts, guarantee: str
-) -> App:
-    builder = TopologyBuilder(app_id)
-    builder.stream(topic).store("counts")
-    return App(
-        builder.build(),
-        {0: counts.for_instance(name)},
-        application_id=app_id,
-        bootstrap_servers=bootstrap,
-        state_dir=f"{tmp}/{name}",
-        client_id=name,
-        session_timeout_ms=6_000,
-        heartbeat_interval_ms=500,
-        # commits on revocation, when the test asks and on stop: an exactly-once interval commit
-        # racing the rebalance is fenced (ILLEGAL_GENERATION) and stops the app (docs/app.md,
-        # "Limits"), which is not what this test is about
-        commit_interval_ms=600_000,
-        stores={"counts": (STRING, INT64)},
-        source_serdes={topic: (STRING, STRING)},
-        processing_guarantee=guarantee,
-    )
-
-
-async def produce(bootstrap: str, topic: str, records: list[tuple[int, str, int]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        for partition, key, ts in records:
-            await producer.send_and_wait(
-                topic, key=key.encode(), value=b"x", partition=partition, timestamp_ms=ts
-            )
-    finally:
-        await producer.stop()
-
-
-async def read_committed(bootstrap: str, topic: str) -> list[Any]:
-    """Every committed record of ``topic``'s partition 0 (aborted transactions' are not)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, auto_offset_reset="earliest", isolation_level="read_committed"
-    )
-    await consumer.start()
-    try:
-        tp = AioTP(topic, 0)
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        out: list[Any] = []
-        deadline = time.monotonic() + 30
-        while await consumer.position(tp) < end and time.monotonic() < deadline:
-            out += (await consumer.getmany(tp, timeout_ms=200)).get(tp, [])
-        return out
-    finally:
-        await consumer.stop()
-
-
-async def wait_for(check: Any, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s")
-        await asyncio.sleep(0.1)
-
-
-def actives(app: App) -> set[str]:
-    return {str(t) for t, role in app.tasks.roles().items() if role == "active"}
-
 
 async def scenario(bootstrap: str, tmp: str, guarantee: str) -> dict[str, Any]:
-    run = uuid.uuid4().hex[:8]
-    app_id = topic = f"punct-{run}"
-    out, ticks = f"{topic}-out", f"{topic}-ticks"
-    await create_topics_async(
-        bootstrap,
-        [
-            TopicSpec(name=topic, partitions=2),
-            TopicSpec(name=out, partitions=1),
-            TopicSpec(name=ticks, partitions=1),
-        ],
-    )
-    counts = Counts(out, ticks)
-    a = make_app("a", app_id, topic, bootstrap, tmp, counts=counts, guarantee=guarantee)
-    b = make_app("b", app_id, topic, bootstrap, tmp, counts=counts, guarantee=guarantee)
+    counts, a, b = await two_instances("punct", bootstrap, tmp, guarantee)
+    topic, out, ticks = a.config.application_id, counts.out, counts.ticks
     result: dict[str, Any] = {"counts": counts}
     await a.start()
     runners = [asyncio.create_task(a.run())]

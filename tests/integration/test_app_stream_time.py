@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from typing import Any
 
 import pytest
 
 from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from streamtasks.errors import CommitFailedError
-from streamtasks.runtime.admin import TopicSpec, create_topics_async
-from tests.integration.test_app_punctuation import (
+from tests.integration.punctuation_apps import (
     BASE_TS,
-    Counts,
     actives,
-    make_app,
     produce,
     read_committed,
+    two_instances,
     wait_for,
 )
 
@@ -34,20 +31,8 @@ pytestmark = [pytest.mark.integration]
 
 
 async def scenario(bootstrap: str, tmp: str, guarantee: str) -> dict[str, Any]:
-    run = uuid.uuid4().hex[:8]
-    app_id = topic = f"stime-{run}"
-    out, ticks = f"{topic}-out", f"{topic}-ticks"
-    await create_topics_async(
-        bootstrap,
-        [
-            TopicSpec(name=topic, partitions=2),
-            TopicSpec(name=out, partitions=1),
-            TopicSpec(name=ticks, partitions=1),
-        ],
-    )
-    counts = Counts(out, ticks)
-    a = make_app("a", app_id, topic, bootstrap, tmp, counts=counts, guarantee=guarantee)
-    b = make_app("b", app_id, topic, bootstrap, tmp, counts=counts, guarantee=guarantee)
+    counts, a, b = await two_instances("stime", bootstrap, tmp, guarantee)
+    topic, out = a.config.application_id, counts.out
     result: dict[str, Any] = {}
     await a.start()
     runners = [asyncio.create_task(a.run())]

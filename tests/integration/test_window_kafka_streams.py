@@ -12,6 +12,7 @@ import collections
 import random
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,9 @@ from topology.model import StateStore
 pytestmark = pytest.mark.integration
 
 SOURCE = Path(__file__).resolve().parents[2] / "java/windowkey/WindowCounts.java"
-APP = "ks-window-interop"
-TOPIC = "ks-window-clicks"
+RUN = uuid.uuid4().hex[:8]  # this session's own topics on the shared session broker
+APP = f"ks-window-interop-{RUN}"
+TOPIC = f"ks-window-clicks-{RUN}"
 CHANGELOG = f"{APP}-counts-changelog"
 MINUTE = 60_000
 
