@@ -49,9 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 
-import assignors as assignor_registry
 from assignors.partition.hooks import MemberAssignment
-from assignors.types import AssignmentConfigs
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.clients import create_internal_topics, partition_count, start_producer
 from streamtasks.app.config import AppConfig, make_app_config
@@ -60,10 +58,10 @@ from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersi
 from streamtasks.app.loops import Loops, LoopTimes
 from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
-from streamtasks.app.queries import QueryResult, ReadOnlyStore, StoreQueries
-from streamtasks.app.query_http import QueryRouter
+from streamtasks.app.queries import QueryResult, ReadOnlyStore
 from streamtasks.app.recovery import Recovery, RecoveryHooks, is_recoverable
 from streamtasks.app.restorer import Restorer
+from streamtasks.app.serving import metrics_exporter, query_router, streams_assignor
 from streamtasks.app.streams_group import streams_wiring
 from streamtasks.app.tasks import TaskSet
 from streamtasks.app.transactions import ExactlyOnce
@@ -76,21 +74,20 @@ from streamtasks.errors import (
 )
 from streamtasks.membership.classic import AssignmentChanged
 from streamtasks.protocol.userdata import AssignmentInfo
-from streamtasks.runtime.http_server import HttpServers, split_host_port
+from streamtasks.runtime.http_server import HttpServers
 from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
-from streamtasks.streams import AssignmentRead, LagTrigger, StreamsPartitionAssignor
+from streamtasks.streams import AssignmentRead, LagTrigger
 from streamtasks.streams.assignment_reader import AssignmentReaders
 from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
-from streamtasks.streams.hosts import AssignmentInfoHosts
-from streamtasks.streams.wiring import StreamsWire, streams_assignor_type, streams_wire
+from streamtasks.streams.wiring import streams_wire
 from topology.ids import TopicPartition
 from topology.model import Topology
 
 __all__ = ["App"]
 
 if TYPE_CHECKING:
-    from streamtasks.app.metrics import AppMetrics
+    pass
 
 log = logging.getLogger("streamtasks.app")
 
@@ -173,11 +170,12 @@ class App:
             topics=topology.subscribed_topics(),
             emit=self.emit,
         )
-        self.assignor = self._streams_assignor(wire)
+        self.assignor = streams_assignor(
+            cfg, topology, wire, restorer=self.restorer, tasks=self.tasks, process_id=lambda: self.process_id
+        )
         self._on_event = on_event
         self.listeners: list[Callable[[AppEvent], None]] = []  # each event, after on_event
         self.http = HttpServers()  # /metrics, interactive queries: one server per address
-        self.metrics_exporter = self._export_metrics() if cfg.metrics_port is not None else None
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
         #: the history is bounded); ``on_event`` sees every one.
         self.events: deque[AppEvent] = deque(maxlen=EVENT_HISTORY)
@@ -216,9 +214,8 @@ class App:
         self.recovery = self._recovery()
         #: Interactive queries (:mod:`streamtasks.app.queries`); ``queries.stores.hosts`` is the
         #: assignment metadata they route by (classic / KIP-848: the AssignmentInfo's).
-        self.queries = QueryRouter(self._store_queries(stores or {}), timeout_s=cfg.request_timeout_ms / 1000)
-        if cfg.application_server is not None:
-            self.queries.register(self.http, *split_host_port(cfg.application_server))
+        self.queries = query_router(self, stores or {})
+        self.metrics_exporter = metrics_exporter(self)
         self.lock = asyncio.Lock()
         self._loops: Loops | None = None
         self._started = False
@@ -226,13 +223,6 @@ class App:
 
     async def _create_internal_topics(self) -> None:
         await create_internal_topics(self.config, self.topology, await self._source_partition_counts())
-
-    def _export_metrics(self) -> AppMetrics:
-        try:
-            from streamtasks.app.metrics import export_metrics
-        except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
-            raise ConfigError(f"metrics_port needs pip install 'streamtasks[metrics]' ({exc})") from None
-        return export_metrics(self)
 
     def _recovery(self) -> Recovery:
         return Recovery(
@@ -249,17 +239,6 @@ class App:
             task_timeout_ms=self.config.task_timeout_ms,
         )
 
-    def _store_queries(self, stores: Mapping[str, tuple[Serde[Any], Serde[Any]]]) -> StoreQueries:
-        return StoreQueries(
-            self.topology,
-            self.tasks,
-            stores,
-            hosts=AssignmentInfoHosts(lambda: self.tasks.info),
-            stable=lambda: self._started and not self._closed and self.consumer.stable,
-            endpoint=self.config.application_server,
-            end_offsets=self.restorer.cached_end_offsets,
-        )
-
     def store(self, name: str, *, allow_standby: bool = False) -> ReadOnlyStore:
         """A read-only view of this process's copy of store ``name`` (:mod:`streamtasks.app.queries`)."""
         return self.queries.stores.store(name, allow_standby=allow_standby)
@@ -267,31 +246,6 @@ class App:
     async def query(self, store: str, key: Any, *, allow_standby: bool = False) -> QueryResult:
         """``key``'s value in ``store`` from the process hosting it (:mod:`streamtasks.app.queries`)."""
         return await self.queries.query(store, key, allow_standby=allow_standby)
-
-    def _streams_assignor(self, wire: StreamsWire) -> StreamsPartitionAssignor:
-        """The app's streams assignor, of the protocol and userdata versions ``wire`` pins; it
-        reads end offsets through the restorer and offset sums from the tasks."""
-        cfg = self.config
-        return streams_assignor_type(wire.protocol)(
-            self.topology,
-            task_assignor=assignor_registry.get(cfg.task_assignor),
-            configs=AssignmentConfigs(
-                num_standby_replicas=cfg.num_standby_replicas,
-                acceptable_recovery_lag=cfg.acceptable_recovery_lag,
-                max_warmup_replicas=cfg.max_warmup_replicas,
-                probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
-                rack_aware_assignment_tags=cfg.rack_aware_assignment_tags,
-            ),
-            end_offsets=self.restorer.cached_end_offsets,
-            now_ms=wall_ms,
-            process_id=lambda: self.process_id,
-            task_offset_sums=self.tasks.offset_sums,
-            rack=cfg.rack,
-            client_tags=dict(cfg.client_tags),
-            endpoint=cfg.application_server,
-            metadata_version=wire.metadata_version,
-            latest_version=wire.latest_version,
-        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -627,6 +581,10 @@ class App:
     @property
     def started(self) -> bool:
         return self._started
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def metrics(self) -> dict[str, float]:
         out = dict(self.consumer.metrics()) if self._started else {}

@@ -1,0 +1,117 @@
+"""How an App is wired to what it serves: the streams assignor it offers the group
+(:func:`streams_assignor`), and over HTTP (:attr:`App.http`, one server per address): interactive queries
+on ``application_server`` (:mod:`streamtasks.app.queries`, :mod:`streamtasks.app.query_http`)
+and Prometheus ``/metrics`` on ``metrics_port`` (:mod:`streamtasks.app.metrics`, the
+``metrics`` extra)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import assignors as assignor_registry
+from assignors.types import AssignmentConfigs
+from streamtasks.app.config import AppConfig
+from streamtasks.app.events import AppEvent, wall_ms
+from streamtasks.app.queries import StoreQueries
+from streamtasks.app.query_http import QueryRouter
+from streamtasks.app.restorer import Restorer
+from streamtasks.app.tasks import TaskSet
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.http_server import HttpServers, split_host_port
+from streamtasks.state.serdes import Serde
+from streamtasks.streams import StreamsPartitionAssignor
+from streamtasks.streams.hosts import AssignmentInfoHosts
+from streamtasks.streams.wiring import StreamsWire, streams_assignor_type
+from topology.model import Topology
+
+if TYPE_CHECKING:
+    from streamtasks.app.metrics import AppMetrics
+
+__all__ = ["Served", "metrics_exporter", "query_router", "streams_assignor"]
+
+
+class Served(Protocol):
+    """What serving reads of an App (:class:`streamtasks.App` is one)."""
+
+    config: AppConfig
+    topology: Topology
+    listeners: list[Callable[[AppEvent], None]]
+    http: HttpServers
+    tasks: TaskSet
+    restorer: Restorer
+    consumer: Any
+
+    @property
+    def started(self) -> bool: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+    async def commit(self) -> None: ...
+
+
+def query_router(app: Served, stores: Mapping[str, tuple[Serde[Any], Serde[Any]]]) -> QueryRouter:
+    """The App's interactive queries, routed by the AssignmentInfo's hosts (classic / KIP-848);
+    the store route is added to ``app.http`` when ``application_server`` is set."""
+    cfg = app.config
+    queries = StoreQueries(
+        app.topology,
+        app.tasks,
+        stores,
+        hosts=AssignmentInfoHosts(lambda: app.tasks.info),
+        stable=lambda: app.started and not app.closed and app.consumer.stable,
+        endpoint=cfg.application_server,
+        end_offsets=app.restorer.cached_end_offsets,
+    )
+    router = QueryRouter(queries, timeout_s=cfg.request_timeout_ms / 1000)
+    if cfg.application_server is not None:
+        router.register(app.http, *split_host_port(cfg.application_server))
+    return router
+
+
+def metrics_exporter(app: Served) -> AppMetrics | None:
+    """The App's ``/metrics`` on ``app.http`` (None without ``metrics_port``)."""
+    if app.config.metrics_port is None:
+        return None
+    try:
+        from streamtasks.app.metrics import export_metrics
+    except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
+        raise ConfigError(f"metrics_port needs pip install 'streamtasks[metrics]' ({exc})") from None
+    return export_metrics(app)
+
+
+def streams_assignor(
+    cfg: AppConfig,
+    topology: Topology,
+    wire: StreamsWire,
+    *,
+    restorer: Restorer,
+    tasks: TaskSet,
+    process_id: Callable[[], uuid.UUID | None],
+) -> StreamsPartitionAssignor:
+    """The App's streams assignor, of the protocol and userdata versions ``wire`` pins; it reads
+    end offsets through the restorer and offset sums from the tasks."""
+    return streams_assignor_type(wire.protocol)(
+        topology,
+        task_assignor=assignor_registry.get(cfg.task_assignor),
+        configs=AssignmentConfigs(
+            num_standby_replicas=cfg.num_standby_replicas,
+            acceptable_recovery_lag=cfg.acceptable_recovery_lag,
+            max_warmup_replicas=cfg.max_warmup_replicas,
+            probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
+            rack_aware_assignment_tags=cfg.rack_aware_assignment_tags,
+        ),
+        end_offsets=restorer.cached_end_offsets,
+        now_ms=wall_ms,
+        process_id=process_id,
+        task_offset_sums=tasks.offset_sums,
+        rack=cfg.rack,
+        client_tags=dict(cfg.client_tags),
+        endpoint=cfg.application_server,
+        metadata_version=wire.metadata_version,
+        latest_version=wire.latest_version,
+    )
