@@ -13,7 +13,8 @@ broker's version, kept off the broker's classpath), cached like the other Java p
     peer.kill()                                       # SIGKILL
 
 Each JVM prints its state transitions and its tasks (``TASKS active=[0_0, 1_1] standby=[]``);
-:attr:`KafkaStreamsPeer.lines` keeps them and :attr:`KafkaStreamsPeer.active` is the last task set.
+:attr:`KafkaStreamsPeer.lines` keeps them, :attr:`KafkaStreamsPeer.active` is the last task set and
+:attr:`KafkaStreamsPeer.restored` the changelog partitions it restored (and how many records).
 :class:`WordCountNames` holds the names Kafka Streams derives for the topology, which a
 streamtasks App must use to share the group (docs/streams-groups.md).
 """
@@ -52,6 +53,7 @@ KAFKA_STREAMS_POM = _JAVA / "oracle" / "pom.xml"
 WORD_COUNT_SOURCE = _JAVA / "streams" / "src" / "WordCount.java"
 _JVM_OPTIONS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 _TASKS = re.compile(r"^TASKS active=\[(.*)\] standby=\[(.*)\]$")
+_RESTORED = re.compile(r"^RESTORED (\S+)-(\d+) (\d+)$")
 
 
 class KafkaStreamsPeerError(StreamTasksError):
@@ -148,6 +150,8 @@ class KafkaStreamsPeer:
         self.active: frozenset[str] = frozenset()
         self.standby: frozenset[str] = frozenset()
         self.state = "CREATED"
+        #: (changelog topic, partition, records restored), one per restore this JVM finished.
+        self.restored: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"kafka-streams-{name}", daemon=True)
         self._reader.start()
@@ -182,6 +186,8 @@ class KafkaStreamsPeer:
                     self.state = line.removeprefix("STATE ")
                 elif (match := _TASKS.match(line)) is not None:
                     self.active, self.standby = _task_set(match.group(1)), _task_set(match.group(2))
+                elif (match := _RESTORED.match(line)) is not None:
+                    self.restored.append((match.group(1), int(match.group(2)), int(match.group(3))))
 
     @property
     def running(self) -> bool:

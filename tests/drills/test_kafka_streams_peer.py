@@ -178,6 +178,7 @@ def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolli
     def everything(*peers: KafkaStreamsPeer) -> bool:
         return all(p.running for p in peers) and frozenset().union(*(p.active for p in peers)) == ALL_TASKS
 
+    restored: list[tuple[str, int, int]] = []  # every restore any JVM finished
     send(200)
     peers = {
         "a": KafkaStreamsPeer.start(names, bootstrap=bootstrap, state_dir=tmp_path / "a"),
@@ -208,12 +209,14 @@ def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolli
         settle(peers["a"], peers["b"])
         send(200)
         assert peers["a"].stop()
+        restored += peers["a"].restored
         settle(peers["b"])
         send(200)
         peers["a"] = KafkaStreamsPeer.start(names, bootstrap=bootstrap, state_dir=tmp_path / "a")
         settle(peers["a"], peers["b"])
         send(200)
         assert peers["b"].stop()
+        restored += peers["b"].restored
         settle(peers["a"])
         send(200)
         peers["b"] = KafkaStreamsPeer.start(names, bootstrap=bootstrap, state_dir=tmp_path / "b")
@@ -226,7 +229,11 @@ def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolli
     finally:
         for p in peers.values():
             p.stop()
+    restored += [r for p in peers.values() for r in p.restored]
     assert not [e for p in peers.values() for e in p.errors()]
+    # in-memory stores: a moved counting task restores its changelog partition, with records
+    assert {topic for topic, _, _ in restored} == {names.changelog_topic}
+    assert {part for _, part, n in restored if n > 0} == set(range(PARTITIONS))
     assert output == expected, {w: (output.get(w), n) for w, n in expected.items() if output.get(w) != n}
     assert changelog == expected
     moved = sorted(t for t, pids in ran_on.items() if len(pids) > 1)
@@ -240,7 +247,8 @@ def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolli
     print(
         f"Kafka Streams word count, rolling bounce of 2 JVMs: {len(acked)} acknowledged lines, "
         f"{sum(expected.values())} words, {len(expected)} distinct; output and changelog exact; "
-        f"{len(snapshots)} describes, tasks moved: {len(moved)}; topology epoch "
+        f"{len(snapshots)} describes, tasks moved: {len(moved)}; {len(restored)} restores, "
+        f"{sum(n for _, _, n in restored)} records restored; topology epoch "
         f"{[m.topology_epoch for m in final.members]}, assignor {final.assignor_name}"
     )
 

@@ -16,9 +16,11 @@
  * changelog are read with read_committed. The store is in memory, so a task that moves to this
  * process is restored from its changelog. The state listener's transitions and the tasks this
  * process runs go to stdout, one line each ("STATE RUNNING", "TASKS active=[0_0, 1_1] standby=[]");
+ * each changelog partition restored ("RESTORED wc-word-counts-changelog-2 37": records restored);
  * SIGTERM closes the instance (its member leaves the group), a line "CLOSED" then.
  */
 
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -31,6 +33,7 @@ import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.state.Stores;
 
 import java.time.Duration;
@@ -108,6 +111,18 @@ public final class WordCount {
             say("STATE " + now);
             if (now == KafkaStreams.State.RUNNING) {
                 say(tasks(streams));
+            }
+        });
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public void onRestoreStart(TopicPartition partition, String store, long start, long end) {}
+
+            @Override
+            public void onBatchRestored(TopicPartition partition, String store, long end, long restored) {}
+
+            @Override
+            public void onRestoreEnd(TopicPartition partition, String store, long restored) {
+                say("RESTORED " + partition + " " + restored);
             }
         });
         streams.setUncaughtExceptionHandler(exc -> {
