@@ -187,7 +187,7 @@ DRILLS += (
 #: Kafka Streams' own Java workers (kafka_streams_peer) and streamtasks Apps in one KIP-1071
 #: streams group: registered, not runnable until the App speaks the streams protocol.
 _NEEDS_STREAMS_APP = (
-    "needs App(group_protocol='streams') (issue 29, item 3), not built yet; the Java side runs: "
+    "needs App(group_protocol='streams'), not built yet; the Java side runs: "
     "streamtasks.drills.kafka_streams_peer, tests/drills/test_kafka_streams_peer.py"
 )
 DRILLS += (
