@@ -184,6 +184,32 @@ DRILLS += (
     ),
 )
 
+#: Kafka Streams' own Java workers (kafka_streams_peer) and streamtasks Apps in one KIP-1071
+#: streams group: registered, not runnable yet (the App speaks the streams protocol; the mixed
+#: drill, with the App declaring Kafka Streams' word-count topology, is not written).
+_NEEDS_STREAMS_APP = (
+    "needs the mixed Java + App word count, not built yet; the Java side runs: "
+    "streamtasks.drills.kafka_streams_peer, tests/drills/test_kafka_streams_peer.py"
+)
+DRILLS += (
+    DrillSpec(
+        name="kafka-streams-to-streamtasks",
+        summary="Kafka Streams 4.4 word-count workers (group.protocol=streams) replaced one by one by "
+        "streamtasks Apps with the same topology in the same streams group; counts carry over",
+        worker="app",
+        available=False,
+        unavailable=_NEEDS_STREAMS_APP,
+    ),
+    DrillSpec(
+        name="streamtasks-to-kafka-streams",
+        summary="the way back: streamtasks Apps in a streams group replaced one by one by Kafka Streams 4.4 "
+        "word-count workers",
+        worker="app",
+        available=False,
+        unavailable=_NEEDS_STREAMS_APP,
+    ),
+)
+
 _BY_NAME = {d.name: d for d in DRILLS}
 
 

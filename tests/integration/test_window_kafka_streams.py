@@ -1,5 +1,5 @@
 """A window store changelog written by Kafka Streams itself, restored into streamtasks' window
-store: ``java/windowkey/WindowCounts.java`` (kafka-streams 4.3.1, ``Stores.persistentWindowStore``,
+store: ``java/windowkey/WindowCounts.java`` (kafka-streams 4.4.0, ``Stores.persistentWindowStore``,
 String keys, Long counts) counts records per key per minute on the embedded broker; its changelog,
 read back with aiokafka, restores a :class:`WindowStore` whose windows hold exactly the counts
 Python computes. The changelog topic Kafka Streams created carries the configs streamtasks

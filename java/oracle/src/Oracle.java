@@ -4,7 +4,7 @@
  * Reads one JSON request on stdin and writes one JSON answer on stdout:
  *
  *   {"warmup": 2, "repeat": 3, "scenarios": [SCENARIO, ...]}
- *   -> {"kafka_streams": "kafka-streams-4.3.1.jar", "kafka_clients": "kafka-clients-4.3.1.jar",
+ *   -> {"kafka_streams": "kafka-streams-4.4.0.jar", "kafka_clients": "kafka-clients-4.4.0.jar",
  *       "results": [RESULT, ...]}
  *
  * A "task" scenario runs Kafka Streams' HighAvailabilityTaskAssignor (the assignor Kafka
