@@ -204,14 +204,7 @@ def _adjust(
     as it is, without a set built or a partition object touched."""
     claimed = set(claims.flat())
     simple = len(claimed) == claims.size()  # no partition claimed twice, not even by one member
-    claim_sets: list[set[int]] = []
-    valid: list[set[int]] = []
-    if not simple:
-        sets, owner = _resolve(generations, claims.lists())
-        claim_sets = list(sets.values())
-        for member, claim in sets.items():
-            won = {key for key in claim if owner[key] == member}
-            valid.append(claim if len(won) == len(claim) else won)  # the same set: every claim valid
+    claim_sets, valid = ([], []) if simple else _validity(generations, claims)
     aligned = claims.members == targets.members
     claim_index = {member: index for index, member in enumerate(claims.members)}
     target_index = claim_index if aligned else {member: index for index, member in enumerate(targets.members)}
@@ -269,6 +262,17 @@ def _adjust(
         dropped_claims=tuple(dropped),
         followup_needed=bool(withheld),
     )
+
+
+def _validity(generations: Mapping[MemberId, int], claims: Side) -> tuple[list[set[int]], list[set[int]]]:
+    """Per claim (in member order) its distinct keys, and those of them it validly owns (the
+    same set when every claim is valid)."""
+    sets, owner = _resolve(generations, claims.lists())
+    valid: list[set[int]] = []
+    for member, claim in sets.items():
+        won = {key for key in claim if owner[key] == member}
+        valid.append(claim if len(won) == len(claim) else won)  # the same set: every claim valid
+    return list(sets.values()), valid
 
 
 def _sorted_partitions(keys: Iterable[int], objects: Mapping[int, object]) -> tuple[TopicPartition, ...]:

@@ -41,7 +41,7 @@ destination, so with no lags at all the result is the balanced, sticky destinati
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import ClassVar
 
@@ -63,176 +63,252 @@ class HighAvailabilityTaskAssignor:
         ix = index_state(state)
         configs = state.configs
         nt = ix.num_tasks
-        capacity = ix.capacity
         stateful = [i for i in range(nt) if ix.stateful[i]]
         stateless = [i for i in range(nt) if not ix.stateful[i]]
         # Per task, the processes reporting a lag, best rank first; caught up: rank <= 0.
         ranked = _ranked(ix, configs.acceptable_recovery_lag)
-        r_start, r_procs, r_rank = ranked.start, ranked.items, ranked.ranks
-        sb_start, sb_procs = ix.prev_standby.start, ix.prev_standby.items
-
-        def secondary(i: int) -> list[int]:
-            """Caught-up processes, previous standbys, then the others holding state, least lag first."""
-            first, end = r_start[i], r_start[i + 1]
-            holders = sb_procs[sb_start[i] : sb_start[i + 1]]
-            if first == end:
-                return holders
-            cut = first
-            while cut < end and r_rank[cut] <= 0:
-                cut += 1
-            return [*r_procs[first:cut], *holders, *r_procs[cut:end]]
-
-        destination = [-1] * nt
-        counts = [0] * ix.num_processes
-        balanced_fill(
-            stateful, capacity, counts, destination, sticky=_sticky_by_rank(ix, ranked), secondary=secondary
-        )
-
-        owner = list(destination)
-        moving: dict[int, int] = {}
-        caught_count: dict[int, int] = {}
-        # Before pinning a task on a caught-up process p, look there for a task destined to p
-        # that can take the task's place on d instead (caught up on d, or nobody is caught up
-        # on it and d is no further behind than p): the two swap destinations, the balance is
-        # unchanged and nothing is pending. pools: the tasks destined to each process that may
-        # still swap (built at the first pin; assignors.task.swaps).
-        pools: SwapPartners | None = None
-        total_capacity = sum(capacity)
-        n_stateful = len(stateful)
-        # Tasks to pin, those with the fewest caught-up processes first (as Kafka orders its
-        # movements): a task with one choice takes it before tasks with several fill it.
-        to_pin: list[tuple[int, int]] = []
-        for i in stateful:
-            first, end = r_start[i], r_start[i + 1]
-            if first == end or r_rank[first] > 0:
-                continue  # nobody is caught up: the destination stands
-            d = destination[i]
-            k = first
-            while k < end and r_rank[k] <= 0 and r_procs[k] != d:
-                k += 1
-            if k == end or r_rank[k] > 0:
-                to_pin.append((k - first, i))
-        to_pin.sort()
-        pinned: list[int] = []
-        for caught, i in to_pin:
-            first = r_start[i]
-            d = destination[i]
-            if any(r_procs[k] == d for k in range(first, first + caught)):
-                continue  # it took another task's place on a process caught up on it
-            candidates = sorted(
-                ((counts[r_procs[k]] + 1) / capacity[r_procs[k]], r_rank[k], r_procs[k])
-                for k in range(first, first + caught)
-            )
-            if pools is None:
-                pools = SwapPartners(ranked, stateful, destination, ix.num_processes)
-            pools.discard(i)  # placed below, not d's to give away
-            over: list[bool] = []
-            swapped = False
-            for _, _, p in candidates:
-                # a task running on p gives up its place only if the pin would take p beyond
-                # its per-thread share (ceil(stateful * c / threads))
-                over.append(counts[p] * total_capacity >= n_stateful * capacity[p])
-                j = pools.take(p, d, move_running=over[-1])
-                if j >= 0:
-                    # i takes j's place on p (caught up: no movement), j takes i's room on d
-                    destination[i] = owner[i] = p
-                    destination[j] = owner[j] = d
-                    swapped = True
-                    break
-            if swapped:
-                continue
-            if d not in pools.unreachable:
-                # No direct partner: a chain of them through other pools, the shortest, unless
-                # it moves more running tasks than it brings home (one more for a start the pin
-                # would take beyond its share, as a swap does).
-                starts = [p for _, _, p in candidates]
-                hops = pools.chain(d, starts=starts, move_running=False)
-                if hops is None:
-                    hops = pools.chain(d, starts=starts, move_running=True)
-                    if hops is not None and _extra_moves(ix, hops) > over[starts.index(hops[0][1])]:
-                        hops = None
-                if hops is not None:
-                    destination[i] = owner[i] = hops[0][1]
-                    counts[hops[0][1]] += 1
-                    counts[d] -= 1
-                    _shift(hops, pools, destination, owner, counts)
-                    continue
-            best = candidates[0][2]
-            owner[i] = best
-            counts[best] += 1
-            counts[d] -= 1
-            moving[i] = d
-            caught_count[i] = caught
-            pinned.append(i)
-
-        if pinned:
-            assert pools is not None
-            _repair(
-                pinned,
-                pools,
-                ranked,
-                counts=counts,
-                capacity=capacity,
-                destination=destination,
-                owner=owner,
-                moving=moving,
-                n_stateful=n_stateful,
-            )
-            for i in [i for i in caught_count if i not in moving]:
-                del caught_count[i]
-
-        balanced_fill(stateless, capacity, counts, owner, sticky=ix.prev_active)
-
+        destination, counts = _destinations(ix, ranked, stateful)  # step 1
+        pins = _Pins(ix, ranked, stateful, destination, counts)  # step 2
+        for caught, i in _to_pin(ranked, stateful, destination):
+            pins.pin(caught, i)
+        pins.repair()
+        owner, moving = pins.owner, pins.moving
+        balanced_fill(stateless, ix.capacity, counts, owner, sticky=ix.prev_active)  # step 3
         # Warm-ups go, in this order, to the movements' destinations: warm-ups under way first
-        # (least lag), then tasks with the fewest caught-up processes. A destination that held a
-        # standby of the task keeps it instead; the others are kept free of a new standby of the
-        # task, so that the warm-up can go there.
-        order = sorted(moving, key=lambda t: (_lag_on(ix, t, moving[t]), caught_count[t], t))
-        planned: dict[int, int] = {}
-        for i in order:
-            if len(planned) == configs.max_warmup_replicas:
-                break
-            if moving[i] not in sb_procs[sb_start[i] : sb_start[i + 1]]:
-                planned[i] = moving[i]
-
-        def preferred(i: int) -> list[int]:
-            """Processes holding state for the task, best first, then previous standbys; a
-            destination that held a standby comes first (it keeps warming up), another one last,
-            unless it is to get a warm-up."""
-            ranked_here = r_procs[r_start[i] : r_start[i + 1]]
-            holders = sb_procs[sb_start[i] : sb_start[i + 1]]
-            d = moving.get(i, -1)
-            if d < 0:
-                return [*ranked_here, *holders] if holders else ranked_here
-            if d in holders:
-                return [d, *ranked_here, *holders]
-            if i in planned:
-                return [p for p in (*ranked_here, *holders) if p != d]
-            return [*ranked_here, *holders, d]
-
-        k = min(configs.num_standby_replicas, ix.num_processes - 1)
-        slots = place_standbys(
+        # (least lag), then tasks with the fewest caught-up processes (step 4).
+        order = sorted(moving, key=lambda t: (_lag_on(ix, t, moving[t]), pins.caught_count[t], t))
+        planned = _planned(ix, order, moving, configs.max_warmup_replicas)
+        slots = place_standbys(  # step 5
             stateful,
             num_tasks=nt,
-            capacity=capacity,
+            capacity=ix.capacity,
             owner=owner,
             replicas=configs.num_standby_replicas,
-            preferred=preferred,
+            preferred=_preferred(ix, ranked, moving, planned),
             signatures=signatures_for(state, ix.process_ids),
             avoid=planned,
         )
-
-        warmups: list[tuple[int, int]] = []
-        for i in order:
-            d = moving[i]
-            if k > 0 and d in slots[i * k : (i + 1) * k]:
-                continue  # its standby there warms it up
-            if len(warmups) == configs.max_warmup_replicas:
-                break
-            warmups.append((i, d))
-
+        k = min(configs.num_standby_replicas, ix.num_processes - 1)
+        warmups = _warmups(order, moving, slots, k, configs.max_warmup_replicas)
         followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
         return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
+
+
+def _destinations(ix: IndexedState, ranked: Ranked, stateful: list[int]) -> tuple[list[int], list[int]]:
+    """Step 1: every stateful active's destination, balanced per thread and sticky (previous
+    owner, then caught-up processes and previous standbys, then round-robin); and the count
+    of stateful actives per process."""
+    r_start, r_procs, r_rank = ranked.start, ranked.items, ranked.ranks
+    sb_start, sb_procs = ix.prev_standby.start, ix.prev_standby.items
+
+    def secondary(i: int) -> list[int]:
+        """Caught-up processes, previous standbys, then the others holding state, least lag first."""
+        first, end = r_start[i], r_start[i + 1]
+        holders = sb_procs[sb_start[i] : sb_start[i + 1]]
+        if first == end:
+            return holders
+        cut = first
+        while cut < end and r_rank[cut] <= 0:
+            cut += 1
+        return [*r_procs[first:cut], *holders, *r_procs[cut:end]]
+
+    destination = [-1] * ix.num_tasks
+    counts = [0] * ix.num_processes
+    balanced_fill(
+        stateful, ix.capacity, counts, destination, sticky=_sticky_by_rank(ix, ranked), secondary=secondary
+    )
+    return destination, counts
+
+
+def _to_pin(ranked: Ranked, stateful: list[int], destination: list[int]) -> list[tuple[int, int]]:
+    """The tasks to pin, as (caught-up processes ranked before the destination, task), those
+    with the fewest caught-up processes first (as Kafka orders its movements): a task with one
+    choice takes it before tasks with several fill it."""
+    r_start, r_procs, r_rank = ranked.start, ranked.items, ranked.ranks
+    to_pin: list[tuple[int, int]] = []
+    for i in stateful:
+        first, end = r_start[i], r_start[i + 1]
+        if first == end or r_rank[first] > 0:
+            continue  # nobody is caught up: the destination stands
+        d = destination[i]
+        k = first
+        while k < end and r_rank[k] <= 0 and r_procs[k] != d:
+            k += 1
+        if k == end or r_rank[k] > 0:
+            to_pin.append((k - first, i))
+    to_pin.sort()
+    return to_pin
+
+
+class _Pins:
+    """Step 2: keeps each stateful active whose destination is not caught up on a caught-up
+    process, unless a swap or a chain of them takes its place (module docstring); then
+    repairs the pins. ``owner``: where each task runs; ``moving``: the pending movements
+    (task -> destination); ``caught_count``: per pending movement, its caught-up processes.
+
+    Before pinning a task on a caught-up process p, it looks there for a task destined to p
+    that can take the task's place on d instead (caught up on d, or nobody is caught up on it
+    and d is no further behind than p): the two swap destinations, the balance is unchanged
+    and nothing is pending. ``pools``: the tasks destined to each process that may still swap
+    (built at the first pin; assignors.task.swaps)."""
+
+    __slots__ = (
+        "capacity", "caught_count", "counts", "destination", "ix", "moving", "n_stateful", "owner",
+        "pinned", "pools", "ranked", "stateful", "total_capacity",
+    )  # fmt: skip
+
+    def __init__(
+        self, ix: IndexedState, ranked: Ranked, stateful: list[int], destination: list[int], counts: list[int]
+    ) -> None:
+        self.ix = ix
+        self.ranked = ranked
+        self.stateful = stateful
+        self.destination = destination
+        self.counts = counts
+        self.capacity = ix.capacity
+        self.owner = list(destination)
+        self.moving: dict[int, int] = {}
+        self.caught_count: dict[int, int] = {}
+        self.pools: SwapPartners | None = None
+        self.pinned: list[int] = []
+        self.total_capacity = sum(self.capacity)
+        self.n_stateful = len(stateful)
+
+    def pin(self, caught: int, i: int) -> None:
+        """Pin task ``i`` (``caught``: its caught-up processes) or find it a partner."""
+        r_procs, r_rank, first = self.ranked.items, self.ranked.ranks, self.ranked.start[i]
+        counts, capacity = self.counts, self.capacity
+        d = self.destination[i]
+        if any(r_procs[k] == d for k in range(first, first + caught)):
+            return  # it took another task's place on a process caught up on it
+        candidates = sorted(
+            ((counts[r_procs[k]] + 1) / capacity[r_procs[k]], r_rank[k], r_procs[k])
+            for k in range(first, first + caught)
+        )
+        if self.pools is None:
+            self.pools = SwapPartners(self.ranked, self.stateful, self.destination, self.ix.num_processes)
+        pools = self.pools
+        pools.discard(i)  # placed below, not d's to give away
+        starts = [p for _, _, p in candidates]
+        over = self._swap(i, d, starts, pools)
+        if over is None or (d not in pools.unreachable and self._chain(i, d, starts, over, pools)):
+            return
+        best = starts[0]
+        self.owner[i] = best
+        counts[best] += 1
+        counts[d] -= 1
+        self.moving[i] = d
+        self.caught_count[i] = caught
+        self.pinned.append(i)
+
+    def _swap(self, i: int, d: int, starts: list[int], pools: SwapPartners) -> list[bool] | None:
+        """A direct partner for ``i`` on one of ``starts`` (``None``: swapped); else, per start,
+        whether the pin would take it beyond its share."""
+        counts, capacity = self.counts, self.capacity
+        over: list[bool] = []
+        for p in starts:
+            # a task running on p gives up its place only if the pin would take p beyond
+            # its per-thread share (ceil(stateful * c / threads))
+            over.append(counts[p] * self.total_capacity >= self.n_stateful * capacity[p])
+            j = pools.take(p, d, move_running=over[-1])
+            if j >= 0:
+                # i takes j's place on p (caught up: no movement), j takes i's room on d
+                self.destination[i] = self.owner[i] = p
+                self.destination[j] = self.owner[j] = d
+                return None
+        return over
+
+    def _chain(self, i: int, d: int, starts: list[int], over: list[bool], pools: SwapPartners) -> bool:
+        """No direct partner: a chain of them through other pools, the shortest, unless it moves
+        more running tasks than it brings home (one more for a start the pin would take beyond
+        its share, as a swap does). Whether one was taken."""
+        hops = pools.chain(d, starts=starts, move_running=False)
+        if hops is None:
+            hops = pools.chain(d, starts=starts, move_running=True)
+            if hops is not None and _extra_moves(self.ix, hops) > over[starts.index(hops[0][1])]:
+                hops = None
+        if hops is None:
+            return False
+        self.destination[i] = self.owner[i] = hops[0][1]
+        self.counts[hops[0][1]] += 1
+        self.counts[d] -= 1
+        _shift(hops, pools, self.destination, self.owner, self.counts)
+        return True
+
+    def repair(self) -> None:
+        """Repair the pins (:func:`_repair`); forget the caught-up counts of tasks no longer
+        moving."""
+        if not self.pinned:
+            return
+        assert self.pools is not None
+        _repair(
+            self.pinned,
+            self.pools,
+            self.ranked,
+            counts=self.counts,
+            capacity=self.capacity,
+            destination=self.destination,
+            owner=self.owner,
+            moving=self.moving,
+            n_stateful=self.n_stateful,
+        )
+        for i in [i for i in self.caught_count if i not in self.moving]:
+            del self.caught_count[i]
+
+
+def _planned(ix: IndexedState, order: list[int], moving: dict[int, int], most: int) -> dict[int, int]:
+    """The warm-ups planned (task -> process), at most ``most``, in ``order``. A destination that
+    held a standby of the task keeps it instead; the others are kept free of a new standby of
+    the task, so that the warm-up can go there."""
+    sb_start, sb_procs = ix.prev_standby.start, ix.prev_standby.items
+    planned: dict[int, int] = {}
+    for i in order:
+        if len(planned) == most:
+            break
+        if moving[i] not in sb_procs[sb_start[i] : sb_start[i + 1]]:
+            planned[i] = moving[i]
+    return planned
+
+
+def _preferred(
+    ix: IndexedState, ranked: Ranked, moving: dict[int, int], planned: dict[int, int]
+) -> Callable[[int], list[int]]:
+    """Where each task's standbys would rather go (:func:`place_standbys`' ``preferred``)."""
+    r_start, r_procs = ranked.start, ranked.items
+    sb_start, sb_procs = ix.prev_standby.start, ix.prev_standby.items
+
+    def preferred(i: int) -> list[int]:
+        """Processes holding state for the task, best first, then previous standbys; a
+        destination that held a standby comes first (it keeps warming up), another one last,
+        unless it is to get a warm-up."""
+        ranked_here = r_procs[r_start[i] : r_start[i + 1]]
+        holders = sb_procs[sb_start[i] : sb_start[i + 1]]
+        d = moving.get(i, -1)
+        if d < 0:
+            return [*ranked_here, *holders] if holders else ranked_here
+        if d in holders:
+            return [d, *ranked_here, *holders]
+        if i in planned:
+            return [p for p in (*ranked_here, *holders) if p != d]
+        return [*ranked_here, *holders, d]
+
+    return preferred
+
+
+def _warmups(
+    order: list[int], moving: dict[int, int], slots: list[int], k: int, most: int
+) -> list[tuple[int, int]]:
+    """The warm-ups, in ``order``, at most ``most``: a movement whose destination got a standby
+    of the task needs none (the standby warms it up)."""
+    warmups: list[tuple[int, int]] = []
+    for i in order:
+        d = moving[i]
+        if k > 0 and d in slots[i * k : (i + 1) * k]:
+            continue  # its standby there warms it up
+        if len(warmups) == most:
+            break
+        warmups.append((i, d))
+    return warmups
 
 
 class _Loads:

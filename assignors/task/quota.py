@@ -171,48 +171,7 @@ def _band(
     larger than at ``L_max``). Chosen: the smallest spread over every process (with ``top``),
     then over these, then the band keeping the most of ``previous``, then the highest ``L``."""
     caps = sorted(set(capacity))
-    total_cap = sum(capacity)
-    by_cap: dict[int, list[int]] = {c: [] for c in caps}
-    for c, b in zip(capacity, base, strict=True):
-        by_cap[c].append(b)
-    sums: dict[int, list[int]] = {}
-    for c in caps:
-        by_cap[c].sort()
-        sums[c] = list(accumulate(by_cap[c], initial=0))
-
-    def floors(low: Fraction) -> int:
-        """Sum of max(base, ceil(low * c)): the tasks the band's floors need."""
-        need = 0
-        for c in caps:
-            k = _ceil(low, c)
-            bases = by_cap[c]
-            below = bisect_left(bases, k)
-            need += k * below + sums[c][-1] - sums[c][below]
-        return need
-
-    def ceilings(high: Fraction) -> int:
-        return sum(_floor(high, c) * len(by_cap[c]) for c in caps)
-
-    l_max = Fraction(0)
-    h_min: Fraction | None = None
-    for c in caps:
-        a, b = 0, share * c // total_cap  # floors(a / c) <= share holds at a = 0
-        while a < b:
-            mid = (a + b + 1) // 2
-            if floors(Fraction(mid, c)) <= share:
-                a = mid
-            else:
-                b = mid - 1
-        l_max = max(l_max, Fraction(a, c))
-        a, b = 0, share * c  # ceilings(share) >= share
-        while a < b:
-            mid = (a + b) // 2
-            if ceilings(Fraction(mid, c)) >= share:
-                b = mid
-            else:
-                a = mid + 1
-        h_min = Fraction(a, c) if h_min is None else min(h_min, Fraction(a, c))
-    assert h_min is not None
+    l_max, h_min = _Bases(capacity, base).limits(share)
     candidates = sorted(
         {Fraction(a, c) for c in caps for a in range(max(0, _ceil(l_max - 1, c)), _floor(l_max, c) + 1)}
     )
@@ -225,20 +184,84 @@ def _band(
     scored.sort()
     best = [s for s in scored if s[:2] == scored[0][:2]]
     if len(best) > 1 and previous is not None:
-
-        def kept(low: Fraction, high: Fraction) -> int:
-            floor_kept = extra_kept = lo_sum = 0
-            for c, b, p in zip(capacity, base, processes, strict=True):
-                lo = max(b, _ceil(low, c))
-                hi = max(b, _floor(high, c))
-                mine = previous[p]
-                floor_kept += min(mine, lo)
-                extra_kept += max(0, min(mine, hi) - lo)
-                lo_sum += lo
-            return floor_kept + min(extra_kept, share - lo_sum)
-
-        best.sort(key=lambda s: (-kept(-s[2], s[3]), s[2]))
+        mine = [previous[p] for p in processes]
+        best.sort(key=lambda s: (-_kept(share, capacity, base, mine, low=-s[2], high=s[3]), s[2]))
     return -best[0][2], best[0][3]
+
+
+class _Bases:
+    """The bases of one band's processes by thread count, sorted, with their prefix sums."""
+
+    __slots__ = ("by_cap", "caps", "sums", "total_cap")
+
+    def __init__(self, capacity: Sequence[int], base: Sequence[int]) -> None:
+        self.caps = sorted(set(capacity))
+        self.total_cap = sum(capacity)
+        self.by_cap: dict[int, list[int]] = {c: [] for c in self.caps}
+        for c, b in zip(capacity, base, strict=True):
+            self.by_cap[c].append(b)
+        self.sums: dict[int, list[int]] = {}
+        for c in self.caps:
+            self.by_cap[c].sort()
+            self.sums[c] = list(accumulate(self.by_cap[c], initial=0))
+
+    def floors(self, low: Fraction) -> int:
+        """Sum of max(base, ceil(low * c)): the tasks the band's floors need."""
+        need = 0
+        for c in self.caps:
+            k = _ceil(low, c)
+            bases = self.by_cap[c]
+            below = bisect_left(bases, k)
+            need += k * below + self.sums[c][-1] - self.sums[c][below]
+        return need
+
+    def ceilings(self, high: Fraction) -> int:
+        return sum(_floor(high, c) * len(self.by_cap[c]) for c in self.caps)
+
+    def limits(self, share: int) -> tuple[Fraction, Fraction]:
+        """``L_max`` and ``H*`` for ``share`` tasks (:func:`_band`), by bisection per thread count."""
+        l_max = Fraction(0)
+        h_min: Fraction | None = None
+        for c in self.caps:
+            a, b = 0, share * c // self.total_cap  # floors(a / c) <= share holds at a = 0
+            while a < b:
+                mid = (a + b + 1) // 2
+                if self.floors(Fraction(mid, c)) <= share:
+                    a = mid
+                else:
+                    b = mid - 1
+            l_max = max(l_max, Fraction(a, c))
+            a, b = 0, share * c  # ceilings(share) >= share
+            while a < b:
+                mid = (a + b) // 2
+                if self.ceilings(Fraction(mid, c)) >= share:
+                    b = mid
+                else:
+                    a = mid + 1
+            h_min = Fraction(a, c) if h_min is None else min(h_min, Fraction(a, c))
+        assert h_min is not None
+        return l_max, h_min
+
+
+def _kept(
+    share: int,
+    capacity: Sequence[int],
+    base: Sequence[int],
+    previous: Sequence[int],
+    *,
+    low: Fraction,
+    high: Fraction,
+) -> int:
+    """How many of the tasks each process had (``previous``, per process of the band) the band
+    ``(low, high)`` lets it keep: its floor, and the extras above it as far as they go."""
+    floor_kept = extra_kept = lo_sum = 0
+    for c, b, mine in zip(capacity, base, previous, strict=True):
+        lo = max(b, _ceil(low, c))
+        hi = max(b, _floor(high, c))
+        floor_kept += min(mine, lo)
+        extra_kept += max(0, min(mine, hi) - lo)
+        lo_sum += lo
+    return floor_kept + min(extra_kept, share - lo_sum)
 
 
 def balanced_fill(
@@ -255,6 +278,10 @@ def balanced_fill(
     ``counts[p]`` holds the tasks process ``p`` already runs (they stay); row ``i`` of ``sticky``
     lists the processes task ``i`` would rather stay on, best first; ``secondary(i)`` is asked for further
     candidates for a task that could not stay.
+
+    In passes: each task to its first sticky process below its floor; then, while extras last,
+    to one between floor and ceiling; then to a ``secondary`` candidate; then round-robin over
+    the processes below their floors, and the extras last (:class:`_Filling`).
     """
     if not tasks:
         return
@@ -268,45 +295,87 @@ def balanced_fill(
             if start[i] < start[i + 1]:
                 previous[items[start[i]]] += 1
     quotas = compute_quotas(total, capacity, counts, previous=previous)
-    lo, hi = quotas.lo, quotas.hi
-    extras = quotas.extras
-
-    pending: list[int] = []
-    rest: list[int] = []
-    for i in tasks:
-        first, end = start[i], start[i + 1]
-        if first == end:
-            rest.append(i)
-            continue
-        for k in range(first, end):
-            p = items[k]
-            if counts[p] < lo[p]:
-                owner[i] = p
-                counts[p] += 1
-                break
-        else:
-            pending.append(i)
-
+    fill = _Filling(capacity, counts, owner, quotas)
+    pending, rest = fill.floors(tasks, sticky)
     if pending:
-        waiting = rest
-        rest = []
+        rest = fill.sticky_extras(pending, rest, sticky)
+    if secondary is not None and rest:
+        rest = fill.secondary(rest, secondary)
+    placed = fill.round_robin(rest) if rest else 0
+    if placed < len(rest) and not mixed:
+        placed = fill.extras_in_order(rest, placed)
+    elif placed < len(rest):
+        placed = fill.extras_by_load(rest, placed)
+    if placed < len(rest):
+        raise AssignorError(f"internal error: {len(rest) - placed} tasks left over after filling every quota")
+
+
+class _Filling:
+    """The passes of :func:`balanced_fill` over its ``counts`` and ``owner`` (changed in place)
+    and the extras left (``extras``: tasks that may still go above a floor)."""
+
+    __slots__ = ("capacity", "counts", "extras", "hi", "lo", "owner")
+
+    def __init__(self, capacity: Sequence[int], counts: list[int], owner: list[int], quotas: Quotas) -> None:
+        self.capacity = capacity
+        self.counts = counts
+        self.owner = owner
+        self.lo, self.hi = quotas.lo, quotas.hi
+        self.extras = quotas.extras
+
+    def floors(self, tasks: Sequence[int], sticky: Rows) -> tuple[list[int], list[int]]:
+        """Each task to its first sticky process below its floor; the tasks whose sticky
+        processes are all at their floors (pending), and those with none (the rest)."""
+        start, items, counts, owner, lo = sticky.start, sticky.items, self.counts, self.owner, self.lo
+        pending: list[int] = []
+        rest: list[int] = []
+        for i in tasks:
+            first, end = start[i], start[i + 1]
+            if first == end:
+                rest.append(i)
+                continue
+            for k in range(first, end):
+                p = items[k]
+                if counts[p] < lo[p]:
+                    owner[i] = p
+                    counts[p] += 1
+                    break
+            else:
+                pending.append(i)
+        return pending, rest
+
+    def sticky_extras(self, pending: list[int], waiting: list[int], sticky: Rows) -> list[int]:
+        """Each pending task, while extras last, to its first sticky process between floor and
+        ceiling; the tasks left, in task order (``waiting``: those set aside by :meth:`floors`)."""
+        start, items, counts, owner, lo, hi = (
+            sticky.start,
+            sticky.items,
+            self.counts,
+            self.owner,
+            self.lo,
+            self.hi,
+        )
+        rest: list[int] = []
         for i in pending:
-            if extras:
+            if self.extras:
                 for k in range(start[i], start[i + 1]):
                     p = items[k]
                     if lo[p] <= counts[p] < hi[p]:
                         owner[i] = p
                         counts[p] += 1
-                        extras -= 1
+                        self.extras -= 1
                         break
                 else:
                     rest.append(i)
             else:
                 rest.append(i)
         # back in task order: the tasks without a previous owner were set aside in pass 1
-        rest = sorted(rest + waiting) if waiting and rest else rest or waiting
+        return sorted(rest + waiting) if waiting and rest else rest or waiting
 
-    if secondary is not None and rest:
+    def secondary(self, rest: list[int], secondary: Callable[[int], Iterable[int]]) -> list[int]:
+        """Each task to its first ``secondary`` candidate below its floor, else to the first
+        between floor and ceiling while extras last; the tasks left."""
+        counts, owner, lo, hi = self.counts, self.owner, self.lo, self.hi
         unplaced: list[int] = []
         for i in rest:
             chosen = -1
@@ -315,19 +384,21 @@ def balanced_fill(
                 if c < lo[p]:
                     chosen = p
                     break
-                if chosen < 0 and extras and lo[p] <= c < hi[p]:
+                if chosen < 0 and self.extras and lo[p] <= c < hi[p]:
                     chosen = p
             if chosen < 0:
                 unplaced.append(i)
                 continue
             if counts[chosen] >= lo[chosen]:
-                extras -= 1
+                self.extras -= 1
             owner[i] = chosen
             counts[chosen] += 1
-        rest = unplaced
+        return unplaced
 
-    placed = 0
-    if rest:
+    def round_robin(self, rest: list[int]) -> int:
+        """The tasks, in turn, to the processes below their floors; how many were placed."""
+        counts, owner, lo = self.counts, self.owner, self.lo
+        placed = 0
         ring = [p for p in range(len(counts)) if counts[p] < lo[p]]
         while ring and placed < len(rest):
             again: list[int] = []
@@ -340,32 +411,39 @@ def balanced_fill(
                 if counts[p] < lo[p]:
                     again.append(p)
             ring = again
-    if placed < len(rest) and not mixed:
+        return placed
+
+    def extras_in_order(self, rest: list[int], placed: int) -> int:
+        """Equal thread counts: the extras to the processes between floor and ceiling, in
+        process order; how many tasks are placed now."""
+        counts, owner, lo, hi = self.counts, self.owner, self.lo, self.hi
         for p in range(len(counts)):
-            if placed == len(rest) or not extras:
+            if placed == len(rest) or not self.extras:
                 break
             if lo[p] <= counts[p] < hi[p]:
                 owner[rest[placed]] = p
                 placed += 1
                 counts[p] += 1
-                extras -= 1
-    elif placed < len(rest):
-        # The extras raise the lowest per-thread loads first (then the ones an extra raises least):
-        # in process order they could go to the processes already carrying the most per thread
-        # and leave another one idle.
+                self.extras -= 1
+        return placed
+
+    def extras_by_load(self, rest: list[int], placed: int) -> int:
+        """Mixed thread counts: the extras raise the lowest per-thread loads first (then the
+        ones an extra raises least): in process order they could go to the processes already
+        carrying the most per thread and leave another one idle. How many tasks are placed now."""
+        counts, owner, capacity, hi = self.counts, self.owner, self.capacity, self.hi
         heap = [
             (Fraction(counts[p], capacity[p]), Fraction(counts[p] + 1, capacity[p]), p)
             for p in range(len(counts))
-            if lo[p] <= counts[p] < hi[p]
+            if self.lo[p] <= counts[p] < hi[p]
         ]
         heapify(heap)
-        while heap and extras and placed < len(rest):
+        while heap and self.extras and placed < len(rest):
             p = heappop(heap)[2]
             owner[rest[placed]] = p
             placed += 1
             counts[p] += 1
-            extras -= 1
+            self.extras -= 1
             if counts[p] < hi[p]:
                 heappush(heap, (Fraction(counts[p], capacity[p]), Fraction(counts[p] + 1, capacity[p]), p))
-    if placed < len(rest):
-        raise AssignorError(f"internal error: {len(rest) - placed} tasks left over after filling every quota")
+        return placed

@@ -126,77 +126,36 @@ def place_standbys(
     k = min(replicas, n - 1)
     if k <= 0 or not tasks:
         return []
-    slots = [-1] * (num_tasks * k)
-    filled = [0] * num_tasks
-    diversity = _Diversity(signatures) if signatures and signatures[0] else None
     counts = [0] * n
-
-    def take(i: int, p: int) -> None:
-        slots[i * k + filled[i]] = p
-        filled[i] += 1
-        counts[p] += 1
-
-    def taken(i: int) -> list[int]:
-        return [owner[i], *slots[i * k : i * k + filled[i]]]
-
+    fill = _Fill(
+        slots=[-1] * (num_tasks * k),
+        filled=[0] * num_tasks,
+        k=k,
+        capacity=capacity,
+        counts=counts,
+        owner=owner,
+    )
+    diversity = _Diversity(signatures) if signatures and signatures[0] else None
     if keep is not None:
-        for i in tasks:
-            for p in keep(i):
-                if filled[i] < k and p != owner[i] and p not in taken(i):
-                    take(i, p)
+        fill.kept(tasks, keep)
     quotas = compute_quotas(k * len(tasks), capacity, counts)
-    lo, hi = quotas.lo, quotas.hi
-    extras = quotas.extras
     avoid = avoid or {}
-
-    for i in tasks:
-        if filled[i] == k:
-            continue
-        o = owner[i]
-        shunned = avoid.get(i, -1)
-        for p in preferred(i):
-            if p in (o, shunned) or counts[p] >= lo[p] or p in slots[i * k : i * k + filled[i]]:
-                continue
-            if diversity is not None and not diversity.acceptable(p, taken(i)):
-                continue
-            take(i, p)
-            if filled[i] == k:
-                break
-
-    if extras:
-        for i in tasks:
-            if filled[i] == k:
-                continue
-            o = owner[i]
-            shunned = avoid.get(i, -1)
-            for p in preferred(i):
-                if (
-                    p in (o, shunned)
-                    or not lo[p] <= counts[p] < hi[p]
-                    or p in slots[i * k : i * k + filled[i]]
-                ):
-                    continue
-                if diversity is not None and not diversity.acceptable(p, taken(i)):
-                    continue
-                take(i, p)
-                extras -= 1
-                if filled[i] == k or not extras:
-                    break
-            if not extras:
-                break
-
-    fill = _Fill(slots=slots, filled=filled, k=k, capacity=capacity, counts=counts, owner=owner)
+    fill.preferred(tasks, preferred, avoid, diversity, lo=quotas.lo, hi=None, extras=0)
+    if quotas.extras:
+        fill.preferred(tasks, preferred, avoid, diversity, lo=quotas.lo, hi=quotas.hi, extras=quotas.extras)
     if diversity is None:
         fill.plain(tasks, avoid)
     else:
         fill.diverse(tasks, avoid, diversity)
-    return slots
+    return fill.slots
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Fill:
-    """Pass 3: each remaining standby to a least loaded eligible process (load: standbys per
-    thread after taking it), with racks / tags to one of a best-scoring group."""
+    """The standby slots being filled (task ``i`` owns ``slots[i*k : i*k + filled[i]]``), the
+    standbys per process (``counts``), and the passes that fill them. Pass 3: each remaining
+    standby to a least loaded eligible process (load: standbys per thread after taking it), with
+    racks / tags to one of a best-scoring group."""
 
     slots: list[int]
     filled: list[int]
@@ -204,6 +163,55 @@ class _Fill:
     capacity: Sequence[int]
     counts: list[int]
     owner: Sequence[int]
+
+    def take(self, i: int, p: int) -> None:
+        self.slots[i * self.k + self.filled[i]] = p
+        self.filled[i] += 1
+        self.counts[p] += 1
+
+    def taken(self, i: int) -> list[int]:
+        """The processes task ``i`` is on: its active's, then its standbys' so far."""
+        return [self.owner[i], *self.slots[i * self.k : i * self.k + self.filled[i]]]
+
+    def kept(self, tasks: Sequence[int], keep: Callable[[int], Iterable[int]]) -> None:
+        """Pass 0: the standbys that stay whatever the quotas say (``keep``)."""
+        for i in tasks:
+            for p in keep(i):
+                if self.filled[i] < self.k and p != self.owner[i] and p not in self.taken(i):
+                    self.take(i, p)
+
+    def preferred(
+        self,
+        tasks: Sequence[int],
+        preferred: Callable[[int], Iterable[int]],
+        avoid: Mapping[int, int],
+        diversity: _Diversity | None,
+        *,
+        lo: Sequence[int],
+        hi: Sequence[int] | None,
+        extras: int,
+    ) -> None:
+        """Pass 1 (``hi`` None): each standby to a preferred process below its floor; pass 2:
+        to one between floor and ceiling, while the ``extras`` last."""
+        slots, filled, k, counts = self.slots, self.filled, self.k, self.counts
+        for i in tasks:
+            if filled[i] == k:
+                continue
+            o = self.owner[i]
+            shunned = avoid.get(i, -1)
+            for p in preferred(i):
+                if p in (o, shunned) or p in slots[i * k : i * k + filled[i]]:
+                    continue
+                if (counts[p] >= lo[p]) if hi is None else not lo[p] <= counts[p] < hi[p]:
+                    continue
+                if diversity is not None and not diversity.acceptable(p, self.taken(i)):
+                    continue
+                self.take(i, p)
+                extras -= 1
+                if filled[i] == k or (hi is not None and not extras):
+                    break
+            if hi is not None and not extras:
+                break
 
     def plain(self, tasks: Sequence[int], avoid: Mapping[int, int]) -> None:
         """One heap of every process; each process has exactly one entry, always current."""

@@ -72,12 +72,12 @@ def test_the_invariants_catch_an_early_acknowledgement(monkeypatch: pytest.Monke
     def early(self: ConsumerMember) -> object:
         gate = self._gate.gate
         if gate is not None:
-            keep = self._ownership
-            self._ownership = replace(keep, owned=keep.owned - gate.partitions)
+            keep = self._held.record
+            self._held.record = replace(keep, owned=keep.owned - gate.partitions)
             try:
                 return original(self)
             finally:
-                self._ownership = keep
+                self._held.record = keep
         return original(self)
 
     monkeypatch.setattr(ConsumerMember, "_heartbeat_request", early)

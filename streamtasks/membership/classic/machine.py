@@ -9,13 +9,9 @@ the whole story. The state, the action list and the requests in flight are held 
 :class:`~streamtasks.membership.common.kernel.Kernel` (composition), moved by trigger through
 :data:`.transitions.TABLE`.
 
-Components it holds own the rest: the commit before revoking (``CommitGate``), the coordinator
-link and its timers (``CoordinatorLink``), the leader's follow-up (:mod:`.followup`).
-
-Size note: this module is longer than the 600 lines aimed at. What is left is the classic
-protocol's transitions with their effects (join, sync, apply, the error reactions); the next cut
-is a component owning what the member owns (the listener calls and ``AssignmentChanged``, the
-same for both members) and one applying a SyncGroup assignment, each a change of its own.
+Components it holds own the rest: what it owns (``Holdings``: the listener calls and
+``AssignmentChanged``), the commit before revoking (``CommitGate``), the coordinator link and
+its timers (``CoordinatorLink``), the leader's follow-up (:mod:`.followup`).
 """
 
 from __future__ import annotations
@@ -27,26 +23,10 @@ from typing import Any
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import LocalProtocolError
+from streamtasks.membership.classic import events as ev
 from streamtasks.membership.classic import phases as P
-from streamtasks.membership.classic.actions import (
-    Action,
-    ListenerKind,
-    Request,
-    SendRequest,
-)
+from streamtasks.membership.classic.actions import Action, Request, SendRequest
 from streamtasks.membership.classic.config import MemberConfig
-from streamtasks.membership.classic.events import (
-    CoordinatorDiscovered,
-    CoordinatorLost,
-    EnforceRebalance,
-    Event,
-    Leave,
-    ListenerCompleted,
-    MetadataUpdated,
-    RequestFailed,
-    ResponseReceived,
-    Subscribe,
-)
 from streamtasks.membership.classic.followup import FollowUp
 from streamtasks.membership.classic.metrics import RebalanceMetrics
 from streamtasks.membership.classic.reactions import ANSWERS, Api, Reaction, reaction
@@ -61,26 +41,11 @@ from streamtasks.membership.classic.records import (
 )
 from streamtasks.membership.classic.states import HAS_GENERATION, REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
+from streamtasks.membership.classic.sync_apply import SyncApply
 from streamtasks.membership.classic.transitions import TABLE
-from streamtasks.membership.common import (
-    CommitGate,
-    CoordinatorLink,
-    Kernel,
-    ReadOnly,
-    assignment_changed,
-)
+from streamtasks.membership.common import CommitGate, CoordinatorLink, Holdings, Kernel, ReadOnly
 from streamtasks.membership.common.kernel import handler_for
-from streamtasks.protocol.classic_group import (
-    UNKNOWN_GENERATION,
-    UNKNOWN_MEMBER_ID,
-    DescribeGroupRequest,
-    DescribeGroupResponse,
-    HeartbeatResponse,
-    JoinGroupResponse,
-    OffsetCommitResponse,
-    SyncGroupAssignment,
-    SyncGroupResponse,
-)
+from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
 
@@ -100,8 +65,8 @@ class ClassicMember:
     """
 
     __slots__ = (
-        "_config", "_followup", "_gate", "_k", "_link", "_membership", "_metrics",
-        "_ownership", "_protocol", "_rejoin", "_round", "_sub",
+        "_config", "_followup", "_gate", "_held", "_k", "_link", "_membership", "_metrics", "_protocol",
+        "_rejoin", "_round", "_sub", "_sync",
     )  # fmt: skip
 
     def __init__(self, config: MemberConfig, now_ms: int = 0) -> None:
@@ -112,23 +77,24 @@ class ClassicMember:
         )
         self._sub = Subscribed(topics=config.topics)
         self._membership = Membership()
-        self._ownership = Ownership()
         self._rejoin = Rejoin()
         self._round = Round()
         self._followup = FollowUp(config)
         self._link = CoordinatorLink(Link.starting(now_ms), config, self._k)
         self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
+        self._held = Holdings(self._k, Ownership(), cg.UNKNOWN_GENERATION)
         self._metrics = RebalanceMetrics(created_ms=now_ms)  # its own owner: counters only
+        self._sync = SyncApply(config, self._held, self._followup, self._link, self._metrics)
 
     # ------------------------------------------------------------------ read-only view
 
     state = ReadOnly[S]("_k.state")
     member_id = ReadOnly[str]("_membership.member_id", "The coordinator's id for it ('': not joined yet).")
     generation = ReadOnly[int]("_membership.generation", "Of the last JoinGroup that succeeded (-1: none).")
-    owned_generation = ReadOnly[int]("_ownership.owned_generation", "The generation of what it owns (-1).")
+    owned_generation = ReadOnly[int]("_held.record.owned_generation", "The generation of what it owns (-1).")
     protocol_name = ReadOnly[str | None]("_membership.protocol_name", "The assignor the coordinator chose.")
-    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_ownership.owned")
-    assignment_user_data = ReadOnly[bytes]("_ownership.user_data", "Of the assignment it owns (b'': none).")
+    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_held.record.owned")
+    assignment_user_data = ReadOnly[bytes]("_held.record.user_data", "Of the assignment it owns (b'': none).")
     is_leader = ReadOnly[bool]("_membership.is_leader", "The last JoinGroup answer named it the leader.")
     leader_id = ReadOnly[str]("_membership.leader_id", "The leader the last JoinGroup answer named.")
     group_topics = ReadOnly[tuple[str, ...]]("_followup.view.group_topics", "Leader: the group's topics.")
@@ -151,7 +117,7 @@ class ClassicMember:
 
     # ------------------------------------------------------------------ entry points
 
-    def handle(self, event: Event, now_ms: int) -> list[Action]:
+    def handle(self, event: ev.Event, now_ms: int) -> list[Action]:
         """Feed one event; returns the actions to execute, in order."""
         self._k.start(event)
         handler_for(_ON, event)(self, event, now_ms)
@@ -178,7 +144,8 @@ class ClassicMember:
         ):
             self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
             return self._k.flush()
-        self._maybe_followup(now_ms)
+        if self._k.state is S.STABLE and self._followup.force(now_ms):
+            self._request_rejoin("leader withheld partitions and no follow-up rebalance started")
         self._maybe_join(now_ms)
         self._maybe_commit(now_ms)
         self._maybe_heartbeat(now_ms)
@@ -207,7 +174,7 @@ class ClassicMember:
         flight (no-op). Works for static members too. Raises ``LocalProtocolError`` when the
         member is not subscribed (closed, leaving, failed).
         """
-        self._k.check_event(EnforceRebalance(reason=reason))
+        self._k.check_event(ev.EnforceRebalance(reason=reason))
         if self._k.state in REBALANCING:
             return False
         if self._k.state is S.STABLE:
@@ -224,42 +191,14 @@ class ClassicMember:
         self._metrics.error_reported()
         self._k.report(reason, code, fatal=fatal)
 
-    def _listener(self, kind: ListenerKind, partitions: frozenset[TopicPartition], now_ms: int) -> None:
-        self._k.listener(kind, partitions, now_ms, self._membership.generation)
-
-    def _set_owned(
-        self,
-        owned: frozenset[TopicPartition],
-        generation: int,
-        *,
-        lost: frozenset[TopicPartition] = frozenset(),
-    ) -> None:
-        """``lost``: partitions given up without a revocation (``AssignmentChanged.lost``)."""
-        o = self._ownership
-        self._ownership = replace(o, owned=owned, owned_generation=generation)
-        self._k.emit(assignment_changed(o.owned, owned, generation, o.user_data, lost))
-
     def _request_rejoin(self, reason: str) -> None:
         if not self._rejoin.needed:
             self._rejoin = Rejoin(needed=True, reason=reason)
 
-    def _lose_all(self, now_ms: int) -> None:
-        """KIP-429 1d: the member fell out of the group; every owned partition is lost."""
-        self._ownership = replace(self._ownership, user_data=b"")  # no assignment any more
-        if self._ownership.owned:
-            self._listener(ListenerKind.LOST, self._ownership.owned, now_ms)
-            self._set_owned(frozenset(), UNKNOWN_GENERATION, lost=self._ownership.owned)
-
     def _reset(self, now_ms: int, *, member_id: bool, trigger: str) -> None:
         """Reset generation (and member id): partitions lost, rejoin from scratch."""
-        self._lose_all(now_ms)
-        m = self._membership
-        self._membership = replace(
-            m,
-            generation=UNKNOWN_GENERATION,
-            member_id=UNKNOWN_MEMBER_ID if member_id else m.member_id,
-            is_leader=False,
-        )
+        self._held.lose_all(now_ms, self._membership.generation)
+        self._membership = P.reset(self._membership, member_id=member_id)
         self._k.keep({None})
         self._new_round()
         if self._k.state is S.LEAVING:
@@ -271,7 +210,7 @@ class ClassicMember:
             self._k.goto(trigger)
 
     def _fail(self, now_ms: int, reason: str, code: KafkaErrorCode | None) -> None:
-        self._lose_all(now_ms)
+        self._held.lose_all(now_ms, self._membership.generation)
         self._report(reason, code, fatal=True)
         self._new_round()  # FAILED: nothing of the round is read again; Leave closes
         self._k.keep(())
@@ -287,9 +226,7 @@ class ClassicMember:
     def _close(self, trigger: str) -> None:
         self._new_round()
         self._k.keep({Api.LEAVE_GROUP})
-        self._membership = replace(
-            self._membership, member_id=UNKNOWN_MEMBER_ID, generation=UNKNOWN_GENERATION, is_leader=False
-        )
+        self._membership = P.reset(self._membership, member_id=True)
         self._rejoin = replace(self._rejoin, needed=False)
         self._metrics.rebalance_abandoned()
         self._k.goto(trigger)
@@ -318,17 +255,15 @@ class ClassicMember:
 
     # ------------------------------------------------------------------ coordinator and application events
 
-    def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
-        if not self._k.discovered(event.request_id):
-            return
-        if self._link.known or self._k.state in (S.CLOSED, S.FAILED):
-            return
-        self._link.found(now_ms, hb_last_ok_ms=now_ms)
+    def _on_discovered(self, event: ev.CoordinatorDiscovered, now_ms: int) -> None:
+        known = self._link.known or self._k.state in (S.CLOSED, S.FAILED)
+        if self._k.discovered(event.request_id) and not known:
+            self._link.found(now_ms, hb_last_ok_ms=now_ms)
 
-    def _on_lost(self, event: CoordinatorLost, now_ms: int) -> None:
+    def _on_lost(self, event: ev.CoordinatorLost, now_ms: int) -> None:
         self._coordinator_lost(now_ms, event.reason or "coordinator lost")
 
-    def _on_subscribe(self, event: Subscribe, now_ms: int) -> None:
+    def _on_subscribe(self, event: ev.Subscribe, now_ms: int) -> None:
         if not event.topics:
             raise LocalProtocolError("Subscribe needs at least one topic; use Leave to unsubscribe")
         if self._k.state is S.CLOSED:
@@ -341,38 +276,34 @@ class ClassicMember:
         if self._k.state is not S.UNJOINED:
             self._request_rejoin("subscription changed")
 
-    def _on_leave(self, event: Leave, now_ms: int) -> None:
+    def _on_leave(self, event: ev.Leave, now_ms: int) -> None:
         if self._k.state is S.FAILED:
             self._close("leave")
             return
         self._k.keep({None})
         self._round = replace(self._round, join_sent=False)
         self._gate.close()
-        owned = self._ownership.owned
+        owned = self._held.owned
         if owned and self._membership.generation >= 0 and self._membership.member_id:
             self._k.goto("leave: commit before revoking")
             self._start_gate(Purpose.LEAVE, owned, now_ms)
             return
-        self._lose_all(now_ms)
+        self._held.lose_all(now_ms, self._membership.generation)
         self._send_leave(event.reason or "the application left", now_ms)
         self._close("leave")
 
-    def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
+    def _on_metadata(self, event: ev.MetadataUpdated, now_ms: int) -> None:
         counts = event.partitions_per_topic
         self._sub = replace(self._sub, metadata=counts)
         if self._k.state in (S.CLOSED, S.FAILED):
             return
-        owned = self._ownership.owned
-        gone = frozenset(tp for tp in owned if tp.partition >= counts.get(tp.topic, 0))
-        if gone:  # KIP-429 1b: owned partitions that no longer exist are lost
-            self._listener(ListenerKind.LOST, gone, now_ms)
-            self._set_owned(owned - gone, self._ownership.owned_generation, lost=gone)
-            self._gate.without(gone)
+        # KIP-429 1b: owned partitions that no longer exist are lost
+        self._gate.without(self._held.lose_gone(counts, now_ms, self._membership.generation))
         leader = self._membership.is_leader
         if leader and self._k.state is S.STABLE and self._followup.metadata_changed(self._sub.metadata):
             self._request_rejoin("leader saw a partition count change")
 
-    def _on_listener_completed(self, event: ListenerCompleted, now_ms: int) -> None:
+    def _on_listener_completed(self, event: ev.ListenerCompleted, now_ms: int) -> None:
         found = self._k.listener_completed(event)
         if found is None:  # reported twice, or too old to remember
             return
@@ -383,25 +314,25 @@ class ClassicMember:
 
     # ------------------------------------------------------------------ responses
 
-    def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
+    def _on_response(self, event: ev.ResponseReceived, now_ms: int) -> None:
         pending = self._k.answer(event.request_id, event.response)
         if pending is None:
             self._metrics.stale_response()
             return
         resp = event.response
-        if isinstance(resp, JoinGroupResponse):
+        if isinstance(resp, cg.JoinGroupResponse):
             self._on_join(resp, now_ms)
-        elif isinstance(resp, SyncGroupResponse):
+        elif isinstance(resp, cg.SyncGroupResponse):
             self._on_sync(resp, now_ms)
-        elif isinstance(resp, HeartbeatResponse):
+        elif isinstance(resp, cg.HeartbeatResponse):
             self._on_heartbeat(resp, pending.generation, now_ms)
-        elif isinstance(resp, OffsetCommitResponse):
+        elif isinstance(resp, cg.OffsetCommitResponse):
             self._on_commit(resp, now_ms)
-        elif isinstance(resp, DescribeGroupResponse):
+        elif isinstance(resp, cg.DescribeGroupResponse):
             self._on_describe(resp, pending.generation, now_ms)
         # LeaveGroupResponse: nothing to do, the member is gone either way
 
-    def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
+    def _on_failed(self, event: ev.RequestFailed, now_ms: int) -> None:
         pending = self._k.fail(event.request_id)
         if pending is None:
             self._metrics.stale_response()
@@ -442,8 +373,8 @@ class ClassicMember:
             self._membership = replace(self._membership, is_leader=False)
             self._followup.rejoining()
             if self._membership.generation < 0:
-                self._lose_all(now_ms)
-            revoking = P.join_revocation(self._protocol, self._ownership.owned, self._sub.topics)
+                self._held.lose_all(now_ms, self._membership.generation)
+            revoking = P.join_revocation(self._protocol, self._held.owned, self._sub.topics)
             if revoking:  # KIP-429 1a, and EAGER's revoke-everything
                 self._k.goto("rejoin: commit before revoking")
                 self._start_gate(Purpose.JOIN, revoking, now_ms)
@@ -459,14 +390,14 @@ class ClassicMember:
             return
         self._metrics.rebalance_started(now_ms)
         request = P.join_request(
-            self._config, self._sub.topics, self._membership, self._ownership, self._rejoin.reason
+            self._config, self._sub.topics, self._membership, self._held.record, self._rejoin.reason
         )
         self._send(Api.JOIN_GROUP, request, now_ms)
         self._round = replace(self._round, join_sent=True)
         self._followup.join_sent()
         self._rejoin = Rejoin()
 
-    def _on_join(self, resp: JoinGroupResponse, now_ms: int) -> None:
+    def _on_join(self, resp: cg.JoinGroupResponse, now_ms: int) -> None:
         self._round = replace(self._round, join_sent=False)
         act = reaction(Api.JOIN_GROUP, resp.error)
         if act is Reaction.PROCEED:
@@ -482,36 +413,31 @@ class ClassicMember:
         else:
             self._on_reset_or_other(Api.JOIN_GROUP, act, resp.error, now_ms)
 
-    def _joined(self, resp: JoinGroupResponse, now_ms: int) -> None:
+    def _joined(self, resp: cg.JoinGroupResponse, now_ms: int) -> None:
         problem = P.join_problem(self._config, self._membership, resp)
         if problem is not None:
             self._metrics.rebalance_failed(now_ms)
             self._report(problem + "; rejoining", None)
             self._backoff_join(now_ms)
             return
-        missed = P.missed_generations(self._config, self._membership, self._ownership.owned, resp)
+        missed = P.missed_generations(self._config, self._membership, self._held.owned, resp)
         # The JoinGroup the leader answers claimed what is owned now; if that is lost here, the
         # leader may still withhold it from others for a revocation this member cannot make.
-        self._followup.claimed(self._ownership.owned if missed is not None else frozenset())
+        self._followup.claimed(self._held.owned if missed is not None else frozenset())
         if missed is not None:
             self._report(missed, None)
-            self._lose_all(now_ms)
+            self._held.lose_all(now_ms, self._membership.generation)
         self._membership = P.joined(self._membership, resp)
         self._link.change(hb_last_ok_ms=now_ms, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)
-        assignments: tuple[SyncGroupAssignment, ...] = ()
-        if self._membership.is_leader:
-            assignments, problems = self._followup.lead(
-                self._membership.protocol_name, self._sub.metadata, resp
-            )
-            for leader_problem in problems:
-                self._report(f"leader: {leader_problem}", None)
-        request = P.sync_request(self._config, self._membership, assignments)
+        request, problems = self._sync.request(self._membership, self._sub.metadata, resp)
+        for leader_problem in problems:
+            self._report(f"leader: {leader_problem}", None)
         self._k.goto("JoinGroup ok: SyncGroup sent")
         self._send(Api.SYNC_GROUP, request, now_ms)
 
     # ------------------------------------------------------------------ syncing
 
-    def _on_sync(self, resp: SyncGroupResponse, now_ms: int) -> None:
+    def _on_sync(self, resp: cg.SyncGroupResponse, now_ms: int) -> None:
         act = reaction(Api.SYNC_GROUP, resp.error)
         if act is Reaction.PROCEED:
             self._synced(resp, now_ms)
@@ -523,17 +449,15 @@ class ClassicMember:
         else:
             self._on_reset_or_other(Api.SYNC_GROUP, act, resp.error, now_ms)
 
-    def _synced(self, resp: SyncGroupResponse, now_ms: int) -> None:
-        read = P.read_assignment(resp, self._membership.protocol_name, self._sub.topics)
+    def _synced(self, resp: cg.SyncGroupResponse, now_ms: int) -> None:
+        read = self._sync.read(resp, self._membership, self._sub.topics, now_ms)
         if isinstance(read, str):
-            self._metrics.rebalance_failed(now_ms)
             self._report(read + "; rejoining", None)
             self._backoff_join(now_ms)
             self._k.goto("SyncGroup failed: rejoin")
             return
         assigned, user_data = read
-        self._link.heard(now_ms)
-        revoked = self._ownership.owned - assigned
+        revoked = self._held.owned - assigned
         if revoked:  # KIP-429 3c: commit, revoke, then rejoin
             self._k.goto("SyncGroup ok: commit before revoking")
             self._start_gate(Purpose.SYNC, revoked, now_ms, assignment=assigned, user_data=user_data)
@@ -542,42 +466,20 @@ class ClassicMember:
         self._apply(assigned, frozenset(), now_ms, user_data)
 
     def _apply(
-        self,
-        assigned: frozenset[TopicPartition],
-        revoked: frozenset[TopicPartition],
-        now_ms: int,
-        user_data: bytes,
+        self, assigned: frozenset[TopicPartition], revoked: frozenset[TopicPartition], now_ms: int, ud: bytes
     ) -> None:
-        """KIP-429 listener order: revoked (if any) → assignment → assigned (always).
-        ``user_data``: the assignment's user data, carried by the AssignmentChanged."""
-        added = assigned - self._ownership.owned
-        if revoked:
-            self._listener(ListenerKind.REVOKED, revoked, now_ms)
-        generation = self._membership.generation
-        self._ownership = replace(self._ownership, user_data=user_data)
-        self._set_owned(assigned, generation)
-        self._ownership = replace(
-            self._ownership, previous=P.sorted_tps(assigned), previous_generation=generation
-        )
-        self._listener(ListenerKind.ASSIGNED, added, now_ms)
-        self._metrics.rebalance_completed(now_ms)
-        probe = self._config.followup_heartbeat_ms
-        if probe and self._protocol is RebalanceProtocol.COOPERATIVE:
-            # Hear of a follow-up rebalance (another member revoked and rejoined) soon, not an
-            # interval from now: the follow-up's join waits for every member.
-            self._link.beat_by(now_ms + probe)
-        then = self._followup.applied(
-            assigned, revoked, self._membership.is_leader, self._sub.metadata, now_ms
-        )
+        """Take the assignment (:class:`.SyncApply`), then what follows it."""
+        m, metadata = self._membership, self._sub.metadata
+        then = self._sync.apply(assigned, revoked, now_ms, user_data=ud, membership=m, metadata=metadata)
         self._round = replace(self._round, needs_join_prepare=True)
         for reason in then.rejoin:
             self._request_rejoin(reason)
         if then.describe and self._link.known:
-            self._send(Api.DESCRIBE_GROUP, DescribeGroupRequest(group_id=self._config.group_id), now_ms)
+            self._send(Api.DESCRIBE_GROUP, cg.DescribeGroupRequest(group_id=self._config.group_id), now_ms)
         if then.join_now:
             self._maybe_join(now_ms)
 
-    def _on_describe(self, resp: DescribeGroupResponse, generation: int, now_ms: int) -> None:
+    def _on_describe(self, resp: cg.DescribeGroupResponse, generation: int, now_ms: int) -> None:
         """The skip-assignment leader's check (:meth:`.FollowUp.described`)."""
         if generation != self._membership.generation:
             return  # a rebalance came since: it is the follow-up
@@ -599,10 +501,6 @@ class ClassicMember:
         self._gate.open(purpose, partitions, now_ms, deadline, assignment=assignment, user_data=user_data)
         self._maybe_commit(now_ms)
 
-    def _maybe_followup(self, now_ms: int) -> None:
-        if self._k.state is S.STABLE and self._followup.force(now_ms):
-            self._request_rejoin("leader withheld partitions and no follow-up rebalance started")
-
     def _maybe_commit(self, now_ms: int) -> None:
         gate = self._gate.due(now_ms, self._link.known)
         if gate is None:
@@ -613,7 +511,7 @@ class ClassicMember:
         rid = self._gate.commit(now_ms + self._config.request_timeout_ms, self._membership.generation)
         self._k.emit(P.commit_action(rid, self._config, self._membership, gate.partitions))
 
-    def _on_commit(self, resp: OffsetCommitResponse, now_ms: int) -> None:
+    def _on_commit(self, resp: cg.OffsetCommitResponse, now_ms: int) -> None:
         if self._gate.answered() is None:
             return
         codes = sorted({code for _, code in resp.errors if code is not KafkaErrorCode.NONE})
@@ -631,15 +529,11 @@ class ClassicMember:
 
     def _finish_gate(self, now_ms: int) -> None:
         gate = self._gate.finish()
-        owned = self._ownership.owned
         if gate.purpose is Purpose.SYNC:
             self._k.goto("commit done: revoked, assignment applied")
-            self._apply(gate.assignment, gate.partitions & owned, now_ms, gate.user_data)
+            self._apply(gate.assignment, gate.partitions & self._held.owned, now_ms, gate.user_data)
             return
-        revoked = gate.partitions & owned
-        if revoked:
-            self._listener(ListenerKind.REVOKED, revoked, now_ms)
-            self._set_owned(owned - revoked, self._ownership.owned_generation)
+        self._held.revoke(gate.partitions, now_ms, self._membership.generation)
         if gate.purpose is Purpose.LEAVE:
             self._send_leave("the application left", now_ms)
             self._close("commit done: revoked, left")
@@ -651,15 +545,13 @@ class ClassicMember:
     # ------------------------------------------------------------------ heartbeat
 
     def _maybe_heartbeat(self, now_ms: int) -> None:
-        m = self._membership
-        if self._k.state not in HAS_GENERATION or m.generation < 0 or not m.member_id:
-            return
-        if self._k.requests.in_flight(Api.HEARTBEAT) or now_ms < self._link.record.hb_next_ms:
+        m, in_flight = self._membership, self._k.requests.in_flight(Api.HEARTBEAT)
+        if not P.heartbeat_due(self._k.state, m, in_flight, now_ms >= self._link.record.hb_next_ms):
             return
         self._send(Api.HEARTBEAT, P.heartbeat_request(self._config, m), now_ms)
         self._link.beat_at(now_ms + self._config.heartbeat_interval_ms)
 
-    def _on_heartbeat(self, resp: HeartbeatResponse, sent_generation: int, now_ms: int) -> None:
+    def _on_heartbeat(self, resp: cg.HeartbeatResponse, sent_generation: int, now_ms: int) -> None:
         act = reaction(Api.HEARTBEAT, resp.error)
         if act is Reaction.PROCEED:
             self._link.heard(now_ms)
@@ -685,14 +577,14 @@ class ClassicMember:
 #: What :meth:`ClassicMember.handle` calls for each event type.
 _ON: Mapping[type, Callable[[ClassicMember, Any, int], object]] = MappingProxyType(
     {
-        ResponseReceived: ClassicMember._on_response,
-        RequestFailed: ClassicMember._on_failed,
-        CoordinatorDiscovered: ClassicMember._on_discovered,
-        CoordinatorLost: ClassicMember._on_lost,
-        Subscribe: ClassicMember._on_subscribe,
-        EnforceRebalance: lambda member, event, _: member.enforce_rebalance(event.reason),
-        Leave: ClassicMember._on_leave,
-        MetadataUpdated: ClassicMember._on_metadata,
-        ListenerCompleted: ClassicMember._on_listener_completed,
+        ev.ResponseReceived: ClassicMember._on_response,
+        ev.RequestFailed: ClassicMember._on_failed,
+        ev.CoordinatorDiscovered: ClassicMember._on_discovered,
+        ev.CoordinatorLost: ClassicMember._on_lost,
+        ev.Subscribe: ClassicMember._on_subscribe,
+        ev.EnforceRebalance: lambda member, event, _: member.enforce_rebalance(event.reason),
+        ev.Leave: ClassicMember._on_leave,
+        ev.MetadataUpdated: ClassicMember._on_metadata,
+        ev.ListenerCompleted: ClassicMember._on_listener_completed,
     }
 )

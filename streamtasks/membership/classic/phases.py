@@ -33,6 +33,8 @@ from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.subscription import join_protocols
 from streamtasks.membership.common import Gate, sorted_tps
 from streamtasks.protocol.classic_group import (
+    UNKNOWN_GENERATION,
+    UNKNOWN_MEMBER_ID,
     DescribeGroupResponse,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -50,6 +52,7 @@ __all__ = [
     "LeaderStep",
     "commit_action",
     "commit_verdict",
+    "heartbeat_due",
     "heartbeat_request",
     "join_problem",
     "join_request",
@@ -62,6 +65,7 @@ __all__ = [
     "next_deadline",
     "read_assignment",
     "request_timeout",
+    "reset",
     "sorted_tps",
     "sync_request",
     "unassigned_partitions",
@@ -166,6 +170,20 @@ def joined(membership: Membership, resp: JoinGroupResponse) -> Membership:
         leader_id=resp.leader,
         is_leader=resp.leader == member_id,
     )
+
+
+def reset(membership: Membership, *, member_id: bool) -> Membership:
+    """Out of the generation (KIP-429 1d), and out of the member id too when ``member_id``."""
+    m = membership
+    new_id = UNKNOWN_MEMBER_ID if member_id else m.member_id
+    return replace(m, generation=UNKNOWN_GENERATION, member_id=new_id, is_leader=False)
+
+
+def heartbeat_due(state: S, membership: Membership, heartbeat_in_flight: bool, due: bool) -> bool:
+    """Whether a member in ``state`` sends a heartbeat now (``due``: its time has come)."""
+    m = membership
+    in_generation = state in HAS_GENERATION and m.generation >= 0 and bool(m.member_id)
+    return in_generation and not heartbeat_in_flight and due
 
 
 def sync_request(

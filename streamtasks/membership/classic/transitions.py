@@ -13,7 +13,7 @@ from __future__ import annotations
 from streamtasks.membership.classic.states import REBALANCING as _REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.common.events import EnforceRebalance, Leave, Subscribe
-from streamtasks.membership.common.transitions import Transitions
+from streamtasks.membership.common.transitions import Transitions, each
 
 __all__ = ["TABLE", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 
@@ -30,10 +30,10 @@ TRANSITIONS: tuple[tuple[S, str, S], ...] = (
     (S.SYNCING, "SyncGroup ok: commit before revoking", S.REVOKING),
     (S.REVOKING, "commit done: revoked, assignment applied", S.STABLE),
     (S.SYNCING, "SyncGroup failed: rejoin", S.JOINING),
-    *((s, "fenced: partitions lost", S.UNJOINED) for s in (S.STABLE, *_REBALANCING)),
-    *((s, "fatal error", S.FAILED) for s in (*_LIVE, S.LEAVING)),
-    *((s, "leave: commit before revoking", S.LEAVING) for s in (S.STABLE, *_REBALANCING)),
-    *((s, "leave", S.CLOSED) for s in (*_LIVE, S.FAILED)),
+    *each((S.STABLE, *_REBALANCING), "fenced: partitions lost", S.UNJOINED),
+    *each((*_LIVE, S.LEAVING), "fatal error", S.FAILED),
+    *each((S.STABLE, *_REBALANCING), "leave: commit before revoking", S.LEAVING),
+    *each((*_LIVE, S.FAILED), "leave", S.CLOSED),
     (S.LEAVING, "commit done: revoked, left", S.CLOSED),
     (S.LEAVING, "fenced: partitions lost, left", S.CLOSED),
     (S.CLOSED, "subscribe", S.UNJOINED),

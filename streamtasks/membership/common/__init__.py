@@ -7,7 +7,8 @@
 * :mod:`.kernel`: the component every member holds: state, actions to return, requests in flight;
   :mod:`.gate`: the commit before a revocation (:class:`CommitGate`), and :mod:`.link`: the
   coordinator, its lookup and the heartbeat timers (:class:`CoordinatorLink`), held beside it;
-  :mod:`.view`: a member's read-only properties, one line each (:class:`ReadOnly`).
+  :mod:`.holdings`: what it owns (:class:`Holdings`), and :mod:`.view`: its read-only
+  properties, one line each (:class:`ReadOnly`).
 * :mod:`.records` and :mod:`.requests`: frozen records (the commit gate, the requests) and the
   pure functions over them.
 """
@@ -34,6 +35,7 @@ from streamtasks.membership.common.events import (
     Subscribe,
 )
 from streamtasks.membership.common.gate import CommitGate
+from streamtasks.membership.common.holdings import Holdings
 from streamtasks.membership.common.kernel import Kernel
 from streamtasks.membership.common.link import CoordinatorLink
 from streamtasks.membership.common.listener import RebalanceListener, execute
@@ -63,6 +65,7 @@ __all__ = [
     "ErrorReported",
     "FindCoordinator",
     "Gate",
+    "Holdings",
     "InFlight",
     "InvokeListener",
     "Kernel",

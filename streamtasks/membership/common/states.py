@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["MemberState"]
+from streamtasks.membership.common.transitions import each
+
+__all__ = ["IN_GROUP", "MemberState", "Row", "heartbeat_lifecycle"]
 
 
 class MemberState(enum.Enum):
@@ -42,3 +44,33 @@ class MemberState(enum.Enum):
     #: The application stopped polling for longer than allowed: partitions lost, left the
     #: group; rejoins when the application polls again (``ApplicationPolled``).
     STALE = "stale"
+
+
+S = MemberState
+
+#: States in which the member is (or is becoming) a member of the group and heartbeats.
+IN_GROUP = (S.JOINING, S.RECONCILING, S.ACKNOWLEDGING, S.STABLE)
+
+#: One legal move: (from, trigger, to).
+Row = tuple[MemberState, str, MemberState]
+
+
+def heartbeat_lifecycle(
+    *, join: str, first: str, new: str, lost: str, rejoin: str, leave: str
+) -> tuple[Row, ...]:
+    """The moves both heartbeat members make (Apache Kafka's ``MemberState.previousValidStates``
+    they share), under each member's trigger labels: ``join`` at epoch 0, the ``first`` and each
+    ``new`` target reconciled and acknowledged, fenced (``lost``) and ``rejoin``, ``leave`` after
+    revoking, then the leave heartbeat."""
+    return (
+        (S.UNSUBSCRIBED, join, S.JOINING),
+        (S.JOINING, first, S.RECONCILING),
+        *each((S.STABLE, S.ACKNOWLEDGING), new, S.RECONCILING),
+        (S.RECONCILING, "reconciled: acknowledge", S.ACKNOWLEDGING),
+        (S.ACKNOWLEDGING, "acknowledged", S.STABLE),
+        *each(IN_GROUP, lost, S.FENCED),
+        (S.FENCED, rejoin, S.JOINING),
+        *each((*IN_GROUP, S.FENCED), leave, S.PREPARE_LEAVING),
+        (S.PREPARE_LEAVING, "revoked: leave heartbeat sent", S.LEAVING),
+        (S.LEAVING, "left", S.UNSUBSCRIBED),
+    )

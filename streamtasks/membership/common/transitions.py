@@ -15,9 +15,14 @@ from typing import Generic, TypeVar
 
 from streamtasks.errors import LocalProtocolError
 
-__all__ = ["StateT", "Transitions"]
+__all__ = ["StateT", "Transitions", "each"]
 
 StateT = TypeVar("StateT", bound=enum.Enum)
+
+
+def each(states: Iterable[StateT], trigger: str, to: StateT) -> tuple[tuple[StateT, str, StateT], ...]:
+    """The row ``(s, trigger, to)`` for every ``s`` of ``states``: one move from many states."""
+    return tuple((s, trigger, to) for s in states)
 
 
 class Transitions(Generic[StateT]):

@@ -11,14 +11,9 @@ KIP-848 member") tells the whole story. The state, the action list and the reque
 are held by the shared :class:`~streamtasks.membership.common.kernel.Kernel` (composition),
 moved by trigger through :data:`.transitions.TABLE`.
 
-Components it holds own the rest: the commit before a revocation (``CommitGate``), the
-coordinator link and its timers (``CoordinatorLink``), the client-side assignment job
-(:mod:`.assignment_job`).
-
-Size note: this module is longer than the 600 lines aimed at. What is left is the KIP-848
-protocol's transitions with their effects (heartbeats, reconciliation, leaving); the next cut is
-a component owning what the member owns (the listener calls and ``AssignmentChanged``, the same
-for both members), a change of its own.
+Components it holds own the rest: what it owns (``Holdings``: the listener calls and
+``AssignmentChanged``), the commit before a revocation (``CommitGate``), the coordinator link
+and its timers (``CoordinatorLink``), the client-side assignment job (:mod:`.assignment_job`).
 """
 
 from __future__ import annotations
@@ -32,38 +27,19 @@ from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.common import (
     CommitGate,
     CoordinatorLink,
+    Holdings,
     InFlight,
     Kernel,
     Purpose,
     ReadOnly,
-    assignment_changed,
 )
 from streamtasks.membership.common.kernel import handler_for
 from streamtasks.membership.common.states import MemberState as S
+from streamtasks.membership.consumer import events as ev
 from streamtasks.membership.consumer import phases as P
-from streamtasks.membership.consumer.actions import (
-    Action,
-    ListenerKind,
-    Request,
-    SendRequest,
-)
+from streamtasks.membership.consumer.actions import Action, Request, SendRequest
 from streamtasks.membership.consumer.assignment_job import AssignmentJob
 from streamtasks.membership.consumer.config import ConsumerMemberConfig
-from streamtasks.membership.consumer.events import (
-    ApplicationPolled,
-    AssignorMetadataChanged,
-    CoordinatorDiscovered,
-    CoordinatorLost,
-    EnforceRebalance,
-    Event,
-    Leave,
-    ListenerCompleted,
-    MetadataUpdated,
-    PollTimerExpired,
-    RequestFailed,
-    ResponseReceived,
-    Subscribe,
-)
 from streamtasks.membership.consumer.records import (
     ANSWERS,
     Api,
@@ -97,7 +73,7 @@ class ConsumerMember:
     """
 
     __slots__ = (
-        "_cluster", "_config", "_gate", "_job", "_k", "_link", "_membership", "_ownership", "_round", "_sub",
+        "_cluster", "_config", "_gate", "_held", "_job", "_k", "_link", "_membership", "_round", "_sub",
     )  # fmt: skip
 
     def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
@@ -112,20 +88,20 @@ class ConsumerMember:
         )
         self._cluster = Cluster()
         self._membership = Membership()
-        self._ownership = Ownership()
         self._round = Round()
         self._link = CoordinatorLink(Link.starting(now_ms, config.heartbeat_interval_ms), config, self._k)
         self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
         self._job = AssignmentJob(config, self._k)
+        self._held = Holdings(self._k, Ownership(), 0)
 
     # ------------------------------------------------------------------ read-only view
 
     state = ReadOnly[S]("_k.state")
     member_id = ReadOnly[str]("_config.member_id")
     member_epoch = ReadOnly[int]("_membership.epoch", "The epoch the coordinator last gave it (0: none).")
-    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_ownership.owned", "What it owns now.")
-    owned_epoch = ReadOnly[int]("_ownership.owned_epoch", "The epoch of what it owns.")
-    assignment_user_data = ReadOnly[bytes]("_ownership.user_data", "The assignor's metadata (b'': none).")
+    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_held.record.owned", "What it owns now.")
+    owned_epoch = ReadOnly[int]("_held.record.owned_generation", "The epoch of what it owns.")
+    assignment_user_data = ReadOnly[bytes]("_held.record.user_data", "The assignor's metadata (b'': none).")
     subscription = ReadOnly[tuple[str, ...]]("_sub.topics", "Its topics, sent with the next full heartbeat.")
     coordinator_known = ReadOnly[bool]("_link.known", "A lookup found it, not lost since.")
     computing_assignment = ReadOnly[bool]("_job.computing", "Prepare/InstallAssignment in flight.")
@@ -142,7 +118,7 @@ class ConsumerMember:
 
     # ------------------------------------------------------------------ entry points
 
-    def handle(self, event: Event, now_ms: int) -> list[Action]:
+    def handle(self, event: ev.Event, now_ms: int) -> list[Action]:
         """Feed one event; returns the actions to execute, in order."""
         self._k.start(event)
         handler_for(_ON, event)(self, event, now_ms)
@@ -157,7 +133,7 @@ class ConsumerMember:
         expired = sorted(rid for rid, f in self._k.requests.inflight.items() if f.deadline_ms <= now_ms)
         for rid in expired:
             if rid in self._k.requests.inflight:
-                self._on_failed(RequestFailed(request_id=rid), now_ms)
+                self._on_failed(ev.RequestFailed(request_id=rid), now_ms)
         if self._k.state in _IDLE:
             return self._k.flush()
         if self._gate.expired(now_ms):
@@ -165,7 +141,7 @@ class ConsumerMember:
             self._finish_gate(now_ms)
         if (
             self._k.state in IN_GROUP
-            and (self._membership.epoch > 0 or self._ownership.owned)
+            and (self._membership.epoch > 0 or self._held.owned)
             and self._link.silent(now_ms, self._config.session_timeout_ms)
         ):
             self._fence(now_ms, "no heartbeat answer within the session timeout", None)
@@ -185,7 +161,7 @@ class ConsumerMember:
             self._k.state,
             self._config,
             membership=self._membership,
-            ownership=self._ownership,
+            ownership=self._held.record,
             link=self._link.record,
             round_=self._round,
             gate=self._gate.gate,
@@ -198,7 +174,7 @@ class ConsumerMember:
         that was done, ``False`` for a member with a server-side assignor (a no-op, as Apache
         Kafka's ``enforceRebalance`` under the consumer protocol). ``reason`` is not sent (the
         field is an int8). Raises ``LocalProtocolError`` when the member is not subscribed."""
-        self._k.check_event(EnforceRebalance(reason=reason))
+        self._k.check_event(ev.EnforceRebalance(reason=reason))
         if not self._config.client_side:
             return False
         reasons = P.bumped_reasons(self._sub.reasons)
@@ -226,24 +202,9 @@ class ConsumerMember:
     def _report(self, reason: str, code: E | None, *, fatal: bool = False) -> None:
         self._k.report(reason, code, fatal=fatal)
 
-    def _listener(self, kind: ListenerKind, partitions: frozenset[TopicPartition]) -> None:
-        self._k.listener(kind, partitions, 0, self._membership.epoch)
-
-    def _set_owned(
-        self, owned: frozenset[TopicPartition], epoch: int, *, lost: frozenset[TopicPartition] = frozenset()
-    ) -> None:
-        """``lost``: partitions given up without a revocation (``AssignmentChanged.lost``)."""
-        o = self._ownership
-        self._ownership = replace(o, owned=owned, owned_epoch=epoch)
-        self._k.emit(assignment_changed(o.owned, owned, epoch, o.user_data, lost))
-
     def _lose_all(self) -> None:
         """Everything owned is lost (no commit, no revocation): fenced, stale, failed."""
-        owned = self._ownership.owned
-        self._ownership = replace(self._ownership, user_data=b"", error=0, version=0)
-        if owned:
-            self._listener(ListenerKind.LOST, owned)
-            self._set_owned(frozenset(), 0, lost=owned)
+        self._held.lose_all(0, self._membership.epoch, error=0, version=0)
 
     def _forget_membership(self) -> None:
         """Back to epoch 0 with nothing in progress (the member id is kept)."""
@@ -292,9 +253,7 @@ class ConsumerMember:
     def _heartbeat_request(self) -> ConsumerGroupHeartbeatRequest:
         """The next heartbeat; the coordinator is taken to have what it says."""
         m = self._membership
-        request, sent = P.heartbeat_request(
-            self._config, self._sub, self._cluster.ids, m, self._ownership.owned
-        )
+        request, sent = P.heartbeat_request(self._config, self._sub, self._cluster.ids, m, self._held.owned)
         self._membership = replace(self._membership, sent=sent)
         return request
 
@@ -372,7 +331,7 @@ class ConsumerMember:
             self._report(
                 f"assignment names {unresolved} partition(s) of topics not in the metadata yet", None
             )
-        o = self._ownership
+        o = self._held.record
         revoked = o.owned - assigned
         if revoked:
             self._enter_reconciling()
@@ -381,20 +340,21 @@ class ConsumerMember:
         revoked_before = self._round.revoked_this_round
         self._round = replace(self._round, pending=None, last_target=target)
         added = assigned - o.owned
-        self._ownership = P.with_metadata(o, target)
-        news = self._ownership != o
+        self._held.update(
+            user_data=target.metadata_bytes, error=target.error, version=target.metadata_version
+        )
+        news = self._held.record != o
         if target.error:
             self._report(f"the assignment carries assignor error {target.error}", None)
         if added or revoked_before or self._k.state is S.JOINING:
             self._enter_reconciling()
             self._round = replace(self._round, revoked_this_round=False)
-            self._set_owned(assigned, target.epoch)
-            self._listener(ListenerKind.ASSIGNED, added)
+            self._held.assign(assigned, target.epoch, 0)
             self._k.goto("reconciled: acknowledge")
             self._round = replace(self._round, ack_rid=0)
             self._link.beat_at(now_ms)
-        elif news or target.epoch != o.owned_epoch:
-            self._set_owned(assigned, target.epoch)
+        elif news or target.epoch != o.owned_generation:
+            self._held.set(assigned, target.epoch)
 
     def _enter_reconciling(self) -> None:
         if self._k.state is S.JOINING:
@@ -412,20 +372,12 @@ class ConsumerMember:
         gate = self._gate.due(now_ms, self._link.known)
         if gate is None:
             return
-        partitions = gate.partitions & self._ownership.owned
+        partitions = gate.partitions & self._held.owned
         if not partitions:
             self._finish_gate(now_ms)
             return
         rid = self._gate.commit(now_ms + self._config.request_timeout_ms, self._membership.epoch)
         self._k.emit(P.commit_action(rid, self._config, self._membership.epoch, partitions))
-
-    def _new_epoch_coming(self, sent_epoch: int) -> bool:
-        """After a commit answered STALE_MEMBER_EPOCH: whether a newer epoch is here or can come
-        (a member in the group heartbeats on; one preparing to leave only through the answer
-        to a heartbeat still in flight)."""
-        if self._membership.epoch != sent_epoch or self._k.state is not S.PREPARE_LEAVING:
-            return True
-        return any(f.api is Api.HEARTBEAT for f in self._k.requests.inflight.values())
 
     def _on_commit(self, resp: OffsetCommitResponse, sent_epoch: int, now_ms: int) -> None:
         gate = self._gate.answered()
@@ -444,7 +396,10 @@ class ConsumerMember:
                 self._fence(now_ms, "offset commit answered UNKNOWN_MEMBER_ID", E.UNKNOWN_MEMBER_ID)
         elif verdict is P.Commit.COORDINATOR:
             self._coordinator_lost(now_ms, f"offset commit answered {[c.name for c in codes]}")
-        elif verdict is P.Commit.RETRY or (verdict is P.Commit.STALE and self._new_epoch_coming(sent_epoch)):
+        elif verdict is P.Commit.RETRY or (
+            verdict is P.Commit.STALE
+            and P.new_epoch_coming(self._k.state, self._membership.epoch, sent_epoch, self._k.requests)
+        ):
             retry_at = (
                 now_ms if self._membership.epoch != sent_epoch else now_ms + self._config.retry_backoff_ms
             )
@@ -455,11 +410,7 @@ class ConsumerMember:
 
     def _finish_gate(self, now_ms: int) -> None:
         gate = self._gate.finish()
-        owned = self._ownership.owned
-        revoked = gate.partitions & owned
-        if revoked:
-            self._listener(ListenerKind.REVOKED, revoked)
-            self._set_owned(owned - revoked, self._ownership.owned_epoch)
+        self._held.revoke(gate.partitions, 0, self._membership.epoch)
         if gate.purpose is Purpose.LEAVE:
             self._send_leave(now_ms)
             return
@@ -481,7 +432,7 @@ class ConsumerMember:
             self._k.goto("revoked: leave heartbeat sent")
         self._send(Api.HEARTBEAT, P.leave_request(self._config), now_ms)
 
-    def _on_leave(self, event: Leave, now_ms: int) -> None:
+    def _on_leave(self, event: ev.Leave, now_ms: int) -> None:
         if self._k.state in (S.FATAL, S.UNSUBSCRIBED):
             return
         if self._k.state is S.STALE:
@@ -495,7 +446,7 @@ class ConsumerMember:
         self._gate.dropped()
         self._job.dropped()
         self._k.goto("leave: revoke first")
-        owned = self._ownership.owned
+        owned = self._held.owned
         if owned and self._membership.in_group:
             self._start_gate(Purpose.LEAVE, owned, now_ms)
             return
@@ -504,7 +455,7 @@ class ConsumerMember:
         if self._link.known or not self._membership.in_group:
             self._send_leave(now_ms)
 
-    def _on_poll_timer(self, event: PollTimerExpired, now_ms: int) -> None:
+    def _on_poll_timer(self, event: ev.PollTimerExpired, now_ms: int) -> None:
         self._report(
             f"poll timer expired ({event.reason or 'the application stopped polling'}); leaving", None
         )
@@ -536,7 +487,7 @@ class ConsumerMember:
 
     # ------------------------------------------------------------------ coordinator and application events
 
-    def _on_discovered(self, event: CoordinatorDiscovered, now_ms: int) -> None:
+    def _on_discovered(self, event: ev.CoordinatorDiscovered, now_ms: int) -> None:
         if not self._k.discovered(event.request_id):
             return
         if self._link.known or self._k.state in (S.UNSUBSCRIBED, S.FATAL):
@@ -545,21 +496,21 @@ class ConsumerMember:
         if self._k.state is S.PREPARE_LEAVING and self._gate.gate is None:
             self._send_leave(now_ms)
 
-    def _on_lost(self, event: CoordinatorLost, now_ms: int) -> None:
-        self._coordinator_lost(now_ms, event.reason or "coordinator lost")
-
-    def _on_assignor_metadata(self, event: AssignorMetadataChanged, now_ms: int) -> None:
+    def _on_assignor_metadata(self, event: ev.AssignorMetadataChanged, now_ms: int) -> None:
         P.check_assignor_metadata(self._sub.assignor_metadata, event.name, event.metadata)
         if self._sub.assignor_metadata[event.name] != event.metadata:
             metadata = {**self._sub.assignor_metadata, event.name: event.metadata}
             self._sub = replace(self._sub, assignor_metadata=MappingProxyType(metadata))
             self._link.beat_by(now_ms)
 
-    def _on_polled(self, event: ApplicationPolled, now_ms: int) -> None:
+    def _on_polled(self, event: ev.ApplicationPolled, now_ms: int) -> None:
         if self._k.state is S.STALE:
             self._start_joining(now_ms, "application polled: rejoin at epoch 0")
 
-    def _on_subscribe(self, event: Subscribe, now_ms: int) -> None:
+    def _on_lost(self, event: ev.CoordinatorLost, now_ms: int) -> None:
+        self._coordinator_lost(now_ms, event.reason or "coordinator lost")
+
+    def _on_subscribe(self, event: ev.Subscribe, now_ms: int) -> None:
         if not event.topics:
             raise LocalProtocolError("Subscribe needs at least one topic; use Leave to unsubscribe")
         changed = event.topics != self._sub.topics
@@ -569,31 +520,28 @@ class ConsumerMember:
         elif changed:
             self._link.beat_by(now_ms)
 
-    def _on_metadata(self, event: MetadataUpdated, now_ms: int) -> None:
+    def _on_metadata(self, event: ev.MetadataUpdated, now_ms: int) -> None:
         self._cluster = Cluster.of(event.partitions_per_topic, event.topic_ids)
         if self._k.state in (S.UNSUBSCRIBED, S.FATAL):
             return
-        owned, counts = self._ownership.owned, self._cluster.counts
-        gone = frozenset(tp for tp in owned if tp.partition >= counts.get(tp.topic, 0))
-        if gone:  # owned partitions that no longer exist are lost
-            self._listener(ListenerKind.LOST, gone)
-            self._set_owned(owned - gone, self._ownership.owned_epoch, lost=gone)
-            self._gate.without(gone)
+        # owned partitions that no longer exist are lost
+        self._gate.without(self._held.lose_gone(self._cluster.counts, 0, self._membership.epoch))
         # partitions of topics that were unknown until now
-        self._round = P.known_topics(self._round, self._cluster.names, self._ownership.owned)
+        self._round = P.known_topics(self._round, self._cluster.names, self._held.owned)
         self._reconcile(now_ms)
 
-    def _on_listener_completed(self, event: ListenerCompleted, now_ms: int) -> None:
+    def _on_listener_completed(self, event: ev.ListenerCompleted, now_ms: int) -> None:
         if self._k.listener_completed(event) is not None and event.failed:
             self._report("rebalance listener raised; the assignment change stands", None)
 
     # ------------------------------------------------------------------ responses
 
-    def _on_response(self, event: ResponseReceived, now_ms: int) -> None:
+    def _on_response(self, event: ev.ResponseReceived, now_ms: int) -> None:
         pending = self._k.answer(event.request_id, event.response)
         resp = event.response
         if pending is None:
-            self._unread_answer(resp)
+            if P.unread_assignment(resp):  # the next heartbeat says everything again
+                self._membership = replace(self._membership, sent=None)
             return
         if isinstance(resp, ConsumerGroupHeartbeatResponse):
             self._on_heartbeat(resp, event.request_id, pending, now_ms)
@@ -604,20 +552,7 @@ class ConsumerMember:
         else:
             self._on_commit(resp, pending.generation, now_ms)
 
-    def _unread_answer(self, resp: object) -> None:
-        """An answer to a heartbeat the member no longer waits for (a duplicate, or one it gave
-        up on) that carries an assignment: the coordinator counts that assignment as delivered
-        and does not repeat it, so the next heartbeat says everything again, owned partitions
-        included; a coordinator that finds them different from the assignment sends it again
-        (Kafka's client sends a full heartbeat after one whose answer it did not read)."""
-        if (
-            isinstance(resp, ConsumerGroupHeartbeatResponse)
-            and resp.error is E.NONE
-            and resp.assignment is not None
-        ):
-            self._membership = replace(self._membership, sent=None)
-
-    def _on_failed(self, event: RequestFailed, now_ms: int) -> None:
+    def _on_failed(self, event: ev.RequestFailed, now_ms: int) -> None:
         pending = self._k.fail(event.request_id)
         if pending is None:
             return
@@ -637,17 +572,17 @@ class ConsumerMember:
 #: What :meth:`ConsumerMember.handle` calls for each event type.
 _ON: Mapping[type, Callable[[ConsumerMember, Any, int], object]] = MappingProxyType(
     {
-        ResponseReceived: ConsumerMember._on_response,
-        RequestFailed: ConsumerMember._on_failed,
-        CoordinatorDiscovered: ConsumerMember._on_discovered,
-        CoordinatorLost: ConsumerMember._on_lost,
-        Subscribe: ConsumerMember._on_subscribe,
-        EnforceRebalance: lambda member, event, now_ms: member.enforce_rebalance(event.reason, now_ms),
-        Leave: ConsumerMember._on_leave,
-        MetadataUpdated: ConsumerMember._on_metadata,
-        AssignorMetadataChanged: ConsumerMember._on_assignor_metadata,
-        PollTimerExpired: ConsumerMember._on_poll_timer,
-        ApplicationPolled: ConsumerMember._on_polled,
-        ListenerCompleted: ConsumerMember._on_listener_completed,
+        ev.ResponseReceived: ConsumerMember._on_response,
+        ev.RequestFailed: ConsumerMember._on_failed,
+        ev.CoordinatorDiscovered: ConsumerMember._on_discovered,
+        ev.CoordinatorLost: ConsumerMember._on_lost,
+        ev.Subscribe: ConsumerMember._on_subscribe,
+        ev.EnforceRebalance: lambda member, event, now_ms: member.enforce_rebalance(event.reason, now_ms),
+        ev.Leave: ConsumerMember._on_leave,
+        ev.MetadataUpdated: ConsumerMember._on_metadata,
+        ev.AssignorMetadataChanged: ConsumerMember._on_assignor_metadata,
+        ev.PollTimerExpired: ConsumerMember._on_poll_timer,
+        ev.ApplicationPolled: ConsumerMember._on_polled,
+        ev.ListenerCompleted: ConsumerMember._on_listener_completed,
     }
 )

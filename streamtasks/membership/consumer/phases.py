@@ -64,12 +64,14 @@ __all__ = [
     "heartbeat_request",
     "install_request",
     "leave_request",
+    "new_epoch_coming",
     "next_deadline",
     "next_heartbeat_ms",
     "next_pending",
     "owned_wire",
     "prepare_request",
     "resolve",
+    "unread_assignment",
     "unreleased_since",
 ]
 
@@ -261,11 +263,26 @@ def known_topics(round_: Round, names: Mapping[uuid.UUID, str], owned: frozenset
     return round_
 
 
-def with_metadata(ownership: Ownership, target: Target) -> Ownership:
-    """What the member owns with the assignment metadata ``target`` carries."""
-    return replace(
-        ownership, user_data=target.metadata_bytes, error=target.error, version=target.metadata_version
+def unread_assignment(resp: object) -> bool:
+    """Whether ``resp``, an answer to a heartbeat the member no longer waits for (a duplicate,
+    or one it gave up on), carries an assignment: the coordinator counts that assignment as
+    delivered and does not repeat it, so the next heartbeat says everything again, owned
+    partitions included; a coordinator that finds them different from the assignment sends it
+    again (Kafka's client sends a full heartbeat after one whose answer it did not read)."""
+    return (
+        isinstance(resp, ConsumerGroupHeartbeatResponse)
+        and resp.error is E.NONE
+        and resp.assignment is not None
     )
+
+
+def new_epoch_coming(state: S, epoch: int, sent_epoch: int, requests: Requests[Api]) -> bool:
+    """After a commit sent at ``sent_epoch`` answered STALE_MEMBER_EPOCH: whether a newer epoch
+    is here or can come (a member in the group heartbeats on; one preparing to leave only
+    through the answer to a heartbeat still in flight)."""
+    if epoch != sent_epoch or state is not S.PREPARE_LEAVING:
+        return True
+    return any(f.api is Api.HEARTBEAT for f in requests.inflight.values())
 
 
 def dropped(round_: Round) -> Round:

@@ -140,7 +140,7 @@ class Ownership:
     """What the member owns, and the assignment metadata it was given with it."""
 
     owned: frozenset[TopicPartition] = frozenset()
-    owned_epoch: int = 0
+    owned_generation: int = 0  # the member epoch it was given them in
     user_data: bytes = b""
     error: int = 0
     version: int = 0

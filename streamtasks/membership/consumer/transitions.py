@@ -12,8 +12,9 @@ event is legal; broker events are legal in every state and ignored when stale.
 from __future__ import annotations
 
 from streamtasks.membership.common.events import EnforceRebalance, Leave, Subscribe
+from streamtasks.membership.common.states import IN_GROUP, heartbeat_lifecycle
 from streamtasks.membership.common.states import MemberState as S
-from streamtasks.membership.common.transitions import Transitions
+from streamtasks.membership.common.transitions import Transitions, each
 from streamtasks.membership.consumer.events import (
     ApplicationPolled,
     AssignorMetadataChanged,
@@ -22,27 +23,22 @@ from streamtasks.membership.consumer.events import (
 
 __all__ = ["IN_GROUP", "TABLE", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 
-#: States in which the member is (or is becoming) a member of the group and heartbeats.
-IN_GROUP = (S.JOINING, S.RECONCILING, S.ACKNOWLEDGING, S.STABLE)
-
-#: (from, trigger, to). Triggers are short labels, also used in error messages and the docs.
+#: (from, trigger, to). Triggers are short labels, also used in error messages and the docs;
+#: the moves both heartbeat members make come first (:func:`.common.states.heartbeat_lifecycle`).
 TRANSITIONS: tuple[tuple[S, str, S], ...] = (
-    (S.UNSUBSCRIBED, "subscribe: join at epoch 0", S.JOINING),
-    (S.JOINING, "heartbeat ok: first assignment", S.RECONCILING),
-    (S.STABLE, "heartbeat ok: new assignment", S.RECONCILING),
-    (S.ACKNOWLEDGING, "heartbeat ok: new assignment", S.RECONCILING),
-    (S.RECONCILING, "reconciled: acknowledge", S.ACKNOWLEDGING),
-    (S.ACKNOWLEDGING, "acknowledged", S.STABLE),
-    *((s, "fenced: partitions lost", S.FENCED) for s in IN_GROUP),
-    (S.FENCED, "rejoin at epoch 0", S.JOINING),
-    *((s, "leave: revoke first", S.PREPARE_LEAVING) for s in (*IN_GROUP, S.FENCED)),
-    (S.PREPARE_LEAVING, "revoked: leave heartbeat sent", S.LEAVING),
-    (S.LEAVING, "left", S.UNSUBSCRIBED),
+    *heartbeat_lifecycle(
+        join="subscribe: join at epoch 0",
+        first="heartbeat ok: first assignment",
+        new="heartbeat ok: new assignment",
+        lost="fenced: partitions lost",
+        rejoin="rejoin at epoch 0",
+        leave="leave: revoke first",
+    ),
     (S.PREPARE_LEAVING, "left without a leave heartbeat", S.UNSUBSCRIBED),
-    *((s, "poll timer expired: partitions lost, left", S.STALE) for s in (*IN_GROUP, S.STALE)),
+    *each((*IN_GROUP, S.STALE), "poll timer expired: partitions lost, left", S.STALE),
     (S.STALE, "application polled: rejoin at epoch 0", S.JOINING),
     (S.STALE, "leave", S.UNSUBSCRIBED),
-    *((s, "fatal error", S.FATAL) for s in IN_GROUP),
+    *each(IN_GROUP, "fatal error", S.FATAL),
 )
 
 _SUBSCRIBED = (*IN_GROUP, S.FENCED, S.STALE)

@@ -7,28 +7,23 @@
 from __future__ import annotations
 
 from streamtasks.membership.common.events import Leave
+from streamtasks.membership.common.states import IN_GROUP, heartbeat_lifecycle
 from streamtasks.membership.common.states import MemberState as S
-from streamtasks.membership.common.transitions import Transitions
+from streamtasks.membership.common.transitions import Transitions, each
 from streamtasks.membership.streams.events import JoinStreamsGroup, RequestShutdown
 
 __all__ = ["IN_GROUP", "TABLE", "TRANSITIONS"]
 
-#: States in which the member is (or is becoming) a member of the group and heartbeats.
-IN_GROUP = (S.JOINING, S.RECONCILING, S.ACKNOWLEDGING, S.STABLE)
-
 TRANSITIONS: tuple[tuple[S, str, S], ...] = (
-    (S.UNSUBSCRIBED, "join with the topology at epoch 0", S.JOINING),
-    (S.JOINING, "heartbeat ok: first target", S.RECONCILING),
-    (S.STABLE, "heartbeat ok: new target", S.RECONCILING),
-    (S.ACKNOWLEDGING, "heartbeat ok: new target", S.RECONCILING),
-    (S.RECONCILING, "reconciled: acknowledge", S.ACKNOWLEDGING),
-    (S.ACKNOWLEDGING, "acknowledged", S.STABLE),
-    *((s, "fenced: tasks lost", S.FENCED) for s in IN_GROUP),
-    (S.FENCED, "tasks dropped: rejoin at epoch 0", S.JOINING),
-    *((s, "leave: revoke active tasks first", S.PREPARE_LEAVING) for s in (*IN_GROUP, S.FENCED)),
-    (S.PREPARE_LEAVING, "revoked: leave heartbeat sent", S.LEAVING),
-    (S.LEAVING, "left", S.UNSUBSCRIBED),
-    *((s, "fatal error", S.FATAL) for s in (*IN_GROUP, S.FENCED, S.PREPARE_LEAVING, S.LEAVING)),
+    *heartbeat_lifecycle(
+        join="join with the topology at epoch 0",
+        first="heartbeat ok: first target",
+        new="heartbeat ok: new target",
+        lost="fenced: tasks lost",
+        rejoin="tasks dropped: rejoin at epoch 0",
+        leave="leave: revoke active tasks first",
+    ),
+    *each((*IN_GROUP, S.FENCED, S.PREPARE_LEAVING, S.LEAVING), "fatal error", S.FATAL),
 )
 
 TABLE = Transitions(
