@@ -112,7 +112,8 @@ def heartbeat(
         _new_target(w, configured)
     before = g.current(mid)
     assert before is not None
-    owned = None if r.active_tasks is None else tasks_of(r.active_tasks)
+    joined = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+    owned = None if r.active_tasks is None or joined else tasks_of(r.active_tasks)
     after = reconcile(
         before, target_epoch=g.target_epoch, target=g.target(mid), owned_active=owned, owner_of=g.owner
     )
@@ -160,14 +161,13 @@ def _join(w: StreamsWrite, r: Request) -> Response | None:
     g, mid, gid = w.g, r.member_id, r.group_id
     if g.meta is None:
         w.emit(StreamsGroupRecord(group_id=gid, epoch=0))
-    known = g.member(mid)
-    if known is not None:
-        # A rejoin (after a fencing): it reported no tasks, so it owns none.
-        w.emit(
-            StreamsCurrentAssignmentRecord(
-                group_id=gid, member_id=mid, member_epoch=0, previous_member_epoch=0
-            )
-        )
+    if g.member(mid) is not None:
+        # A join from a member still in the group (a late or repeated join: a fenced member
+        # was removed): it is answered with its epoch and tasks, and is taken to own them; a
+        # static member back under its member id takes up its epoch again.
+        current = g.current(mid)
+        if current is not None and current.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            w.emit(replace(current, member_epoch=max(current.previous_member_epoch, 0)))
         return None
     previous = g.static_member(r.instance_id) if r.instance_id is not None else None
     if previous is not None:
@@ -236,16 +236,21 @@ def _check_epoch(w: StreamsWrite, r: Request) -> Response | None:
     if current is None or w.g.member(r.member_id) is None:
         return _error(E.UNKNOWN_MEMBER_ID, "Unknown member.", r.member_id)
     epoch = r.member_epoch
-    if epoch > current.member_epoch:
-        return _error(E.FENCED_MEMBER_EPOCH, "The member epoch is ahead of the coordinator's.", r.member_id)
-    if epoch < current.member_epoch:
-        owned = None if r.active_tasks is None else tasks_of(r.active_tasks)
-        if (
+    owned = None if r.active_tasks is None else tasks_of(r.active_tasks)
+    if epoch > current.member_epoch or (
+        epoch < current.member_epoch
+        and (
             epoch != current.previous_member_epoch
             or owned is None
             or not owned <= current.active | current.pending_revocation
-        ):
-            return _error(E.FENCED_MEMBER_EPOCH, "The member epoch is stale.", r.member_id)
+        )
+    ):
+        w.remove_member(r.member_id)  # fenced: it loses its tasks and rejoins as a new member
+        return _error(
+            E.FENCED_MEMBER_EPOCH,
+            f"Member epoch {epoch} is not the expected {current.member_epoch}.",
+            r.member_id,
+        )
     return None
 
 

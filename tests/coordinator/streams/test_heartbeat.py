@@ -3,7 +3,10 @@ statuses, fencing, leaving."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from streamtasks.coordinator.streams import StreamsCoordinatorConfig, StreamsGroupState, StreamsMemberState
+from streamtasks.membership.streams.records import tasks_of
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import StreamsGroupStatus
 
@@ -105,6 +108,28 @@ def test_stale_and_unknown_members_are_refused() -> None:
     h.beat(a)
     a.epoch = 7
     assert h.beat(a).error is KafkaErrorCode.FENCED_MEMBER_EPOCH
+    group = h.coordinator.group(GROUP)
+    assert group is not None
+    assert "a" not in group.members, "a fenced member is removed"
+    a.epoch, a.active = 0, frozenset()
+    h.beat(a)
+    assert a.active == ALL
+
+
+def test_a_repeated_join_keeps_the_members_tasks() -> None:
+    h = Harness()
+    a, b = h.add("a"), h.add("b")
+    h.round(3)
+    owned, epoch = a.active, a.epoch
+    late = replace(
+        a.request(), member_epoch=0, topology=topology(), process_id="p-a", rebalance_timeout_ms=30_000
+    )
+    response = h.apply(h.coordinator.heartbeat(late, h.now))
+    assert response.member_epoch == epoch
+    assert tasks_of(response.active_tasks) == owned
+    h.round(2)
+    assert a.active == owned
+    assert b.active == ALL - owned
     ghost = h.add("ghost")
     ghost.epoch = 3
     assert h.beat(ghost).error is KafkaErrorCode.UNKNOWN_MEMBER_ID
@@ -132,8 +157,6 @@ def test_invalid_requests() -> None:
     h = Harness()
     a = h.add("a")
     bad = a.request()
-    from dataclasses import replace
-
     assert (
         h.apply(h.coordinator.heartbeat(replace(bad, topology=None), 0)).error
         is KafkaErrorCode.INVALID_REQUEST
@@ -172,8 +195,6 @@ def test_shutdown_application_reaches_every_member() -> None:
     h = Harness()
     a, b = h.add("a"), h.add("b")
     h.round(2)
-    from dataclasses import replace
-
     r = h.apply(h.coordinator.heartbeat(replace(a.request(), shutdown_application=True), h.now))
     assert StreamsGroupStatus.SHUTDOWN_APPLICATION in [s.status_code for s in r.status or ()]
     assert StreamsGroupStatus.SHUTDOWN_APPLICATION in [s.status_code for s in h.beat(b).status or ()]
