@@ -7,7 +7,8 @@ from what it reports, it moves to the target epoch and gets every target active 
 member owns; the rest wait (UNRELEASED_TASKS) until their owner released them, so an active
 task is never owned by two members. Standby and warm-up tasks need no hand-over: a member
 gets its target's at once when it moves to the target epoch (while revoking it keeps only
-those its target still has)."""
+those its target still has), and a standby or warm-up whose task its target makes active stays
+a warm-up while the task waits for its previous owner (the hand-over loses no restoring)."""
 
 from __future__ import annotations
 
@@ -60,14 +61,17 @@ def reconcile(
             pending=revoking,
         )
     free = {t for t in want_active - kept if owner_of(t) in (None, current.member_id)}
-    unreleased = len(free) < len(want_active - kept)
+    # a task still held by its previous owner stays warming up here until it is released
+    waiting = (want_active - kept - free) & (current.warmup | current.standby)
     return _with(
         current,
         epoch=target_epoch,
-        state=StreamsMemberState.UNRELEASED_TASKS if unreleased else StreamsMemberState.STABLE,
+        state=StreamsMemberState.UNRELEASED_TASKS
+        if len(free) < len(want_active - kept)
+        else StreamsMemberState.STABLE,
         active=kept | free,
         standby=NO_TASKS if target is None else target.standby,
-        warmup=NO_TASKS if target is None else target.warmup,
+        warmup=(NO_TASKS if target is None else target.warmup) | waiting,
         pending=NO_TASKS,
     )
 

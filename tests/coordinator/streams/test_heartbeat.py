@@ -147,8 +147,10 @@ def test_a_lost_response_is_forgiven_at_the_previous_epoch() -> None:
     epoch = a.epoch
     g = h.coordinator.group(GROUP)
     assert g is not None
-    assert g.current("a").previous_member_epoch < epoch
-    a.epoch = g.current("a").previous_member_epoch  # type: ignore[union-attr]
+    current = g.current("a")
+    assert current is not None
+    assert current.previous_member_epoch < epoch
+    a.epoch = current.previous_member_epoch
     assert h.beat(a).error is KafkaErrorCode.NONE
     assert a.epoch == epoch
 
