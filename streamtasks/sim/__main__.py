@@ -23,7 +23,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError
@@ -192,19 +192,25 @@ def run_sim(args: argparse.Namespace) -> int:
     return 1 if any(s.violations for s in summaries) else 0
 
 
-def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
-    """``--protocol consumer|consumer-client|mixed``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
-    from streamtasks.sim.kip848 import run_consumer_batch
+def _progress(label: str, total: int) -> Callable[[object], None]:
+    """A batch's progress line on stderr (the KIP-848 and streams-group batches)."""
 
-    def progress(s: object, total: int = args.seeds) -> None:
-        done = getattr(s, "scenarios", 0)
+    def progress(s: object) -> None:
         print(
-            f"[{args.protocol}] {done}/{total} scenarios, {getattr(s, 'events', 0):,} events, "
+            f"[{label}] {getattr(s, 'scenarios', 0)}/{total} scenarios, {getattr(s, 'events', 0):,} events, "
             f"{getattr(s, 'violations', 0)} violations",
             file=sys.stderr,
             flush=True,
         )
 
+    return progress
+
+
+def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
+    """``--protocol consumer|consumer-client|mixed``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
+    from streamtasks.sim.kip848 import run_consumer_batch
+
+    progress = _progress(args.protocol, args.seeds)
     summary = run_consumer_batch(
         args.protocol,
         range(args.seed_base, args.seed_base + args.seeds),
@@ -239,15 +245,7 @@ def _streams(args: argparse.Namespace, faults: frozenset[str]) -> int:
     seeds = range(args.seed_base or 0, (args.seed_base or 0) + (100 if args.seeds is None else args.seeds))
     summaries = []
     for mode in _streams_protocols(args.protocol):
-
-        def progress(s: object, mode: str = mode, total: int = len(seeds)) -> None:
-            print(
-                f"[{mode}] {getattr(s, 'scenarios', 0)}/{total} scenarios, {getattr(s, 'events', 0):,} "
-                f"events, {getattr(s, 'violations', 0)} violations",
-                file=sys.stderr,
-                flush=True,
-            )
-
+        progress = _progress(mode, len(seeds))
         summaries.append(
             run_streams_batch(
                 mode,
