@@ -28,7 +28,7 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.protocol.errors import KafkaErrorCode
 
-__all__ = ["heartbeat", "needs_new_assignment", "take_over", "validate_heartbeat"]
+__all__ = ["heartbeat", "identity_problem", "needs_new_assignment", "take_over", "validate_heartbeat"]
 
 Response = ConsumerGroupHeartbeatResponse
 
@@ -39,21 +39,30 @@ def _error(code: KafkaErrorCode, message: str, member_id: str | None = None) -> 
     )
 
 
+def identity_problem(group_id: str, member_id: str, instance_id: str | None, epoch: int) -> str | None:
+    """What every heartbeat (consumer or streams group) must get right, or None: a group id, a
+    member id, no empty instance id, an epoch of -2 or more, and -2 only for a static member."""
+    if not group_id:
+        return "GroupId can't be empty."
+    if not member_id:
+        return "MemberId can't be empty (the member generates it)."
+    if instance_id == "":
+        return "InstanceId can't be empty."
+    if epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        return f"MemberEpoch {epoch} is invalid."
+    if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and instance_id is None:
+        return "InstanceId can't be null when leaving temporarily (MemberEpoch -2)."
+    return None
+
+
 def validate_heartbeat(request: ConsumerGroupHeartbeatRequest, ctx: WriteContext) -> Response | None:
     """The seed's request validation (INVALID_REQUEST) and the assignor check
     (UNSUPPORTED_ASSIGNOR); None when the request may be handled."""
     bad = KafkaErrorCode.INVALID_REQUEST
     epoch = request.member_epoch
-    if not request.group_id:
-        return _error(bad, "GroupId can't be empty.")
-    if not request.member_id:
-        return _error(bad, "MemberId can't be empty (the member generates it).")
-    if request.instance_id == "":
-        return _error(bad, "InstanceId can't be empty.")
-    if epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        return _error(bad, f"MemberEpoch {epoch} is invalid.")
-    if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and request.instance_id is None:
-        return _error(bad, "InstanceId can't be null when leaving temporarily (MemberEpoch -2).")
+    problem = identity_problem(request.group_id, request.member_id, request.instance_id, epoch)
+    if problem is not None:
+        return _error(bad, problem)
     # An empty regex is no regex: Apache Kafka 4.x reads "" as "not subscribed by pattern", and
     # librdkafka sends it beside its topic names.
     if request.subscribed_topic_regex:

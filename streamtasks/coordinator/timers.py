@@ -31,6 +31,9 @@ class TimerKind(enum.Enum):
     #: A classic member whose JoinGroup was answered must send SyncGroup within its rebalance
     #: timeout, or it is removed (Kafka's consumer-group sync timeout).
     SYNC = "sync"
+    #: A streams group's probing rebalance (``coordinator/streams``): the task assignor asked
+    #: for a follow-up (KIP-441: warm-ups catching up); when it fires the group epoch is bumped.
+    PROBING = "probing"
 
 
 @dataclass(frozen=True, slots=True)

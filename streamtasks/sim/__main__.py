@@ -8,6 +8,7 @@ Examples::
     streamtasks sim --protocol consumer-client --seeds 1000 --json  # KIP-848, client-side
     streamtasks sim --protocol mixed --seeds 200   # classic and KIP-848 members, one group
     streamtasks sim --soak 10                 # every protocol on fresh seeds for 10 minutes
+    streamtasks sim --protocol streams,streams-client --seeds 200   # KIP-1071 streams groups
 
 Progress goes to stderr; the table (or ``--json``) to stdout. The exit status is 1 when any
 scenario violated an invariant (each failure is printed with its seed, the minimal scenario
@@ -22,7 +23,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import ConfigError
@@ -59,7 +60,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         help="classic (eager, cooperative, both: the two on the same seeds; the default) or "
         "KIP-848: consumer (server-side uniform), consumer-client (client-side, streams assignor "
         "with standbys), mixed (classic and KIP-848 members in one group on streamtasks' "
-        "coordinator). With --soak: 'all' (the default: eager, cooperative, consumer, "
+        "coordinator), or KIP-1071: streams (streams coordinator, sticky task assignor), "
+        "streams-client (high_availability with warm-ups); 'streams,streams-client' runs both on "
+        "the same seeds. With --soak: 'all' (the default: eager, cooperative, consumer, "
         "consumer-client, mixed) or a comma-separated list; 'both' adds nothing there (a soak "
         "runs eager and cooperative anyway, each on fresh seeds) and means eager,cooperative",
     )
@@ -129,6 +132,8 @@ def run_sim(args: argparse.Namespace) -> int:
     """Run what the flags of :func:`add_sim_arguments` ask for; the exit status."""
     try:
         faults = parse_faults(args.faults)
+        if args.soak is None and _streams_protocols(args.protocol):
+            return _streams(args, faults)
         soak = _soak_plan(args, faults) if args.soak is not None else None
         if soak is None:
             _check_batch(args)
@@ -187,19 +192,25 @@ def run_sim(args: argparse.Namespace) -> int:
     return 1 if any(s.violations for s in summaries) else 0
 
 
-def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
-    """``--protocol consumer|consumer-client|mixed``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
-    from streamtasks.sim.kip848 import run_consumer_batch
+def _progress(label: str, total: int) -> Callable[[object], None]:
+    """A batch's progress line on stderr (the KIP-848 and streams-group batches)."""
 
-    def progress(s: object, total: int = args.seeds) -> None:
-        done = getattr(s, "scenarios", 0)
+    def progress(s: object) -> None:
         print(
-            f"[{args.protocol}] {done}/{total} scenarios, {getattr(s, 'events', 0):,} events, "
+            f"[{label}] {getattr(s, 'scenarios', 0)}/{total} scenarios, {getattr(s, 'events', 0):,} events, "
             f"{getattr(s, 'violations', 0)} violations",
             file=sys.stderr,
             flush=True,
         )
 
+    return progress
+
+
+def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
+    """``--protocol consumer|consumer-client|mixed``: the KIP-848 simulator (``streamtasks.sim.kip848``)."""
+    from streamtasks.sim.kip848 import run_consumer_batch
+
+    progress = _progress(args.protocol, args.seeds)
     summary = run_consumer_batch(
         args.protocol,
         range(args.seed_base, args.seed_base + args.seeds),
@@ -216,6 +227,44 @@ def _kip848(args: argparse.Namespace, faults: frozenset[str]) -> int:
             lines = failure.report().split("\n")
             print("\n" + "\n".join(lines[: 4 + failure.minimal_steps + args.trace_lines]))
     return 1 if summary.violations else 0
+
+
+def _streams_protocols(text: str | None) -> tuple[str, ...]:
+    """``--protocol streams``, ``streams-client`` or both, comma-separated (else empty)."""
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    return names if names and all(n in ("streams", "streams-client") for n in names) else ()
+
+
+def _streams(args: argparse.Namespace, faults: frozenset[str]) -> int:
+    """``--protocol streams[,streams-client]``: the streams-group simulator
+    (``streamtasks.sim.streams``), one batch per protocol on the same seeds (``--jobs`` 1)."""
+    from streamtasks.sim.streams import run_streams_batch
+
+    if args.jobs not in (None, 1):
+        raise ConfigError("--protocol streams runs in one process (--jobs 1)")
+    seeds = range(args.seed_base or 0, (args.seed_base or 0) + (100 if args.seeds is None else args.seeds))
+    summaries = []
+    for mode in _streams_protocols(args.protocol):
+        progress = _progress(mode, len(seeds))
+        summaries.append(
+            run_streams_batch(
+                mode,
+                seeds,
+                faults=faults,
+                shrink_failures=not args.no_shrink,
+                progress=progress,
+                progress_every=max(args.progress_every, 1),
+            )
+        )
+    if args.json:
+        print(json.dumps({"runs": [s.as_dict() for s in summaries]}, indent=2))
+    else:
+        for summary in summaries:
+            print(summary.table())
+            for failure in summary.failures:
+                lines = failure.report().split("\n")
+                print("\n" + "\n".join(lines[: 4 + failure.minimal_steps + args.trace_lines]))
+    return 1 if any(s.violations for s in summaries) else 0
 
 
 def _check_batch(args: argparse.Namespace) -> None:

@@ -27,6 +27,7 @@ from streamtasks.membership.classic import (
     SendRequest,
 )
 from streamtasks.membership.consumer import SendRequest as ConsumerSendRequest
+from streamtasks.membership.streams import SendRequest as StreamsSendRequest
 from streamtasks.protocol.classic_group import JoinGroupResponse, OffsetCommitResponse
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.sim.invariants import Invariants
@@ -230,7 +231,7 @@ class MemberHost(Generic[P]):
     def _execute(self, proc: P, actions: Sequence[object]) -> None:
         rejoin: str | None = None
         for action in actions:
-            if isinstance(action, (SendRequest, ConsumerSendRequest)):
+            if isinstance(action, (SendRequest, ConsumerSendRequest, StreamsSendRequest)):
                 self.send(proc, action.request_id, action.request)
             elif isinstance(action, CommitOffsets):
                 offsets = self._positions(proc, action.partitions)

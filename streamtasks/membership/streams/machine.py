@@ -470,6 +470,7 @@ class StreamsMember:
             self._k.goto("left")
             self._epoch = 0
             return
+        self._sent_tasks = None  # the answer may have been lost: report the tasks again (Kafka)
         self._next_heartbeat_ms = now_ms + self._config.retry_backoff_ms
 
     def _on_discovered(self, event: CoordinatorDiscovered, _: int) -> None:
@@ -482,5 +483,6 @@ class StreamsMember:
 
     def _coordinator_gone(self, now_ms: int) -> None:
         self._coordinator = False
+        self._sent_tasks = None
         self._k.keep(())
         self._lookup_at_ms = now_ms

@@ -370,3 +370,19 @@ def test_a_target_that_arrives_after_the_assignment_callback_started_waits_for_t
     assert ack.active_tasks == tasks("0", 0, 1)  # what the runtime took, not the newer target
     revoked = one(d.respond(answer(2)), InvokeTasksListener)
     assert (revoked.kind, revoked.active) == (TasksListenerKind.REVOKED, (("0", 1),))
+
+
+def test_a_failed_heartbeat_makes_the_next_one_report_the_tasks_again() -> None:
+    """The answer to the heartbeat may have carried new tasks and been lost: the next heartbeat
+    reports what the member owns, so the coordinator sees the difference and answers again
+    (Kafka's client resets its sent fields on a failure; the simulator found the gap)."""
+    d = Driver(StreamsMember(config()))
+    d.stable_with(1, tasks("0", 0, 1))
+    d.poll(INTERVAL)
+    d.feed(RequestFailed(request_id=d.sent[-1].request_id))
+    again = one(d.poll(INTERVAL + 1_000), SendRequest).request
+    assert again.active_tasks == tasks("0", 0, 1)
+    assert (again.standby_tasks, again.warmup_tasks) == ((), ())
+    d.respond(answer(1))
+    steady = one(d.poll(2 * INTERVAL + 2_000), SendRequest).request
+    assert steady.active_tasks is None

@@ -1,0 +1,184 @@
+"""A streams group's state, changed only by :meth:`StreamsGroup.replay`."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from streamtasks.coordinator.streams.records import (
+    StreamsCurrentAssignmentRecord,
+    StreamsCurrentAssignmentTombstone,
+    StreamsGroupRecord,
+    StreamsGroupTombstone,
+    StreamsMemberRecord,
+    StreamsMemberState,
+    StreamsMemberTombstone,
+    StreamsRecord,
+    StreamsTargetMemberRecord,
+    StreamsTargetMemberTombstone,
+    StreamsTargetMetadataRecord,
+    StreamsTargetMetadataTombstone,
+    StreamsTopologyRecord,
+    StreamsTopologyTombstone,
+)
+from streamtasks.membership.streams.records import Task
+from streamtasks.protocol.streams_group import Topology
+
+__all__ = ["StreamsGroup", "StreamsGroupState"]
+
+
+class StreamsGroupState(enum.Enum):
+    """Streams group states as StreamsGroupDescribe names them (Kafka's ``StreamsGroupState``)."""
+
+    EMPTY = "Empty"
+    NOT_READY = "NotReady"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class StreamsGroup:
+    """The group's records by key, plus one index: which member owns each active task now
+    (assigned or pending revocation), so that a task is never given to two members."""
+
+    __slots__ = (
+        "_currents",
+        "_members",
+        "_owners",
+        "_targets",
+        "group_id",
+        "meta",
+        "target_meta",
+        "topology",
+    )
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.meta: StreamsGroupRecord | None = None
+        self.topology: Topology | None = None
+        self.target_meta: StreamsTargetMetadataRecord | None = None
+        self._members: dict[str, StreamsMemberRecord] = {}
+        self._currents: dict[str, StreamsCurrentAssignmentRecord] = {}
+        self._targets: dict[str, StreamsTargetMemberRecord] = {}
+        self._owners: dict[Task, str] = {}
+
+    def copy(self) -> StreamsGroup:
+        """A copy a write replays its records on (the records are immutable; the maps are not)."""
+        other = StreamsGroup(self.group_id)
+        other.meta, other.topology, other.target_meta = self.meta, self.topology, self.target_meta
+        other._members = dict(self._members)
+        other._currents = dict(self._currents)
+        other._targets = dict(self._targets)
+        other._owners = dict(self._owners)
+        return other
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return 0 if self.meta is None else self.meta.epoch
+
+    @property
+    def target_epoch(self) -> int:
+        return 0 if self.target_meta is None else self.target_meta.assignment_epoch
+
+    @property
+    def members(self) -> Mapping[str, StreamsMemberRecord]:
+        return MappingProxyType(self._members)
+
+    @property
+    def currents(self) -> Mapping[str, StreamsCurrentAssignmentRecord]:
+        return MappingProxyType(self._currents)
+
+    @property
+    def targets(self) -> Mapping[str, StreamsTargetMemberRecord]:
+        return MappingProxyType(self._targets)
+
+    def member(self, member_id: str) -> StreamsMemberRecord | None:
+        return self._members.get(member_id)
+
+    def current(self, member_id: str) -> StreamsCurrentAssignmentRecord | None:
+        return self._currents.get(member_id)
+
+    def target(self, member_id: str) -> StreamsTargetMemberRecord | None:
+        return self._targets.get(member_id)
+
+    def owner(self, task: Task) -> str | None:
+        """The member that owns ``task`` as active now (assigned or pending revocation)."""
+        return self._owners.get(task)
+
+    def static_member(self, instance_id: str) -> str | None:
+        for member in self._members.values():
+            if member.instance_id == instance_id:
+                return member.member_id
+        return None
+
+    def state(self, *, ready: bool) -> StreamsGroupState:
+        """``ready``: the topology is configured (every topic there, partitioned right)."""
+        if self.meta is None:
+            return StreamsGroupState.DEAD
+        if not self._members:
+            return StreamsGroupState.EMPTY
+        if not ready:
+            return StreamsGroupState.NOT_READY
+        if self.target_epoch != self.epoch:
+            return StreamsGroupState.ASSIGNING
+        for current in self._currents.values():
+            if current.member_epoch != self.target_epoch or current.state is not StreamsMemberState.STABLE:
+                return StreamsGroupState.RECONCILING
+        return StreamsGroupState.STABLE
+
+    def snapshot(self) -> tuple[object, ...]:
+        """Everything replay built, comparable (tests: loading = replaying)."""
+        return (
+            self.meta,
+            self.topology,
+            self.target_meta,
+            sorted(self._members.items()),
+            sorted(self._currents.items()),
+            sorted(self._targets.items()),
+            sorted(self._owners.items()),
+        )
+
+    # -- the one change -------------------------------------------------------------------------
+
+    def replay(self, record: StreamsRecord) -> None:
+        match record:
+            case StreamsGroupRecord():
+                self.meta = record
+            case StreamsGroupTombstone():
+                self.meta = None
+            case StreamsTopologyRecord():
+                self.topology = record.topology
+            case StreamsTopologyTombstone():
+                self.topology = None
+            case StreamsMemberRecord():
+                self._members[record.member_id] = record
+            case StreamsMemberTombstone():
+                self._members.pop(record.member_id, None)
+            case StreamsTargetMetadataRecord():
+                self.target_meta = record
+            case StreamsTargetMetadataTombstone():
+                self.target_meta = None
+            case StreamsTargetMemberRecord():
+                self._targets[record.member_id] = record
+            case StreamsTargetMemberTombstone():
+                self._targets.pop(record.member_id, None)
+            case StreamsCurrentAssignmentRecord():
+                self._drop_owned(record.member_id)
+                self._currents[record.member_id] = record
+                for task in record.active | record.pending_revocation:
+                    self._owners[task] = record.member_id
+            case StreamsCurrentAssignmentTombstone():
+                self._drop_owned(record.member_id)
+                self._currents.pop(record.member_id, None)
+
+    def _drop_owned(self, member_id: str) -> None:
+        old = self._currents.get(member_id)
+        if old is None:
+            return
+        for task in old.active | old.pending_revocation:
+            if self._owners.get(task) == member_id:
+                del self._owners[task]
