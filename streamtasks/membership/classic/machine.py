@@ -168,6 +168,15 @@ class ClassicMember:
         if self._gate.expired(now_ms):
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
+        if self._session_lapsed(now_ms):
+            # librdkafka's rule: the coordinator (or the one the group moved to) may have
+            # expired this member and handed its partitions to others, which would then be
+            # processed twice; give them up (on_partitions_lost) and rejoin.
+            silent = self._link.known and self._link.silent(now_ms, self._config.session_timeout_ms)
+            self._report("no answer from the coordinator within the session timeout: partitions lost", None)
+            self._reset(now_ms, member_id=False, trigger=_FENCED)
+            if silent:
+                self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
         if not self._link.known:
             self._link.lookup(now_ms, self._membership.generation)
             return self._k.flush()
@@ -238,6 +247,19 @@ class ClassicMember:
         o = self._ownership
         self._ownership = replace(o, owned=owned, owned_generation=generation)
         self._k.emit(assignment_changed(o.owned, owned, generation, o.user_data, lost))
+
+    def _session_lapsed(self, now_ms: int) -> bool:
+        """Whether the member is in a generation the coordinator has not vouched for within a
+        session timeout (lookups and unanswered requests do not count)."""
+        return (
+            self._k.state in HAS_GENERATION
+            and self._membership.generation >= 0
+            and now_ms - self._link.record.session_ok_ms > self._config.session_timeout_ms
+        )
+
+    def _vouched(self, now_ms: int) -> None:
+        """The coordinator answered for this membership: the session is alive at ``now_ms``."""
+        self._link.change(hb_last_ok_ms=now_ms, session_ok_ms=now_ms)
 
     def _request_rejoin(self, reason: str) -> None:
         if not self._rejoin.needed:
@@ -497,7 +519,8 @@ class ClassicMember:
             self._report(missed, None)
             self._lose_all(now_ms)
         self._membership = P.joined(self._membership, resp)
-        self._link.change(hb_last_ok_ms=now_ms, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)
+        self._vouched(now_ms)
+        self._link.beat_at(now_ms + self._config.heartbeat_interval_ms)
         assignments: tuple[SyncGroupAssignment, ...] = ()
         if self._membership.is_leader:
             assignments, problems = self._followup.lead(
@@ -532,7 +555,7 @@ class ClassicMember:
             self._k.goto("SyncGroup failed: rejoin")
             return
         assigned, user_data = read
-        self._link.heard(now_ms)
+        self._vouched(now_ms)
         revoked = self._ownership.owned - assigned
         if revoked:  # KIP-429 3c: commit, revoke, then rejoin
             self._k.goto("SyncGroup ok: commit before revoking")
@@ -662,13 +685,13 @@ class ClassicMember:
     def _on_heartbeat(self, resp: HeartbeatResponse, sent_generation: int, now_ms: int) -> None:
         act = reaction(Api.HEARTBEAT, resp.error)
         if act is Reaction.PROCEED:
-            self._link.heard(now_ms)
+            self._vouched(now_ms)
             return
         current = sent_generation == self._membership.generation and self._k.state in HAS_GENERATION
         if act is Reaction.FATAL:
             self._fail(now_ms, f"Heartbeat failed with {resp.error.name}", resp.error)
         elif act is Reaction.REJOIN:  # 1c
-            self._link.heard(now_ms)
+            self._vouched(now_ms)
             if self._k.state is S.STABLE:
                 self._request_rejoin("the group is rebalancing")
         elif act in (Reaction.RESET_MEMBER, Reaction.RESET_GENERATION):  # 1d

@@ -363,6 +363,8 @@ def next_deadline(
     times = [f.deadline_ms for f in requests.inflight.values()]
     if gate is not None:
         times.append(gate.deadline_ms)
+    if state in HAS_GENERATION and generation >= 0:  # the session may lapse, coordinator or not
+        times.append(link.session_ok_ms + config.session_timeout_ms + 1)
     if not link.coordinator_known:
         if not requests.finds_in_flight():
             times.append(link.find_retry_ms)
