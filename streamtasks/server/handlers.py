@@ -94,6 +94,9 @@ class Stats:
     fetches: int = 0
     forwarded: int = 0
     closed_malformed: int = 0
+    #: Client connections closed because the backing broker a request was forwarded to closed
+    #: or failed (a broker that died, hung past the timeout or restarted), not the client.
+    closed_by_broker: int = 0
     #: On a secured listener: SASL exchanges completed / failed, requests denied by the ACLs.
     sasl_ok: int = 0
     sasl_failed: int = 0

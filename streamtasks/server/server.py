@@ -294,6 +294,7 @@ class CoordinatorServer:
             f"parked_joins={len(self.handlers.parked)} commits={s.commits} "
             f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "
             f"forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
+            f"closed_by_broker={s.closed_by_broker} "
             f"log_records={ls.appended_records} log_batches={ls.batches}"
             + (f" sasl_ok={s.sasl_ok} sasl_failed={s.sasl_failed} denied={s.denied}" if self.guard else "")
         )

@@ -56,6 +56,11 @@ class _Close(StreamTasksError):
     """End this connection (the reason is logged at debug level)."""
 
 
+class _BrokerGone(_Close):
+    """End this connection: the backing broker it forwards to closed or failed (a broker that
+    died or restarted), not the client; counted apart from the client's malformed requests."""
+
+
 class _Answered(StreamTasksError):
     """End this connection once the answers queued so far are written (a failed SASL step)."""
 
@@ -133,8 +138,8 @@ class ClientSession:
                 if not chunk:
                     break
                 for payload in decoder.feed(chunk):
-                    if responder.done():
-                        raise _Close("the connection failed")
+                    if responder.done():  # it closed the connection and counted why
+                        break
                     task, close_after = self._start(payload)
                     await self._order.put(task)
                     if close_after:
@@ -145,7 +150,7 @@ class ClientSession:
             _log.debug("closing connection from %s: %s", self._client_host, exc)
         except (DecodeError, OSError, _Close) as exc:
             _log.debug("closing connection from %s: %s", self._client_host, exc)
-            self._handlers.stats.closed_malformed += isinstance(exc, DecodeError | _Close)
+            self._count_close(exc)
         finally:
             with contextlib.suppress(asyncio.QueueFull):
                 self._order.put_nowait(None)
@@ -245,7 +250,7 @@ class ClientSession:
         try:
             return await self._upstream.forward(frame, correlation_id)
         except BrokerError as exc:
-            raise _Close(str(exc)) from None
+            raise _BrokerGone(str(exc)) from None
 
     async def _respond(self) -> None:
         while True:
@@ -256,7 +261,7 @@ class ClientSession:
                 frame = await task
             except (DecodeError, LocalProtocolError, _Close, BrokerError) as exc:
                 _log.debug("closing connection from %s: %s", self._client_host, exc)
-                self._handlers.stats.closed_malformed += 1
+                self._count_close(exc)
                 self._writer.close()
                 self._drain_order()
                 return
@@ -267,6 +272,15 @@ class ClientSession:
                 return
             self._writer.write(frame)
             await self._writer.drain()
+
+    def _count_close(self, exc: Exception) -> None:
+        """Count a connection this session ends: the backing broker's failure (a broker that
+        died or restarted under a forwarded request) apart from the client's bad request."""
+        stats = self._handlers.stats
+        if isinstance(exc, BrokerError | _BrokerGone):
+            stats.closed_by_broker += 1
+        elif isinstance(exc, DecodeError | LocalProtocolError | _Close):
+            stats.closed_malformed += 1
 
     def _drain_order(self) -> None:
         while not self._order.empty():

@@ -5,13 +5,10 @@ order and feeds back what happened as events. :class:`ClassicMember` is the one 
 member's state (frozen records, :mod:`.records`) and the only code that assigns it; the
 per-phase logic is pure (:mod:`.phases`), legal transitions are in :mod:`.transitions`, error
 reactions in :mod:`.reactions`, the leader's step in :mod:`.leader`; ``docs/membership.md`` tells
-the whole story. The state, the action list and the requests in flight are held by the shared
-:class:`~streamtasks.membership.common.kernel.Kernel` (composition), moved by trigger through
-:data:`.transitions.TABLE`.
-
-Components it holds own the rest: what it owns (``Holdings``: the listener calls and
-``AssignmentChanged``), the commit before revoking (``CommitGate``), the coordinator link and
-its timers (``CoordinatorLink``), the leader's follow-up (:mod:`.followup`).
+the whole story. Components it holds (composition) own the rest: the state, actions and requests
+in flight (``Kernel``, moved by trigger through :data:`.transitions.TABLE`), what it owns
+(``Holdings``), the commit before revoking (``CommitGate``), the coordinator link
+(``CoordinatorLink``), SyncGroup (``SyncApply``) and the leader's follow-up (:mod:`.followup`).
 """
 
 from __future__ import annotations
@@ -134,6 +131,12 @@ class ClassicMember:
         if self._gate.expired(now_ms):
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
+        if P.session_lapsed(self._k.state, self._membership, self._link.record, self._config, now_ms):
+            silent = self._link.known and self._link.silent(now_ms, self._config.session_timeout_ms)
+            self._report("no answer from the coordinator within the session timeout: partitions lost", None)
+            self._reset(now_ms, member_id=False, trigger=_FENCED)
+            if silent:
+                self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
         if not self._link.known:
             self._link.lookup(now_ms, self._membership.generation)
             return self._k.flush()
@@ -190,6 +193,10 @@ class ClassicMember:
     def _report(self, reason: str, code: KafkaErrorCode | None, *, fatal: bool = False) -> None:
         self._metrics.error_reported()
         self._k.report(reason, code, fatal=fatal)
+
+    def _vouched(self, now_ms: int) -> None:
+        """The coordinator answered for this membership: the session is alive at ``now_ms``."""
+        self._link.change(hb_last_ok_ms=now_ms, session_ok_ms=now_ms)
 
     def _request_rejoin(self, reason: str) -> None:
         if not self._rejoin.needed:
@@ -428,7 +435,8 @@ class ClassicMember:
             self._report(missed, None)
             self._held.lose_all(now_ms, self._membership.generation)
         self._membership = P.joined(self._membership, resp)
-        self._link.change(hb_last_ok_ms=now_ms, hb_next_ms=now_ms + self._config.heartbeat_interval_ms)
+        self._vouched(now_ms)
+        self._link.beat_at(now_ms + self._config.heartbeat_interval_ms)
         request, problems = self._sync.request(self._membership, self._sub.metadata, resp)
         for leader_problem in problems:
             self._report(f"leader: {leader_problem}", None)
@@ -457,6 +465,7 @@ class ClassicMember:
             self._k.goto("SyncGroup failed: rejoin")
             return
         assigned, user_data = read
+        self._vouched(now_ms)
         revoked = self._held.owned - assigned
         if revoked:  # KIP-429 3c: commit, revoke, then rejoin
             self._k.goto("SyncGroup ok: commit before revoking")
@@ -554,13 +563,13 @@ class ClassicMember:
     def _on_heartbeat(self, resp: cg.HeartbeatResponse, sent_generation: int, now_ms: int) -> None:
         act = reaction(Api.HEARTBEAT, resp.error)
         if act is Reaction.PROCEED:
-            self._link.heard(now_ms)
+            self._vouched(now_ms)
             return
         current = sent_generation == self._membership.generation and self._k.state in HAS_GENERATION
         if act is Reaction.FATAL:
             self._fail(now_ms, f"Heartbeat failed with {resp.error.name}", resp.error)
         elif act is Reaction.REJOIN:  # 1c
-            self._link.heard(now_ms)
+            self._vouched(now_ms)
             if self._k.state is S.STABLE:
                 self._request_rejoin("the group is rebalancing")
         elif act in (Reaction.RESET_MEMBER, Reaction.RESET_GENERATION):  # 1d

@@ -179,6 +179,18 @@ def reset(membership: Membership, *, member_id: bool) -> Membership:
     return replace(m, generation=UNKNOWN_GENERATION, member_id=new_id, is_leader=False)
 
 
+def session_lapsed(state: S, membership: Membership, link: Link, config: MemberConfig, now_ms: int) -> bool:
+    """Whether the member is in a generation the coordinator has not vouched for within a session
+    timeout (lookups and unanswered requests do not count). librdkafka's rule: the coordinator (or
+    the one the group moved to) may have expired the member and handed its partitions to others,
+    which would then be processed twice; the member gives them up (lost) and rejoins."""
+    return (
+        state in HAS_GENERATION
+        and membership.generation >= 0
+        and now_ms - link.session_ok_ms > config.session_timeout_ms
+    )
+
+
 def heartbeat_due(state: S, membership: Membership, heartbeat_in_flight: bool, due: bool) -> bool:
     """Whether a member in ``state`` sends a heartbeat now (``due``: its time has come)."""
     m = membership
@@ -381,6 +393,8 @@ def next_deadline(
     times = [f.deadline_ms for f in requests.inflight.values()]
     if gate is not None:
         times.append(gate.deadline_ms)
+    if state in HAS_GENERATION and generation >= 0:  # the session may lapse, coordinator or not
+        times.append(link.session_ok_ms + config.session_timeout_ms + 1)
     if not link.coordinator_known:
         if not requests.finds_in_flight():
             times.append(link.find_retry_ms)

@@ -112,6 +112,11 @@ class Link:
     join_retry_ms: int
     hb_next_ms: int
     hb_last_ok_ms: int
+    #: When the coordinator last vouched for this membership (a JoinGroup, or a heartbeat it
+    #: answered without fencing the member). Unlike ``hb_last_ok_ms`` a coordinator lookup does
+    #: not renew it: once a session timeout has passed without one, the coordinator may have
+    #: expired the member and given its partitions to others.
+    session_ok_ms: int = 0
 
     @classmethod
     def starting(cls, now_ms: int) -> Link:
@@ -121,4 +126,5 @@ class Link:
             join_retry_ms=now_ms,
             hb_next_ms=now_ms,
             hb_last_ok_ms=now_ms,
+            session_ok_ms=now_ms,
         )

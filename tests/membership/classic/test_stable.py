@@ -375,9 +375,41 @@ def test_session_timeout_without_successful_heartbeats_forgets_the_coordinator()
                 answer(member, action.request_id, E.UNKNOWN_SERVER_ERROR, now)
         now += 100
     assert member.coordinator_known
-    member.poll(10_001)
-    assert not member.coordinator_known
     assert member.owned_partitions == frozenset(tps("t0"))
+    lapsed = member.poll(10_001)
+    assert not member.coordinator_known
+    # the coordinator may have expired the member: its partitions are lost, not kept
+    assert listeners(lapsed) == [("LOST", tps("t0"))]
+    assert member.owned_partitions == frozenset()
+
+
+def test_a_hung_coordinator_found_again_does_not_renew_the_session() -> None:
+    """A coordinator that hangs (SIGSTOP) is looked up again and again, and found each time,
+    but never answers a heartbeat; once a session timeout has passed since it last did, it
+    (or the next one) may have expired the member and given its partitions away: they are
+    lost at once (librdkafka's rule), and the member rejoins under its member id."""
+    member = cooperative()
+    stable(member, tps("t0 t1"))
+    member_id = member.member_id
+    rid, _ = heartbeat(member, 3_000)
+    assert answer(member, rid, E.NONE, 3_050) == []
+    member.handle(CoordinatorLost(reason="connection closed"), 4_000)
+    now, lost = 4_000, []
+    while not lost and now <= 20_000:
+        now += 100
+        actions = member.poll(now)
+        lost = [a for a in listeners(actions) if a[0] == "LOST"]
+        for action in actions:
+            if isinstance(action, FindCoordinator):
+                member.handle(CoordinatorDiscovered(request_id=action.request_id), now)
+            elif isinstance(action, SendRequest) and isinstance(action.request, HeartbeatRequest):
+                member.handle(RequestFailed(request_id=action.request_id), now + 50)
+    assert lost == [("LOST", tps("t0 t1"))]
+    assert 13_050 < now <= 13_150  # the last answer at 3,050 + the 10 s session timeout
+    assert member.owned_partitions == frozenset()
+    _, _, req = rejoin(member, now + 1_000)
+    assert req.member_id == member_id
+    assert req.protocols  # and it owns nothing in the subscription it sends
 
 
 def commit_fails(member: ClassicMember, actions: list[Action], error: E, now: int) -> list[Action]:
