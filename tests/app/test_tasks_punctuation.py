@@ -78,7 +78,12 @@ class Counter:
 
 class Fixture:
     def __init__(
-        self, tmp_path: Path, processor: Any, errors: ErrorHandling | None = None, *, exactly_once: bool = False
+        self,
+        tmp_path: Path,
+        processor: Any,
+        errors: ErrorHandling | None = None,
+        *,
+        exactly_once: bool = False,
     ) -> None:
         builder = TopologyBuilder(APP)
         builder.stream(CLICKS).store("counts")
