@@ -364,3 +364,18 @@ def test_exactly_once_an_aborted_transactions_punctuation_outputs_are_emitted_ag
         assert carried == {p0: encode_stream_time(1_250)}
     finally:
         fx.close()
+
+
+def test_a_task_started_before_its_committed_offsets_were_read_takes_their_stream_time(
+    fx: Fixture,
+) -> None:
+    """A wall-clock pass starts a task before its committed offsets are readable (a pending
+    transaction holds them): the stream time they carry applies at its first record."""
+    carried: dict[TopicPartition, str] = {}
+    fx.tasks.running.carried = carried
+    fx.assign([0])
+    fx.punctuate()  # starts 0_0 with no committed metadata read yet
+    assert fx.tasks.stream_time(t("0_0")) == -1
+    carried[TopicPartition(CLICKS, 0)] = encode_stream_time(1_130)  # read once stable
+    fx.pipe(0, "cat", 1_010)  # late: fires at the carried stream time
+    assert fx.out("totals") == [("cat", "1@1130", 1_130, ())]
