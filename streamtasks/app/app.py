@@ -391,7 +391,11 @@ class App:
 
     async def _recover(self, exc: ProcessingError) -> None:
         """Under the lock: revive the active tasks after ``exc`` if it allows (re-raise it
-        otherwise, and when the app is closing: then the tasks are only closed dirty)."""
+        otherwise). When the app is closing, the tasks are only closed dirty (exactly-once:
+        the open transaction aborted) and the stop goes on: nothing past the last commit is
+        committed, which is what a stop may leave behind (a commit answered ILLEGAL_GENERATION
+        because the group rebalances while the app stops used to end ``run()`` with
+        :class:`TaskMigratedError`)."""
         if self._aborted is not None:
             raise self._aborted  # a fatal failure came first
         if not is_recoverable(exc):
@@ -400,7 +404,8 @@ class App:
             if self.eos is not None:
                 await self.eos.abort()
             self.tasks.close_actives_dirty()
-            raise exc
+            log.info("stopping: %s; the active tasks closed dirty, not revived", exc)
+            return
         try:
             await self.recovery.recover(exc)
         except ProcessingError as fatal:

@@ -65,8 +65,7 @@ class RunningTasks:
         """The task starts running here: make its context and run its ``init`` hook."""
         punctuation = TaskPunctuation(self.clock)
         sources = task.info.source_partitions
-        carried = (decode_stream_time(self.carried.get(tp)) for tp in sources)
-        punctuation.stream_time = max(carried, default=-1)
+        punctuation.stream_time = self._carried_time(task)
         ctx = ProcessorContext(
             task.id,
             task.typed,
@@ -87,6 +86,18 @@ class RunningTasks:
                 self.forget(task.id)
                 raise ProcessingError(f"the init hook of task {task.id} failed: {exc!r}") from exc
         return ctx
+
+    def _carried_time(self, task: StreamTask) -> int:
+        carried = (decode_stream_time(self.carried.get(tp)) for tp in task.info.source_partitions)
+        return max(carried, default=-1)
+
+    def carry_in(self, task: StreamTask, ctx: ProcessorContext) -> None:
+        """Before a task's first record: take the stream time its partitions' committed offsets
+        carry now. A task may start (a wall-clock pass starts every running task) before its
+        committed offsets could be read (held by a pending transaction, KIP-447), so with none;
+        its first record is handed out only once they are, with their metadata."""
+        if ctx.punctuation.stream_time < 0:
+            ctx.punctuation.stream_time = self._carried_time(task)
 
     def forget(self, tid: TaskId) -> None:
         """The task stops running here: drop its context; its schedules end."""

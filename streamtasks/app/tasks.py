@@ -354,6 +354,7 @@ class TaskSet:
                     )
                 )
             ctx = self.running.get(task.id) or await self.running.start(task)
+            self.running.carry_in(task, ctx)
             clock = ctx.punctuation
             fn = self._processors[task.id.subtopology]
             serdes = self._source_serdes.get(tp.topic)

@@ -252,3 +252,29 @@ def test_flush_sends_dead_letters_queued_while_flushing_through_send_pending(tmp
     assert [topic for topic, *_ in producer.sent] == ["dlq"]
     assert eos.begins == 2  # the resend went through App.send_pending too
     assert not app.tasks.has_unsent()
+
+
+class FakeTransactions:
+    def __init__(self) -> None:
+        self.aborts = 0
+
+    async def abort(self) -> None:
+        self.aborts += 1
+
+
+def test_a_retriable_failure_while_stopping_closes_the_tasks_dirty_and_is_not_raised(tmp_path: Path) -> None:
+    """A commit answered ILLEGAL_GENERATION (TaskMigratedError) while the app stops: the open
+    transaction aborts and the active tasks close dirty, the stop goes on (it used to end
+    ``run()`` with the error); a fatal one still raises."""
+    from streamtasks.errors import ProcessingError, TaskMigratedError
+
+    app = make(tmp_path, processing_guarantee="exactly_once_v2")
+    eos = FakeTransactions()
+    app.eos = eos  # type: ignore[assignment]
+    closed: list[str] = []
+    app.tasks.close_actives_dirty = lambda: closed.append("dirty")  # type: ignore[method-assign]
+    app._closed = True
+    asyncio.run(app._recover(TaskMigratedError("commit rejected: ILLEGAL_GENERATION")))
+    assert (eos.aborts, closed) == (1, ["dirty"])
+    with pytest.raises(ProcessingError, match="boom"):
+        asyncio.run(app._recover(ProcessingError("boom")))

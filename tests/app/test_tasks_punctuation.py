@@ -77,7 +77,14 @@ class Counter:
 
 
 class Fixture:
-    def __init__(self, tmp_path: Path, processor: Any, errors: ErrorHandling | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        processor: Any,
+        errors: ErrorHandling | None = None,
+        *,
+        exactly_once: bool = False,
+    ) -> None:
         builder = TopologyBuilder(APP)
         builder.stream(CLICKS).store("counts")
         self.topology = builder.build()
@@ -90,6 +97,7 @@ class Fixture:
             emit=lambda _e: None,
             errors=errors,
             clock=self.clock,
+            exactly_once=exactly_once,
         )
         self.tasks.set_partition_counts(self.topology.partition_counts({CLICKS: 2}))
         self.topics = InMemoryTopics({})
@@ -314,3 +322,60 @@ def test_stream_time_is_committed_with_the_offsets_and_a_new_owner_starts_from_i
     finally:
         old.close()
         new.close()
+
+
+def test_exactly_once_an_aborted_transactions_punctuation_outputs_are_emitted_again(tmp_path: Path) -> None:
+    """Exactly-once: what a punctuation wrote in a transaction that aborts is written again when
+    the revived task processes the same records, at the same stream times: its schedules and
+    stream time go back to the last commit (the offsets and their metadata) with the task."""
+    fx = Fixture(tmp_path, Counter(), exactly_once=True)
+    committed = InMemoryTopics({})
+    carried: dict[TopicPartition, str] = {}  # the consumer's committed metadata, read in place
+    fx.tasks.running.carried = carried
+    p0 = TopicPartition(CLICKS, 0)
+
+    def commit() -> None:  # the transaction commits: its records and the offsets' metadata
+        for r in fx.topics.records("totals"):
+            committed.append(TopicPartition("totals", r.partition), r.key, r.value, r.timestamp, r.headers)
+        carried.update(fx.tasks.running.commit_metadata(fx.tasks.committable([p0])))
+        fx.topics = InMemoryTopics({})
+        fx.producer = InMemoryProducer(fx.topics, fx.clock)
+
+    try:
+        fx.assign([0])
+        fx.pipe(0, "ann", 1_000)  # the first record: fires at 1,000
+        commit()
+        fx.pipe(0, "bob", 1_130)  # fires at 1,130
+        fx.pipe(0, "cat", 1_250)  # fires at 1,250
+        assert [r.value for r in fx.topics.records("totals")] == [b"1@1130", b"1@1250"]
+        # the transaction aborts: its records are gone, the tasks close dirty and come back,
+        # and the consumer hands the records out again from the committed offset (1)
+        fx.topics = InMemoryTopics({})
+        fx.producer = InMemoryProducer(fx.topics, fx.clock)
+        fx.tasks.close_actives_dirty()
+        fx.assign([0])
+        assert fx.tasks.stream_time(t("0_0")) == -1  # not running until its next record
+        fx.offsets[0] = 1
+        fx.pipe(0, "bob", 1_130)
+        fx.pipe(0, "cat", 1_250)
+        commit()
+        got = [((r.key or b"").decode(), r.timestamp) for r in committed.records("totals")]
+        assert got == [("ann", 1_000), ("bob", 1_130), ("cat", 1_250)]
+        assert carried == {p0: encode_stream_time(1_250)}
+    finally:
+        fx.close()
+
+
+def test_a_task_started_before_its_committed_offsets_were_read_takes_their_stream_time(
+    fx: Fixture,
+) -> None:
+    """A wall-clock pass starts a task before its committed offsets are readable (a pending
+    transaction holds them): the stream time they carry applies at its first record."""
+    carried: dict[TopicPartition, str] = {}
+    fx.tasks.running.carried = carried
+    fx.assign([0])
+    fx.punctuate()  # starts 0_0 with no committed metadata read yet
+    assert fx.tasks.stream_time(t("0_0")) == -1
+    carried[TopicPartition(CLICKS, 0)] = encode_stream_time(1_130)  # read once stable
+    fx.pipe(0, "cat", 1_010)  # late: fires at the carried stream time
+    assert fx.out("totals") == [("cat", "1@1130", 1_130, ())]
