@@ -124,6 +124,15 @@ class BatchTotals:
             "membership_changes": self.membership_changes,
         }
 
+    def as_dict(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    def table(self) -> str:
+        """``as_dict`` without the failures, one ``key  value`` line each."""
+        rows = [(k, v) for k, v in self.as_dict().items() if k != "failures"]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
 
 class Summary(Protocol[R_contra]):
     """A batch's totals, to which each run's result is added."""

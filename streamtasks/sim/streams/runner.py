@@ -58,11 +58,6 @@ class StreamsBatchSummary(BatchTotals):
             "failures": [f.as_dict() for f in self.failures],
         }
 
-    def table(self) -> str:
-        rows = [(k, v) for k, v in self.as_dict().items() if k != "failures"]
-        width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
 
 def run_streams_batch(
     mode: str,
