@@ -60,8 +60,7 @@ from streamtasks.app.member import AppConsumer
 from streamtasks.app.processor import AnyProcessor
 from streamtasks.app.queries import QueryResult, ReadOnlyStore
 from streamtasks.app.recovery import Recovery, RecoveryHooks, is_recoverable
-from streamtasks.app.restorer import Restorer
-from streamtasks.app.serving import metrics_exporter, query_router, streams_assignor
+from streamtasks.app.serving import changelog_restorer, metrics_exporter, query_router, streams_assignor
 from streamtasks.app.streams_group import streams_wiring
 from streamtasks.app.tasks import TaskSet
 from streamtasks.app.transactions import ExactlyOnce
@@ -162,14 +161,7 @@ class App:
             source_serdes=source_serdes,
         )
         #: Changelog reading, restore progress, end offsets (the leader's lags) and lag reads.
-        self.restorer = Restorer(
-            ChangelogReader(
-                cfg.client_settings(), client_id=cfg.client_id, isolation_level=cfg.isolation_level
-            ),
-            self.tasks,
-            topics=topology.subscribed_topics(),
-            emit=self.emit,
-        )
+        self.restorer = changelog_restorer(cfg, topology, self.tasks, self.emit)
         self.assignor = streams_assignor(
             cfg, topology, wire, restorer=self.restorer, tasks=self.tasks, process_id=lambda: self.process_id
         )
@@ -184,27 +176,10 @@ class App:
             growth_window_ms=cfg.standby_lag_growth_ms,
             min_interval_ms=cfg.lag_trigger_min_interval_ms,
         )
-        self.consumer = AppConsumer(
-            topology.subscribed_topics() if self.faust is None else faust_topics(topology),
-            flushed_offsets=self._flushed_offsets,
-            on_assignment=self.on_assignment,
-            metadata_of=self.tasks.running.commit_metadata,
-            partition_assignors=(self.assignor,) if self.faust is None else (self.faust, self.assignor),
-            streams=streams_wiring(
-                cfg,
-                topology,
-                tasks=self.tasks,
-                restorer=self.restorer,
-                process_id=lambda: self.process_id,
-                create_topics=self._create_internal_topics,
-            ),
-            **cfg.consumer_settings(),
-        )
+        self.consumer = self._app_consumer()
         self.tasks.running.carried = self.consumer.committed_metadata  # stream times carried in
         #: Who reads an assignment: the assignor of the protocol it came under (KIP-848: ours).
-        self.readers = AssignmentReaders(
-            (self.assignor,) if self.faust is None else (self.faust, self.assignor), client_side=self.assignor
-        )
+        self.readers = AssignmentReaders(self._partition_assignors(), client_side=self.assignor)
         self.producer: AIOKafkaProducer | None = None
         #: Exactly-once: the process's transactions (None under at-least-once).
         self.eos: ExactlyOnce | None = None
@@ -220,6 +195,29 @@ class App:
         self._loops: Loops | None = None
         self._started = False
         self._closed = False
+
+    def _partition_assignors(self) -> tuple[Any, ...]:
+        """The assignors the member offers, in preference order (faust's first while migrating)."""
+        return (self.assignor,) if self.faust is None else (self.faust, self.assignor)
+
+    def _app_consumer(self) -> AppConsumer:
+        cfg, topology = self.config, self.topology
+        return AppConsumer(
+            topology.subscribed_topics() if self.faust is None else faust_topics(topology),
+            flushed_offsets=self._flushed_offsets,
+            on_assignment=self.on_assignment,
+            metadata_of=self.tasks.running.commit_metadata,
+            partition_assignors=self._partition_assignors(),
+            streams=streams_wiring(
+                cfg,
+                topology,
+                tasks=self.tasks,
+                restorer=self.restorer,
+                process_id=lambda: self.process_id,
+                create_topics=self._create_internal_topics,
+            ),
+            **cfg.consumer_settings(),
+        )
 
     async def _create_internal_topics(self) -> None:
         await create_internal_topics(self.config, self.topology, await self._source_partition_counts())

@@ -1,8 +1,8 @@
-"""How an App is wired to what it serves: the streams assignor it offers the group
-(:func:`streams_assignor`), and over HTTP (:attr:`App.http`, one server per address): interactive queries
-on ``application_server`` (:mod:`streamtasks.app.queries`, :mod:`streamtasks.app.query_http`)
-and Prometheus ``/metrics`` on ``metrics_port`` (:mod:`streamtasks.app.metrics`, the
-``metrics`` extra)."""
+"""How an App is wired to what it serves: its restorer (:func:`changelog_restorer`), the streams
+assignor it offers the group (:func:`streams_assignor`), and over HTTP (:attr:`App.http`, one
+server per address) interactive queries on ``application_server`` (:mod:`streamtasks.app.queries`,
+:mod:`streamtasks.app.query_http`) and Prometheus ``/metrics`` on ``metrics_port``
+(:mod:`streamtasks.app.metrics`, the ``metrics`` extra)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import assignors as assignor_registry
 from assignors.types import AssignmentConfigs
+from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.config import AppConfig
 from streamtasks.app.events import AppEvent, wall_ms
 from streamtasks.app.queries import StoreQueries
@@ -29,7 +30,7 @@ from topology.model import Topology
 if TYPE_CHECKING:
     from streamtasks.app.metrics import AppMetrics
 
-__all__ = ["Served", "metrics_exporter", "query_router", "streams_assignor"]
+__all__ = ["Served", "changelog_restorer", "metrics_exporter", "query_router", "streams_assignor"]
 
 
 class Served(Protocol):
@@ -115,3 +116,12 @@ def streams_assignor(
         metadata_version=wire.metadata_version,
         latest_version=wire.latest_version,
     )
+
+
+def changelog_restorer(
+    cfg: AppConfig, topology: Topology, tasks: TaskSet, emit: Callable[[AppEvent], None]
+) -> Restorer:
+    """Changelog reading, restore progress, end offsets (the leader's lags) and lag reads."""
+    settings = cfg.client_settings()
+    reader = ChangelogReader(settings, client_id=cfg.client_id, isolation_level=cfg.isolation_level)
+    return Restorer(reader, tasks, topics=topology.subscribed_topics(), emit=emit)

@@ -85,6 +85,13 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="first per-broker listener port (default: any free port)",
     )
+    _add_limit_arguments(parser)
+    _add_status_arguments(parser)
+    _add_listener_security_arguments(parser)
+
+
+def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """``coordinator``'s node id, limits and KIP-848 member timings."""
     parser.add_argument(
         "--node-id", type=int, default=DEFAULT_NODE_ID, help="the broker node id FindCoordinator answers with"
     )
@@ -113,6 +120,10 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         "group.consumer.assignment.interval.ms, default 1000 there; 0 computes one per epoch bump, "
         "fine for small groups; set 1000 for groups of thousands of members)",
     )
+
+
+def _add_status_arguments(parser: argparse.ArgumentParser) -> None:
+    """``coordinator``'s status lines and Prometheus metrics."""
     parser.add_argument(
         "--status-interval-s", type=float, default=5.0, help="seconds between status lines (groups, epochs)"
     )
@@ -123,7 +134,6 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve Prometheus metrics at /metrics on this port (the 'metrics' extra; default: none)",
     )
     parser.add_argument("--metrics-host", default="127.0.0.1", help="the address of the metrics server")
-    _add_listener_security_arguments(parser)
 
 
 def _add_listener_security_arguments(parser: argparse.ArgumentParser) -> None:
