@@ -120,7 +120,7 @@ def heartbeat(
     if after is not before:
         w.emit(after)
     _timers(w, mid, before, after, member.rebalance_timeout_ms)
-    sent = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH or after != before or _differs(r, after)
+    sent = _tasks_owed(r, before, after)
     statuses = list(configured.statuses)
     if stale:
         statuses.append(
@@ -354,13 +354,22 @@ def _timers(
         w.timers.append(CancelTimer(key=revocation))
 
 
-def _differs(r: Request, current: StreamsCurrentAssignmentRecord) -> bool:
-    """The member reported tasks other than those it may own: tell it again."""
-    if r.active_tasks is not None and tasks_of(r.active_tasks) != current.active | current.pending_revocation:
-        return True
-    if r.standby_tasks is not None and tasks_of(r.standby_tasks) != current.standby:
-        return True
-    return r.warmup_tasks is not None and tasks_of(r.warmup_tasks) != current.warmup
+def _tasks_owed(
+    r: Request, before: StreamsCurrentAssignmentRecord, after: StreamsCurrentAssignmentRecord
+) -> bool:
+    """Whether the answer carries the member's tasks. Kafka's streams coordinator sends them on
+    a join and when the heartbeat changed them; its consumer coordinator also on a full request
+    (the member reported what it owns, as it does after an error) and, with that, whenever the
+    answered epoch is not the one the member sent (a member accepted at its previous epoch, its
+    owned tasks a subset, learns its assignment with the new epoch). All four apply here."""
+    return (
+        r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        or r.member_epoch != after.member_epoch
+        or r.active_tasks is not None
+        or r.standby_tasks is not None
+        or r.warmup_tasks is not None
+        or (before.active, before.standby, before.warmup) != (after.active, after.standby, after.warmup)
+    )
 
 
 def _endpoints(w: StreamsWrite) -> tuple[EndpointToPartitions, ...]:
