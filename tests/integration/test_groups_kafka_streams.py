@@ -1,8 +1,9 @@
 """``streamtasks groups describe`` of a Java Kafka Streams app's classic group: each member's
 tasks and process id decoded from Kafka Streams' own SubscriptionInfo / AssignmentInfo
-(``java/windowkey/WindowCounts.java``, kafka-streams 4.3.1 from Maven Central, compiled at
-first use as the oracle's programs are; it runs until it has seen the records it is told to
-wait for, here more than it ever gets, and is killed after the describe)."""
+(``java/windowkey/WindowCounts.java``, kafka-streams 4.4.0 from Maven Central through
+``java/oracle/pom.xml``, compiled at first use as the oracle's programs are; it runs until it
+has seen the records it is told to wait for, here more than it ever gets, and is killed after
+the describe)."""
 
 from __future__ import annotations
 
