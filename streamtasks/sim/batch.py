@@ -21,6 +21,7 @@ from streamtasks.sim.trace import Violation
 from streamtasks.sim.world import RunFigures, World
 
 __all__ = [
+    "replay_command",
     "BatchTotals",
     "Failure",
     "Summary",
@@ -141,6 +142,14 @@ class Summary(Protocol[R_contra]):
     failures: list[Failure]
 
     def add(self, result: R_contra, /) -> None: ...
+
+
+def replay_command(protocol: str, seed: int, faults: Iterable[str]) -> str:
+    """The command that replays one seed of ``protocol`` with ``faults`` (a failure prints it)."""
+    return (
+        f"python -m streamtasks.sim --protocol {protocol} --seeds 1 --seed-base {seed} "
+        f"--faults {','.join(sorted(faults)) or 'none'}"
+    )
 
 
 def run_guarded(world: World[Any, T]) -> T:

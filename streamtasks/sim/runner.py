@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.batch import BatchTotals, run_guarded, run_seeds, shrink_scenario
+from streamtasks.sim.batch import BatchTotals, replay_command, run_guarded, run_seeds, shrink_scenario
 from streamtasks.sim.classic_side import RunResult, WorldSettings, classic_world
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, Timeouts, generate
 from streamtasks.sim.trace import Violation
@@ -99,8 +99,7 @@ def run_batch(
 
     def replay(seed: int) -> str:
         return (
-            f"python -m streamtasks.sim --protocol {protocol.name.lower()} --seeds 1 "
-            f"--seed-base {seed} --faults {','.join(sorted(faults)) or 'none'}"
+            replay_command(protocol.name.lower(), seed, faults)
             + (" --same-assignor" if assignors is not None else "")
             + (
                 f" --static-session-ms {timeouts.static_session_ms}"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.batch import BatchTotals, run_guarded, run_seeds
+from streamtasks.sim.batch import BatchTotals, replay_command, run_guarded, run_seeds
 from streamtasks.sim.kip848.side import SERVER, ConsumerRunResult, ConsumerSettings, consumer_world
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, generate
 
@@ -116,10 +116,7 @@ def run_consumer_batch(
         scenario=lambda seed: consumer_scenario(seed, mode, faults),
         # looked up at each call: tests replace run_consumer_scenario to plant failures
         run=lambda scenario: run_consumer_scenario(scenario, mode),
-        replay=lambda seed: (
-            f"python -m streamtasks.sim --protocol {mode} --seeds 1 --seed-base {seed} "
-            f"--faults {','.join(sorted(faults)) or 'none'}"
-        ),
+        replay=lambda seed: replay_command(mode, seed, faults),
         shrink_failures=shrink_failures,
         progress=progress,
         progress_every=progress_every,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from assignors.partition.types import RebalanceProtocol
-from streamtasks.sim.batch import BatchTotals, run_guarded, run_seeds
+from streamtasks.sim.batch import BatchTotals, replay_command, run_guarded, run_seeds
 from streamtasks.sim.scenario import FAULT_KINDS, Scenario, generate
 from streamtasks.sim.streams.side import MODES, StreamsRunResult, StreamsSettings, streams_world
 
@@ -76,10 +76,7 @@ def run_streams_batch(
         seeds,
         scenario=lambda seed: streams_scenario(seed, mode, faults),
         run=lambda scenario: run_streams_scenario(scenario, mode),
-        replay=lambda seed: (
-            f"python -m streamtasks.sim --protocol {mode} --seeds 1 --seed-base {seed} "
-            f"--faults {','.join(sorted(faults)) or 'none'}"
-        ),
+        replay=lambda seed: replay_command(mode, seed, faults),
         shrink_failures=shrink_failures,
         progress=progress,
         progress_every=progress_every,
