@@ -11,16 +11,25 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 from streamtasks.coordinator import CoordinatorConfig
+from streamtasks.coordinator.streams import StreamsCoordinatorConfig
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.security import ClientSettings, load_cert_chain
 from streamtasks.server.log import DEFAULT_TOPIC
 from streamtasks.server.sasl_server import SUPPORTED_MECHANISMS
 
-__all__ = ["DEFAULT_NODE_ID", "ListenerSettings", "ServerConfig", "parse_host_port"]
+__all__ = [
+    "DEFAULT_NODE_ID",
+    "DEFAULT_STREAMS_ASSIGNOR",
+    "ListenerSettings",
+    "ServerConfig",
+    "parse_host_port",
+]
 
 #: The node id FindCoordinator answers with: far above any real broker's, so a client never
 #: mistakes the coordinator for a broker of the backing cluster.
 DEFAULT_NODE_ID = 2_000_000_000
+#: Streams groups' task assignor unless ``--streams-assignor`` names another.
+DEFAULT_STREAMS_ASSIGNOR = "high_availability"
 
 
 def parse_host_port(value: str, what: str) -> tuple[str, int]:
@@ -132,6 +141,11 @@ class ServerConfig:
     #: First port of the per-broker listeners (None: any free port).
     proxy_port_base: int | None = None
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    #: Streams groups (KIP-1071): timings and the task assignor (default high_availability:
+    #: warm-ups and the lag-triggered hand-over).
+    streams: StreamsCoordinatorConfig = field(
+        default_factory=lambda: StreamsCoordinatorConfig(assignor=DEFAULT_STREAMS_ASSIGNOR)
+    )
     listener: ListenerSettings = field(default_factory=ListenerSettings)
 
     def __post_init__(self) -> None:

@@ -1,5 +1,6 @@
 """What the server answers itself: ApiVersions (the backing broker's list, rewritten),
 FindCoordinator for groups (itself), ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+StreamsGroupHeartbeat, StreamsGroupDescribe (:mod:`.streams_api`),
 Prepare/InstallAssignment, the classic protocol's JoinGroup/SyncGroup/Heartbeat/LeaveGroup
 (classic members of the consumer group), OffsetCommit, OffsetFetch. Every write is computed
 and applied at once (in arrival order: no await between the two) and answered after its
@@ -27,6 +28,7 @@ from kio.serial import entity_reader
 
 from streamtasks.coordinator import GroupCoordinator, Record, Result
 from streamtasks.coordinator.parked import ParkJoin
+from streamtasks.coordinator.streams import StreamsGroupCoordinator
 from streamtasks.errors import DecodeError
 from streamtasks.protocol import assignment_rpc as rpc
 from streamtasks.protocol import consumer_group_codec as codec
@@ -38,7 +40,7 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.server import classic_api, denials, offset_api
+from streamtasks.server import classic_api, denials, offset_api, streams_api
 from streamtasks.server.guard import Access
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.offsets import OffsetStore
@@ -75,12 +77,13 @@ SERVED_VERSIONS: dict[int, tuple[int, int]] = {
     rpc.PREPARE_ASSIGNMENT_API_KEY: (0, 0),
     rpc.INSTALL_ASSIGNMENT_API_KEY: (0, 0),
     **classic_api.VERSIONS,
+    **streams_api.VERSIONS,
 }
 #: Group APIs of other protocols the server does not serve and must not forward (the backing
 #: cluster would coordinate a second group of the same id): not advertised; a request for one
 #: closes the connection. TxnOffsetCommit, DeleteGroups, OffsetDelete,
-#: ShareGroupHeartbeat/Describe, StreamsGroupHeartbeat/Describe.
-REFUSED_APIS = frozenset({28, 42, 47, 76, 77, 88, 89})
+#: ShareGroupHeartbeat/Describe.
+REFUSED_APIS = frozenset({28, 42, 47, 76, 77})
 _GROUP_KEY_TYPE = 0
 _log = logging.getLogger("streamtasks.server")
 _ZERO = datetime.timedelta(0)
@@ -188,8 +191,17 @@ class Handlers:
         advertised: tuple[str, int],
         max_groups: int,
         on_unknown_topics: Callable[[], None],
+        streams: StreamsGroupCoordinator | None = None,
     ) -> None:
         self.coordinator = coordinator
+        self.streams = streams_api.StreamsApi(
+            coordinator=streams or StreamsGroupCoordinator(image=coordinator.image),
+            consumer=coordinator,
+            log=log,
+            clock=clock,
+            max_groups=max_groups,
+            on_unknown_topics=on_unknown_topics,
+        )
         self.offsets = offsets
         self.log = log
         self.clock = clock
@@ -205,7 +217,11 @@ class Handlers:
 
     def group_states(self) -> dict[str, str]:
         """Every group's id and state name (ListGroups on a secured listener)."""
-        return {gid: g.state.value for gid, g in self.coordinator.groups.items()}
+        streams = self.streams.coordinator
+        return {
+            **{gid: streams.group_state(gid).value for gid in streams.groups},
+            **{gid: g.state.value for gid, g in self.coordinator.groups.items()},
+        }
 
     async def _durable(self, records: tuple[Record, ...] | list[Any]) -> None:
         await self.log.append(records)
@@ -230,6 +246,8 @@ class Handlers:
             raise DecodeError(f"api {api} v{version} is not served (only v{lo}-v{hi})")
         self.stats.by_api[api] = self.stats.by_api.get(api, 0) + 1
         cid = header.correlation_id
+        if api in streams_api.VERSIONS:
+            return await self.streams.handle(header, body, client_host, access)
         if api == CONSUMER_GROUP_HEARTBEAT_API_KEY:
             return await self._heartbeat(header, body, client_host, access)
         if api == CONSUMER_GROUP_DESCRIBE_API_KEY:
@@ -266,7 +284,12 @@ class Handlers:
             if access is not None and not access.allows("group", str(request.group_id), "Read"):
                 return denials.denied_commit(request, version, cid)
             records, response = offset_api.commit(
-                request, version, coordinator=self.coordinator, store=self.offsets, now_ms=self.clock()
+                request,
+                version,
+                coordinator=self.coordinator,
+                store=self.offsets,
+                now_ms=self.clock(),
+                streams=self.streams.coordinator,
             )
             for record in records:
                 self.offsets.replay(record)
@@ -285,7 +308,13 @@ class Handlers:
                     for g in request.groups
                     if not access.allows("group", str(g.group_id), "Read")
                 }
-            response = offset_api.fetch(request, version, coordinator=self.coordinator, store=self.offsets)
+            response = offset_api.fetch(
+                request,
+                version,
+                coordinator=self.coordinator,
+                store=self.offsets,
+                streams=self.streams.coordinator,
+            )
             response = denials.filter_offset_fetch(response, denied)
             self.stats.fetches += 1
             await self._durable(())
@@ -300,15 +329,10 @@ class Handlers:
         if access is not None and not access.allows("group", request.group_id, "Read"):
             return denials.denied_heartbeat(version, header.correlation_id)
         self.stats.heartbeats += 1
-        if (
-            request.group_id not in self.coordinator.groups
-            and len(self.coordinator.groups) >= self.max_groups
-        ):
+        refusal = self._refusal(request.group_id)
+        if refusal is not None:
             refused = ConsumerGroupHeartbeatResponse(
-                error=KafkaErrorCode.GROUP_MAX_SIZE_REACHED,
-                error_message=f"this coordinator serves at most {self.max_groups} groups",
-                member_epoch=-1,
-                heartbeat_interval_ms=0,
+                error=refusal[0], error_message=refusal[1], member_epoch=-1, heartbeat_interval_ms=0
             )
             return response_frame(
                 header.correlation_id, codec.encode_heartbeat_response(refused, version), flexible_header=True
@@ -345,13 +369,9 @@ class Handlers:
         now = self.clock()
         if api == classic_api.JOIN_GROUP:
             join = classic_api.join_request(request)
-            if (
-                join.group_id not in self.coordinator.groups
-                and len(self.coordinator.groups) >= self.max_groups
-            ):
-                refused = JoinGroupResponse(
-                    error=KafkaErrorCode.GROUP_MAX_SIZE_REACHED, member_id=join.member_id
-                )
+            refusal = self._refusal(join.group_id)
+            if refusal is not None:
+                refused = JoinGroupResponse(error=refusal[0], member_id=join.member_id)
                 return encode_kio_response(classic_api.join_response(refused, version), cid)
             self._poke_for_topics(join)
             joined = self.coordinator.join_group(
@@ -395,6 +415,18 @@ class Handlers:
         for member in gone.members:
             _log_error("leave", member.member_id, leave.group_id, member.error)
         return encode_kio_response(classic_api.leave_response(gone, version), cid)
+
+    def _refusal(self, group_id: str) -> tuple[KafkaErrorCode, str] | None:
+        """A consumer group's write refused before the coordinator sees it: the id is a streams
+        group's (Kafka: GROUP_ID_NOT_FOUND), or a new group beyond ``max_groups``."""
+        if group_id in self.streams.coordinator.groups:
+            return KafkaErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group"
+        if group_id not in self.coordinator.groups and self.streams.group_count() >= self.max_groups:
+            return (
+                KafkaErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"this coordinator serves at most {self.max_groups} groups",
+            )
+        return None
 
     def _poke_for_topics(self, join: JoinGroupRequest) -> None:
         """A subscription naming a topic the coordinator does not know: refresh metadata."""

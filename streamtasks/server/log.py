@@ -1,5 +1,7 @@
 """The durable log of ``streamtasks coordinator``: one compacted topic in the backing cluster
-holding the coordinator's records and the committed offsets (:mod:`streamtasks.coordinator.record_codec`).
+holding the coordinator's records, the committed offsets (:mod:`streamtasks.coordinator.record_codec`)
+and the streams groups' records (:mod:`streamtasks.coordinator.streams.record_codec`, told apart
+by their record types 1071-1076).
 
 Writes are appended in the order they were applied, by one writer task: each append is
 acknowledged (``acks=all``) before its future resolves, and an append with no records
@@ -13,20 +15,60 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeGuard, cast, get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from streamtasks.coordinator.record_codec import LogRecord, decode_log_record, encode_log_record
+from streamtasks.coordinator.streams.record_codec import (
+    StreamsRecordType,
+    decode_streams_record,
+    encode_streams_record,
+)
+from streamtasks.coordinator.streams.records import StreamsRecord
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
 from streamtasks.runtime.security import ClientSettings
 
-__all__ = ["DEFAULT_TOPIC", "CoordinatorLog", "LogStats"]
+__all__ = [
+    "DEFAULT_TOPIC",
+    "CoordinatorLog",
+    "LogStats",
+    "ServerRecord",
+    "decode_record",
+    "encode_record",
+    "is_streams_record",
+]
 
 DEFAULT_TOPIC = "_streamtasks_coordinator"
 #: Large enough for a PreparedAssignment record of a group of many thousand members.
 MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+#: What the log holds: the consumer groups' records and offsets, the streams groups' records.
+ServerRecord = LogRecord | StreamsRecord
+_STREAMS_TYPES = frozenset(int(t) for t in StreamsRecordType)
+_STREAMS_CLASSES: tuple[type, ...] = get_args(StreamsRecord)
+
+
+def is_streams_record(record: ServerRecord) -> TypeGuard[StreamsRecord]:
+    """A streams group's record (else a consumer group's record or a committed offset)."""
+    return isinstance(record, _STREAMS_CLASSES)
+
+
+def encode_record(record: ServerRecord) -> tuple[bytes, bytes | None]:
+    """(key, value) of any record the server writes; ``value`` None for a tombstone."""
+    if is_streams_record(record):
+        return encode_streams_record(record)
+    return encode_log_record(cast("LogRecord", record))
+
+
+def decode_record(key: bytes, value: bytes | None) -> ServerRecord:
+    """The record a (key, value) pair of the log holds, by its record type."""
+    if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in _STREAMS_TYPES:
+        return decode_streams_record(key, value)
+    return decode_log_record(key, value)
 
 
 @dataclass(slots=True)
@@ -63,7 +105,7 @@ class CoordinatorLog:
     def topic(self) -> str:
         return self._topic
 
-    async def open(self) -> list[LogRecord]:
+    async def open(self) -> list[ServerRecord]:
         """Create the topic if needed, read every record in it, start the writer."""
         await create_topics_async(
             self._settings,
@@ -94,7 +136,7 @@ class CoordinatorLog:
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
         return records
 
-    async def _read_all(self) -> list[LogRecord]:
+    async def _read_all(self) -> list[ServerRecord]:
         tp = TopicPartition(self._topic, 0)
         consumer = AIOKafkaConsumer(
             **self._settings.aiokafka_kwargs(),
@@ -109,21 +151,21 @@ class CoordinatorLog:
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
-            records: list[LogRecord] = []
+            records: list[ServerRecord] = []
             while await consumer.position(tp) < end:
                 batch = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
                 for message in batch.get(tp, []):
                     if message.key is None:
                         raise BrokerError(f"{self._topic}@{message.offset}: a record without a key")
-                    records.append(decode_log_record(message.key, message.value))
+                    records.append(decode_record(message.key, message.value))
             return records
         finally:
             await consumer.stop()
 
-    def append(self, records: Iterable[LogRecord]) -> asyncio.Future[None]:
+    def append(self, records: Iterable[ServerRecord]) -> asyncio.Future[None]:
         """Queue records (in apply order); the future resolves once they are acknowledged,
         and not before every earlier append is."""
-        encoded = [encode_log_record(r) for r in records]
+        encoded = [encode_record(r) for r in records]
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.failure is not None:
             done.set_exception(BrokerError(f"coordinator log failed: {self.failure}"))

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from streamtasks.coordinator import GroupCoordinator
 from streamtasks.coordinator.record_codec import OffsetCommitRecord
+from streamtasks.coordinator.streams import StreamsGroupCoordinator
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.server.offsets import (
     MAX_METADATA_BYTES,
@@ -21,6 +22,8 @@ from streamtasks.server.offsets import (
     OffsetStore,
     check_commit,
     check_fetch,
+    check_streams_commit,
+    check_streams_fetch,
 )
 from streamtasks.server.wire import kio_response_class
 
@@ -76,8 +79,10 @@ def commit(
     coordinator: GroupCoordinator,
     store: OffsetStore,
     now_ms: int,
+    streams: StreamsGroupCoordinator | None = None,
 ) -> tuple[list[OffsetCommitRecord], Any]:
-    """The records to write and the response of one OffsetCommit."""
+    """The records to write and the response of one OffsetCommit (``streams``: the streams
+    groups, whose members commit by their rules)."""
     group_id = str(request.group_id)
     check = OffsetCommitCheck(
         group_id=group_id,
@@ -85,7 +90,11 @@ def commit(
         member_epoch=int(request.generation_id_or_member_epoch),
         api_version=version,
     )
-    verdict = check_commit(coordinator.group(group_id), check)
+    streams_group = streams.group(group_id) if streams is not None else None
+    if streams_group is not None:
+        verdict = check_streams_commit(streams_group, check)
+    else:
+        verdict = check_commit(coordinator.group(group_id), check)
     response_cls = kio_response_class(OFFSET_COMMIT, version)
     topic_cls = element(response_cls, "topics")
     partition_cls = element(topic_cls, "partitions")
@@ -152,7 +161,14 @@ def _wanted(
     return [(str(t.name), int(p)) for t in topics for p in names(t)]
 
 
-def fetch(request: Any, version: int, *, coordinator: GroupCoordinator, store: OffsetStore) -> Any:
+def fetch(
+    request: Any,
+    version: int,
+    *,
+    coordinator: GroupCoordinator,
+    store: OffsetStore,
+    streams: StreamsGroupCoordinator | None = None,
+) -> Any:
     """The response of one OffsetFetch (one group before v8, a batch of groups from v8)."""
     response_cls = kio_response_class(OFFSET_FETCH, version)
     if version < 8:
@@ -169,9 +185,12 @@ def fetch(request: Any, version: int, *, coordinator: GroupCoordinator, store: O
     groups = []
     for g in request.groups:
         group_id = str(g.group_id)
-        error = check_fetch(
-            coordinator.group(group_id), getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))
-        )
+        member_id, member_epoch = getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))
+        streams_group = streams.group(group_id) if streams is not None else None
+        if streams_group is not None:
+            error = check_streams_fetch(streams_group, member_id, member_epoch)
+        else:
+            error = check_fetch(coordinator.group(group_id), member_id, member_epoch)
         wanted = (
             []
             if error is not KafkaErrorCode.NONE

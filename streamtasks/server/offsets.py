@@ -4,7 +4,8 @@ applies to OffsetCommit / OffsetFetch for consumer groups (KIP-848): a member co
 fetches with its current member epoch; an admin or simple client (no member id, epoch -1) may
 commit only while the group has no members, and may always fetch. A classic-protocol member of
 the group commits with its generation id, which is its member epoch, at any OffsetCommit
-version, and is answered ILLEGAL_GENERATION (not STALE_MEMBER_EPOCH) when it differs."""
+version, and is answered ILLEGAL_GENERATION (not STALE_MEMBER_EPOCH) when it differs. A streams
+group's rules (KIP-1071) are the same for its members, with no classic members."""
 
 from __future__ import annotations
 
@@ -13,9 +14,18 @@ from dataclasses import dataclass
 
 from streamtasks.coordinator import ConsumerGroup
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.coordinator.streams import StreamsGroup
 from streamtasks.protocol.errors import KafkaErrorCode
 
-__all__ = ["MAX_METADATA_BYTES", "OffsetCommitCheck", "OffsetStore", "check_commit", "check_fetch"]
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "OffsetCommitCheck",
+    "OffsetStore",
+    "check_commit",
+    "check_fetch",
+    "check_streams_commit",
+    "check_streams_fetch",
+]
 
 #: Kafka's ``offset.metadata.max.bytes`` default.
 MAX_METADATA_BYTES = 4096
@@ -68,6 +78,30 @@ def check_fetch(group: ConsumerGroup | None, member_id: str | None, member_epoch
     if member is None or current is None:
         return KafkaErrorCode.UNKNOWN_MEMBER_ID
     return _epoch_check(member_epoch, current.member_epoch, classic=member.classic is not None)
+
+
+def _streams_epoch_check(group: StreamsGroup, member_id: str, member_epoch: int) -> KafkaErrorCode:
+    current = group.current(member_id)
+    if group.member(member_id) is None or current is None:
+        return KafkaErrorCode.UNKNOWN_MEMBER_ID
+    return KafkaErrorCode.NONE if member_epoch == current.member_epoch else KafkaErrorCode.STALE_MEMBER_EPOCH
+
+
+def check_streams_commit(group: StreamsGroup, check: OffsetCommitCheck) -> KafkaErrorCode:
+    """Apache Kafka's ``StreamsGroup#validateOffsetCommit``: an admin commit (epoch < 0) only
+    while the group has no members; else a member at its current epoch, with v9+."""
+    if check.member_epoch < 0 and not group.members:
+        return KafkaErrorCode.NONE
+    if check.api_version < 9 and group.member(check.member_id) is not None:
+        return KafkaErrorCode.UNSUPPORTED_VERSION
+    return _streams_epoch_check(group, check.member_id, check.member_epoch)
+
+
+def check_streams_fetch(group: StreamsGroup, member_id: str | None, member_epoch: int) -> KafkaErrorCode:
+    """``StreamsGroup#validateOffsetFetch``: an admin fetch always; a member at its epoch."""
+    if member_epoch < 0 and not member_id:
+        return KafkaErrorCode.NONE
+    return _streams_epoch_check(group, member_id or "", member_epoch)
 
 
 class OffsetStore:

@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
+from assignors import registry
 from streamtasks.coordinator import CoordinatorConfig
+from streamtasks.coordinator.streams import StreamsCoordinatorConfig
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.security import (
     ClientSettings,
@@ -23,7 +25,13 @@ from streamtasks.runtime.security import (
     load_client_config,
     make_client_settings,
 )
-from streamtasks.server.config import DEFAULT_NODE_ID, ListenerSettings, ServerConfig, parse_host_port
+from streamtasks.server.config import (
+    DEFAULT_NODE_ID,
+    DEFAULT_STREAMS_ASSIGNOR,
+    ListenerSettings,
+    ServerConfig,
+    parse_host_port,
+)
 from streamtasks.server.credentials import SCRAM_MECHANISMS, add_user
 from streamtasks.server.log import DEFAULT_TOPIC
 from streamtasks.server.server import CoordinatorServer
@@ -86,6 +94,7 @@ def add_coordinator_arguments(parser: argparse.ArgumentParser) -> None:
         help="first per-broker listener port (default: any free port)",
     )
     _add_limit_arguments(parser)
+    _add_streams_arguments(parser)
     _add_status_arguments(parser)
     _add_listener_security_arguments(parser)
 
@@ -119,6 +128,73 @@ def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         help="batch target assignments: compute at most one per interval per group (Apache Kafka's "
         "group.consumer.assignment.interval.ms, default 1000 there; 0 computes one per epoch bump, "
         "fine for small groups; set 1000 for groups of thousands of members)",
+    )
+
+
+def _add_streams_arguments(parser: argparse.ArgumentParser) -> None:
+    """``coordinator``'s streams groups (KIP-1071): the task assignor and its settings; the
+    session timeout and heartbeat interval are the KIP-848 members' (above)."""
+    parser.add_argument(
+        "--streams-assignor",
+        default=DEFAULT_STREAMS_ASSIGNOR,
+        help="the task assignor of streams groups, by name in the registry (sticky, high_availability, "
+        "fallback_prior, or a plug-in of the entry-point group streamtasks.assignors; default "
+        f"{DEFAULT_STREAMS_ASSIGNOR}: warm-ups and the lag-triggered hand-over)",
+    )
+    parser.add_argument(
+        "--streams-group-assignor",
+        action="append",
+        default=[],
+        metavar="GROUP=NAME",
+        help="one streams group's own task assignor (repeatable)",
+    )
+    parser.add_argument(
+        "--streams-num-standby-replicas", type=int, default=0, help="standby replicas per stateful task"
+    )
+    parser.add_argument(
+        "--streams-acceptable-recovery-lag",
+        type=int,
+        default=10_000,
+        help="a process this close to a task's end offsets is caught up (high_availability)",
+    )
+    parser.add_argument(
+        "--streams-max-warmup-replicas", type=int, default=2, help="warm-up tasks at once (high_availability)"
+    )
+    parser.add_argument(
+        "--streams-probing-rebalance-interval-ms",
+        type=int,
+        default=600_000,
+        help="how soon a group with warm-ups is assigned again (high_availability)",
+    )
+    parser.add_argument(
+        "--streams-task-offset-interval-ms",
+        type=int,
+        default=60_000,
+        help="how often members report their task offsets (their lags)",
+    )
+
+
+def streams_from_args(args: argparse.Namespace) -> StreamsCoordinatorConfig:
+    """The streams groups' settings; an unknown assignor name is an UnknownAssignorError."""
+    pairs = []
+    for item in args.streams_group_assignor:
+        group, sep, name = item.partition("=")
+        if not sep or not group or not name:
+            raise ConfigError(f"--streams-group-assignor takes GROUP=NAME, got {item!r}")
+        pairs.append((group, name))
+    for name in {args.streams_assignor, *(n for _, n in pairs)}:
+        registry.get(name)
+    return StreamsCoordinatorConfig(
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        assignor=args.streams_assignor,
+        group_assignors=tuple(pairs),
+        num_standby_replicas=args.streams_num_standby_replicas,
+        acceptable_recovery_lag=args.streams_acceptable_recovery_lag,
+        max_warmup_replicas=args.streams_max_warmup_replicas,
+        probing_rebalance_interval_ms=args.streams_probing_rebalance_interval_ms,
+        task_offset_interval_ms=args.streams_task_offset_interval_ms,
+        max_group_size=args.max_members_per_group,
     )
 
 
@@ -285,6 +361,7 @@ def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> Server
             assignment_interval_ms=args.assignment_interval_ms,
             max_group_size=args.max_members_per_group,
         ),
+        streams=streams_from_args(args),
     )
 
 

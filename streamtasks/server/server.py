@@ -1,4 +1,5 @@
-"""``streamtasks coordinator``: the KIP-848 group coordinator in front of a Kafka cluster.
+"""``streamtasks coordinator``: the KIP-848 group coordinator and the streams-group (KIP-1071)
+coordinator in front of a Kafka cluster.
 
 Start: read the log topic back, take the cluster's topics, load the coordinator from the
 records (sessions restart from now) and persist what resuming writes, then listen. Running:
@@ -15,17 +16,18 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TextIO
+from typing import TextIO, cast
 
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
+from streamtasks.coordinator.streams import StreamsGroupCoordinator, StreamsRecord
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.http_server import HttpServers
 from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard
 from streamtasks.server.handlers import SERVED_VERSIONS, Handlers, advertised_apis
-from streamtasks.server.log import CoordinatorLog
+from streamtasks.server.log import CoordinatorLog, is_streams_record
 from streamtasks.server.metadata import fetch_api_versions, fetch_image
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.routing import BrokerProxies, rewrite_coordinators, rewrite_metadata
@@ -58,6 +60,7 @@ class CoordinatorServer:
         self.log = CoordinatorLog(config.backing, config.topic)
         self.offsets = OffsetStore()
         self.coordinator: GroupCoordinator | None = None
+        self.streams: StreamsGroupCoordinator | None = None
         self.handlers: Handlers | None = None
         self.replay_ms = 0.0
         self.replayed_records = 0
@@ -110,16 +113,21 @@ class CoordinatorServer:
             broker = advertised_apis(await fetch_api_versions(self.config.backing))
             self.guard.apis = restrict_api_versions(broker, set(SERVED_VERSIONS), sasl=self.guard.sasl)
         coordinator = GroupCoordinator(self.config.coordinator, image=image)
+        streams = StreamsGroupCoordinator(self.config.streams, image=image)
         group_records: list[Record] = []
+        streams_records: list[StreamsRecord] = []
         for record in records:
             if isinstance(record, OffsetCommitRecord | OffsetCommitTombstone):
                 self.offsets.replay(record)
+            elif is_streams_record(record):
+                streams_records.append(record)
             else:
-                group_records.append(record)
+                group_records.append(cast("Record", record))
         resumed = coordinator.load(group_records, self.clock())
         coordinator.apply(resumed)
+        streams.load(streams_records, self.clock())  # soft state only: nothing to write
         await self.log.append(resumed.records)
-        self.coordinator = coordinator
+        self.coordinator, self.streams = coordinator, streams
         self.replay_ms = (time.monotonic() - started) * 1000
         self.replayed_records = len(records)
         self._server = await self._listen(self._accept, self.config.listen_port)
@@ -135,6 +143,7 @@ class CoordinatorServer:
             advertised=advertised,
             max_groups=self.config.max_groups,
             on_unknown_topics=self._metadata_poke.set,
+            streams=streams,
         )
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -162,6 +171,7 @@ class CoordinatorServer:
             f"backing cluster {self.config.backing.bootstrap_servers} "
             f"({self.config.backing.security_protocol}), log {self.config.topic}: "
             f"replayed {len(records)} records ({len(coordinator.groups)} groups, "
+            f"{len(streams.groups)} streams groups with assignor {self.config.streams.assignor}, "
             f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms; listener: {self._listener_line()}"
         )
 
@@ -249,7 +259,12 @@ class CoordinatorServer:
             assert self.handlers is not None
             for result in self.coordinator.poll(now):
                 self.handlers.persist(result)
-            deadline = self.coordinator.next_deadline_ms()
+            self.handlers.streams.poll()
+            deadlines = [
+                self.coordinator.next_deadline_ms(),
+                self.handlers.streams.coordinator.next_deadline_ms(),
+            ]
+            deadline = min((d for d in deadlines if d is not None), default=None)
             delay = _TIMER_TICK_S if deadline is None else (deadline - self.clock()) / 1000
             await asyncio.sleep(min(_TIMER_TICK_S, max(0.001, delay)))
 
@@ -266,6 +281,9 @@ class CoordinatorServer:
                 _log.warning("metadata refresh failed: %s", exc)
                 await asyncio.sleep(1)
                 continue
+            assert self.streams is not None
+            if image.topics != self.streams.image.topics:
+                self.streams.set_image(image)  # groups see it at their next heartbeat
             if image.topics != self.coordinator.image.topics:
                 result = self.coordinator.on_metadata_image(image, self.clock())
                 self.coordinator.apply(result)
@@ -282,6 +300,11 @@ class CoordinatorServer:
         assert self.handlers is not None
         groups = self.coordinator.groups
         members = sum(len(g.members) for g in groups.values())
+        streams = self.handlers.streams.coordinator
+        streams_epochs = " ".join(
+            f"{gid}@{g.epoch}/{g.target_epoch}:{streams.group_state(gid).value}"
+            for gid, g in sorted(streams.groups.items())[:5]
+        )
         epochs = " ".join(
             f"{gid}@{g.group_epoch}/{g.assignment_epoch}:{g.state.value}"
             for gid, g in sorted(groups.items())[:5]
@@ -290,6 +313,9 @@ class CoordinatorServer:
         s, ls = self.handlers.stats, self.log.stats
         return (
             f"status: groups={len(groups)} members={members} epochs=[{epochs}{more}] "
+            f"streams_groups={len(streams.groups)} "
+            f"streams_members={sum(len(g.members) for g in streams.groups.values())} "
+            f"streams_epochs=[{streams_epochs}] streams_heartbeats={self.handlers.streams.heartbeats} "
             f"connections={len(self._sessions)} heartbeats={s.heartbeats} classic={s.classic} "
             f"parked_joins={len(self.handlers.parked)} commits={s.commits} "
             f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "

@@ -39,7 +39,8 @@ class StreamsGroupCoordinator:
     """Streams groups, sans-IO. Writes return :class:`StreamsResult` and change nothing;
     :meth:`apply` replays a result's records and applies its timers (a server appends the
     records to its log first). ``assignor``: a task assignor instance, else the registry's
-    (``config.assignor``: a built-in or any plug-in of the entry-point group)."""
+    (``config.assignor``: a built-in or any plug-in of the entry-point group; a group named in
+    ``config.group_assignors`` gets its own)."""
 
     def __init__(
         self,
@@ -50,6 +51,7 @@ class StreamsGroupCoordinator:
     ) -> None:
         self._config = config or StreamsCoordinatorConfig()
         self._assignor = assignor if assignor is not None else registry.get(self._config.assignor)
+        self._group_assignors = {gid: registry.get(name) for gid, name in self._config.group_assignors}
         self._image = image or MetadataImage()
         self._groups: dict[str, StreamsGroup] = {}
         self._timers = Timers()
@@ -77,6 +79,10 @@ class StreamsGroupCoordinator:
             return StreamsGroupState.DEAD
         return group.state(ready=configure(group.topology, self._image).ready)
 
+    def assignor(self, group_id: str) -> TaskAssignor:
+        """The task assignor that computes ``group_id``'s targets."""
+        return self._group_assignors.get(group_id, self._assignor)
+
     def timer_deadline(self, key: TimerKey) -> int | None:
         return self._timers.deadline(key)
 
@@ -89,7 +95,7 @@ class StreamsGroupCoordinator:
     def describe(self, request: StreamsGroupDescribeRequest) -> StreamsGroupDescribeResponse:
         return StreamsGroupDescribeResponse(
             groups=tuple(
-                describe_group(gid, self._groups.get(gid), self._image, self._assignor.name)
+                describe_group(gid, self._groups.get(gid), self._image, self.assignor(gid).name)
                 for gid in request.group_ids
             )
         )
@@ -101,7 +107,7 @@ class StreamsGroupCoordinator:
             self._groups.get(group_id),
             group_id,
             config=self._config,
-            assignor=self._assignor,
+            assignor=self.assignor(group_id),
             image=self._image,
             now_ms=now_ms,
         )

@@ -42,7 +42,8 @@ class StreamsCoordinatorConfig:
 
     ``assignor``: the task assignor's name in the registry (``assignors.registry``):
     ``sticky`` places as Apache Kafka's broker does (no warm-ups), ``high_availability`` adds
-    KIP-441 warm-ups and the lag-triggered hand-over."""
+    KIP-441 warm-ups and the lag-triggered hand-over. ``group_assignors``: (group id, name)
+    pairs, a group's own assignor instead of ``assignor``."""
 
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
@@ -53,6 +54,11 @@ class StreamsCoordinatorConfig:
     probing_rebalance_interval_ms: int = 600_000
     task_offset_interval_ms: int = 60_000
     max_group_size: int | None = None
+    group_assignors: tuple[tuple[str, str], ...] = ()
+
+    def assignor_name(self, group_id: str) -> str:
+        """The task assignor's name for ``group_id``."""
+        return dict(self.group_assignors).get(group_id, self.assignor)
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= self.heartbeat_interval_ms:

@@ -1,0 +1,189 @@
+"""Streams groups (KIP-1071) served by ``streamtasks coordinator``: StreamsGroupHeartbeat (API
+88) and StreamsGroupDescribe (API 89) v0-1 from :class:`~streamtasks.coordinator.streams.
+StreamsGroupCoordinator` (the OffsetCommit / OffsetFetch rules of a streams group are in
+:mod:`streamtasks.server.offsets`).
+
+The shape is the consumer groups' (:mod:`streamtasks.server.handlers`): a heartbeat is computed
+and applied at once (no await between the two, so writes apply in arrival order), its records
+are appended to the log, and it is answered once they are durable. A group id is one kind of
+group: a streams heartbeat for a consumer group's id (and the reverse) is GROUP_ID_NOT_FOUND, as
+Apache Kafka answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from streamtasks.coordinator import GroupCoordinator
+from streamtasks.coordinator.streams import StreamsGroupCoordinator
+from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.protocol.streams_group import (
+    STREAMS_GROUP_DESCRIBE_API_KEY,
+    STREAMS_GROUP_DESCRIBE_VERSIONS,
+    STREAMS_GROUP_HEARTBEAT_API_KEY,
+    STREAMS_GROUP_HEARTBEAT_VERSIONS,
+    DescribedStreamsGroup,
+    StreamsGroupDescribeResponse,
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+    StreamsGroupStatus,
+)
+from streamtasks.protocol.streams_group_codec import (
+    decode_streams_heartbeat_request,
+    encode_streams_heartbeat_response,
+)
+from streamtasks.protocol.streams_group_describe_codec import (
+    decode_streams_describe_request,
+    encode_streams_describe_response,
+)
+from streamtasks.server.guard import Access
+from streamtasks.server.log import CoordinatorLog
+from streamtasks.server.wire import RequestHeader, response_frame
+
+__all__ = ["VERSIONS", "StreamsApi"]
+
+#: API key -> the versions served.
+VERSIONS: dict[int, tuple[int, int]] = {
+    STREAMS_GROUP_HEARTBEAT_API_KEY: STREAMS_GROUP_HEARTBEAT_VERSIONS,
+    STREAMS_GROUP_DESCRIBE_API_KEY: STREAMS_GROUP_DESCRIBE_VERSIONS,
+}
+#: Statuses that name topics the coordinator may not know yet: refresh the metadata at once.
+_TOPIC_STATUSES = frozenset(
+    {int(StreamsGroupStatus.MISSING_SOURCE_TOPICS), int(StreamsGroupStatus.MISSING_INTERNAL_TOPICS)}
+)
+_log = logging.getLogger("streamtasks.server")
+
+
+class StreamsApi:
+    """APIs 88 and 89 over one streams coordinator, next to the consumer groups' coordinator."""
+
+    def __init__(
+        self,
+        *,
+        coordinator: StreamsGroupCoordinator,
+        consumer: GroupCoordinator,
+        log: CoordinatorLog,
+        clock: Callable[[], int],
+        max_groups: int,
+        on_unknown_topics: Callable[[], None],
+    ) -> None:
+        self.coordinator = coordinator
+        self.consumer = consumer
+        self.log = log
+        self.clock = clock
+        self.max_groups = max_groups
+        self.on_unknown_topics = on_unknown_topics
+        self.heartbeats = 0
+
+    def group_count(self) -> int:
+        return len(self.consumer.groups) + len(self.coordinator.groups)
+
+    def persist(self, records: tuple[Any, ...]) -> asyncio.Future[None]:
+        return self.log.append(records)
+
+    async def handle(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None
+    ) -> bytes:
+        if header.api_key == STREAMS_GROUP_HEARTBEAT_API_KEY:
+            return await self._heartbeat(header, body, client_host, access)
+        return await self._describe(header, body, access)
+
+    def _refusal(self, request: StreamsGroupHeartbeatRequest) -> StreamsGroupHeartbeatResponse | None:
+        gid = request.group_id
+        error, message = KafkaErrorCode.NONE, ""
+        if gid in self.consumer.groups:
+            error, message = KafkaErrorCode.GROUP_ID_NOT_FOUND, f"group {gid} is not a streams group"
+        elif gid not in self.coordinator.groups and self.group_count() >= self.max_groups:
+            error = KafkaErrorCode.GROUP_MAX_SIZE_REACHED
+            message = f"this coordinator serves at most {self.max_groups} groups"
+        if error is KafkaErrorCode.NONE:
+            return None
+        return StreamsGroupHeartbeatResponse(
+            error=error,
+            error_message=message,
+            member_id=request.member_id,
+            member_epoch=-1,
+            heartbeat_interval_ms=0,
+        )
+
+    async def _heartbeat(
+        self, header: RequestHeader, body: bytes, client_host: str, access: Access | None
+    ) -> bytes:
+        version = header.api_version
+        request = decode_streams_heartbeat_request(body, version)
+        response = self._refusal(request)
+        if access is not None and not access.allows("group", request.group_id, "Read"):
+            response = StreamsGroupHeartbeatResponse(
+                error=KafkaErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message="not authorized for this group",
+                member_id=request.member_id,
+                member_epoch=-1,
+                heartbeat_interval_ms=0,
+            )
+        if response is not None:
+            return response_frame(
+                header.correlation_id,
+                encode_streams_heartbeat_response(response, version),
+                flexible_header=True,
+            )
+        self.heartbeats += 1
+        topics = request.topology.subtopologies if request.topology is not None else ()
+        image = self.coordinator.image.by_name
+        if any(t not in image for s in topics for t in s.source_topics):
+            self.on_unknown_topics()
+        result = self.coordinator.heartbeat(
+            request, self.clock(), client_id=header.client_id, client_host=client_host
+        )
+        answer = self.coordinator.apply(result)
+        durable = self.persist(result.records)
+        if any(s.status_code in _TOPIC_STATUSES for s in answer.status or ()):
+            self.on_unknown_topics()  # the member creates the internal topics: look again soon
+        if answer.error is not KafkaErrorCode.NONE:
+            _log.info(
+                "streams heartbeat of %s in %s: %s %s",
+                request.member_id,
+                request.group_id,
+                answer.error.name,
+                answer.error_message or "",
+            )
+        await durable
+        return response_frame(
+            header.correlation_id, encode_streams_heartbeat_response(answer, version), flexible_header=True
+        )
+
+    async def _describe(self, header: RequestHeader, body: bytes, access: Access | None) -> bytes:
+        version = header.api_version
+        request = decode_streams_describe_request(body, version)
+        response = self.coordinator.describe(request)
+        groups = tuple(self._visible(g, access) for g in response.groups)
+        answer = StreamsGroupDescribeResponse(groups=groups)
+        await self.log.append(())  # answer only what is durable
+        return response_frame(
+            header.correlation_id, encode_streams_describe_response(answer, version), flexible_header=True
+        )
+
+    def _visible(self, g: DescribedStreamsGroup, access: Access | None) -> DescribedStreamsGroup:
+        """A described group, or the error the caller gets instead (no right to describe it, or
+        the id is a consumer group's)."""
+        if access is not None and not access.allows("group", g.group_id, "Describe"):
+            return DescribedStreamsGroup(
+                error=KafkaErrorCode.GROUP_AUTHORIZATION_FAILED,
+                group_id=g.group_id,
+                error_message="not authorized for this group",
+            )
+        if g.group_id in self.consumer.groups:
+            return DescribedStreamsGroup(
+                error=KafkaErrorCode.GROUP_ID_NOT_FOUND,
+                group_id=g.group_id,
+                group_state="Dead",
+                error_message=f"group {g.group_id} is not a streams group",
+            )
+        return g
+
+    def poll(self) -> None:
+        """Fire the streams groups' due timers; their records go to the log."""
+        for result in self.coordinator.poll(self.clock()):
+            self.persist(result.records)
