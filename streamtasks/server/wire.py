@@ -36,7 +36,7 @@ __all__ = [
 API_VERSIONS = 18
 #: ConsumerGroupPrepareAssignment / InstallAssignment (docs/protocol.md): flexible, v0 only.
 PRIVATE_API_KEYS = frozenset({30848, 30849})
-_FLEXIBLE_FROM = {68: 0, 69: 0, 30848: 0, 30849: 0}
+_FLEXIBLE_FROM = {68: 0, 69: 0, 88: 0, 89: 0, 30848: 0, 30849: 0}
 
 _readers: dict[type[Any], Any] = {}
 _writers: dict[type[Any], Any] = {}

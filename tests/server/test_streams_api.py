@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import struct
 from typing import Any
 
 import pytest
@@ -46,7 +47,7 @@ from streamtasks.server.offsets import (
     check_streams_commit,
     check_streams_fetch,
 )
-from streamtasks.server.wire import RequestHeader, kio_request_class
+from streamtasks.server.wire import RequestHeader, kio_request_class, parse_request
 from tests.coordinator.streams.support import GROUP, READY, image, topology
 
 
@@ -371,3 +372,24 @@ def test_the_command_refuses_an_unknown_assignor_and_a_malformed_pair() -> None:
         config_from_args(_args("--streams-assignor", "nope"), "b:9092")
     with pytest.raises(ConfigError, match="GROUP=NAME"):
         config_from_args(_args("--streams-group-assignor", "wc"), "b:9092")
+
+
+@pytest.mark.parametrize("api", [STREAMS_GROUP_HEARTBEAT_API_KEY, STREAMS_GROUP_DESCRIBE_API_KEY])
+@pytest.mark.parametrize("version", [0, 1])
+def test_request_frames_of_both_versions_are_read(api: int, version: int) -> None:
+    """The session reads the header before the handler runs: v1 of both APIs, which kio has no
+    schema for, is flexible (request header v2) as v0 is."""
+    body = (
+        encode_streams_heartbeat_request(_join("m1", "p1"), version)
+        if api == STREAMS_GROUP_HEARTBEAT_API_KEY
+        else encode_streams_describe_request(StreamsGroupDescribeRequest(group_ids=(GROUP,)), version)
+    )
+    payload = struct.pack(">hhih", api, version, 9, 1) + b"c" + b"\0" + body
+    header, parsed = parse_request(payload)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
+        api,
+        version,
+        9,
+        "c",
+    )
+    assert parsed == body
