@@ -158,13 +158,21 @@ class KafkaStreamsPeer:
 
     @classmethod
     def start(
-        cls, names: WordCountNames, *, bootstrap: str, state_dir: Path, name: str | None = None
+        cls,
+        names: WordCountNames,
+        *,
+        bootstrap: str,
+        state_dir: Path,
+        name: str | None = None,
+        guarantee: str | None = None,
     ) -> KafkaStreamsPeer:
+        """Start one JVM; ``guarantee``: its ``processing.guarantee`` (default exactly_once_v2)."""
         program = word_count_program()
         state_dir.mkdir(parents=True, exist_ok=True)
         command = [
             *program.command(*_JVM_OPTIONS),
             *(bootstrap, names.application_id, names.input_topic, names.output_topic, str(state_dir)),
+            *((guarantee,) if guarantee else ()),
         ]
         process = subprocess.Popen(
             command,

@@ -19,7 +19,7 @@ import datetime
 import logging
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.errors import KafkaErrorCode
+from streamtasks.runtime.admin import TopicSpec
 from streamtasks.server import classic_api, denials, offset_api, streams_api
 from streamtasks.server.guard import Access
 from streamtasks.server.log import CoordinatorLog
@@ -192,6 +193,7 @@ class Handlers:
         max_groups: int,
         on_unknown_topics: Callable[[], None],
         streams: StreamsGroupCoordinator | None = None,
+        create_topics: Callable[[list[TopicSpec]], Awaitable[None]] | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.streams = streams_api.StreamsApi(
@@ -201,6 +203,7 @@ class Handlers:
             clock=clock,
             max_groups=max_groups,
             on_unknown_topics=on_unknown_topics,
+            create_topics=create_topics,
         )
         self.offsets = offsets
         self.log = log

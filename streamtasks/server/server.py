@@ -22,6 +22,7 @@ from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
 from streamtasks.coordinator.streams import StreamsGroupCoordinator, StreamsRecord
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.http_server import HttpServers
 from streamtasks.runtime.security import ClientSettings
 from streamtasks.server.config import ServerConfig
@@ -144,6 +145,7 @@ class CoordinatorServer:
             max_groups=self.config.max_groups,
             on_unknown_topics=self._metadata_poke.set,
             streams=streams,
+            create_topics=self._create_topics,
         )
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -174,6 +176,9 @@ class CoordinatorServer:
             f"{len(streams.groups)} streams groups with assignor {self.config.streams.assignor}, "
             f"{len(self.offsets)} offsets) in {self.replay_ms:.0f} ms; listener: {self._listener_line()}"
         )
+
+    async def _create_topics(self, specs: list[TopicSpec]) -> None:
+        await create_topics_async(self.config.backing, specs, client_id="streamtasks-coordinator")
 
     async def _listen(self, accept: _Accept, port: int) -> asyncio.Server:
         """A listener on ``port`` of the listen host, with the listener's TLS if it has one

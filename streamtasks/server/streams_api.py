@@ -7,18 +7,20 @@ The shape is the consumer groups' (:mod:`streamtasks.server.handlers`): a heartb
 and applied at once (no await between the two, so writes apply in arrival order), its records
 are appended to the log, and it is answered once they are durable. A group id is one kind of
 group: a streams heartbeat for a consumer group's id (and the reverse) is GROUP_ID_NOT_FOUND, as
-Apache Kafka answers it.
+Apache Kafka answers it. The internal topics of a MISSING_INTERNAL_TOPICS status are created
+here, as Apache Kafka's broker creates them (Kafka Streams' Java client waits for them; a
+streamtasks App creates them too, and the first one wins).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from streamtasks.coordinator import GroupCoordinator
-from streamtasks.coordinator.streams import StreamsGroupCoordinator
+from streamtasks.coordinator.streams import StreamsGroupCoordinator, configure
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import (
     STREAMS_GROUP_DESCRIBE_API_KEY,
@@ -39,6 +41,7 @@ from streamtasks.protocol.streams_group_describe_codec import (
     decode_streams_describe_request,
     encode_streams_describe_response,
 )
+from streamtasks.runtime.admin import TopicSpec
 from streamtasks.server.guard import Access
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.wire import RequestHeader, response_frame
@@ -69,8 +72,12 @@ class StreamsApi:
         clock: Callable[[], int],
         max_groups: int,
         on_unknown_topics: Callable[[], None],
+        create_topics: Callable[[list[TopicSpec]], Awaitable[None]] | None = None,
     ) -> None:
         self.coordinator = coordinator
+        self.create_topics = create_topics
+        self._creating: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.consumer = consumer
         self.log = log
         self.clock = clock
@@ -140,7 +147,8 @@ class StreamsApi:
         answer = self.coordinator.apply(result)
         durable = self.persist(result.records)
         if any(s.status_code in _TOPIC_STATUSES for s in answer.status or ()):
-            self.on_unknown_topics()  # the member creates the internal topics: look again soon
+            self._create_internal_topics(request.group_id)
+            self.on_unknown_topics()  # topics are being created: look again soon
         if answer.error is not KafkaErrorCode.NONE:
             _log.info(
                 "streams heartbeat of %s in %s: %s %s",
@@ -182,6 +190,41 @@ class StreamsApi:
                 error_message=f"group {g.group_id} is not a streams group",
             )
         return g
+
+    def _create_internal_topics(self, group_id: str) -> None:
+        """Start creating the group's missing internal topics (once per name at a time)."""
+        group = self.coordinator.group(group_id)
+        if self.create_topics is None or group is None:
+            return
+        specs = [
+            TopicSpec(
+                name=info.name,
+                partitions=partitions,
+                configs={kv.key: kv.value for kv in info.topic_configs},
+                replication_factor=info.replication_factor or -1,
+            )
+            for info, partitions in configure(group.topology, self.coordinator.image).missing_internal
+            if partitions > 0 and info.name not in self._creating
+        ]
+        if not specs:
+            return
+        names = {s.name for s in specs}
+        self._creating |= names
+        create = self.create_topics
+
+        async def run() -> None:
+            try:
+                await create(specs)
+                _log.info("created internal topics of %s: %s", group_id, ", ".join(sorted(names)))
+            except Exception as exc:  # the next heartbeat's status asks again
+                _log.warning("creating internal topics of %s failed: %s", group_id, exc)
+            finally:
+                self._creating -= names
+                self.on_unknown_topics()
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def poll(self) -> None:
         """Fire the streams groups' due timers; their records go to the log."""

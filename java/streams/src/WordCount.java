@@ -3,7 +3,7 @@
  * Java side of issue 29's Java + Python group (streamtasks/drills/kafka_streams_peer.py starts
  * it; docs/streams-groups.md, "Kafka Streams and streamtasks in one group", lists the names).
  *
- *   java ... WordCount <bootstrap> <application.id> <input topic> <output topic> <state dir>
+ *   java ... WordCount <bootstrap> <application.id> <input topic> <output topic> <state dir> [<guarantee>]
  *
  * Topology (the names Kafka Streams derives, which a streamtasks App must use to share the group):
  *   subtopology 0: source <input> -> flatMapValues (lower-case words) -> groupBy word
@@ -12,8 +12,9 @@
  *                  in-memory store "word-counts" (changelog <application.id>-word-counts-changelog,
  *                  String keys, Long values) -> sink <output> (String word, Long count)
  *
- * exactly_once_v2: every input record is counted once, also across kills; the output and the
- * changelog are read with read_committed. The store is in memory, so a task that moves to this
+ * exactly_once_v2 (unless the sixth argument names another processing.guarantee, at_least_once
+ * on a streamtasks coordinator, which does not serve TxnOffsetCommit): every input record is
+ * counted once, also across kills; the output and the changelog are read with read_committed. The store is in memory, so a task that moves to this
  * process is restored from its changelog. The state listener's transitions and the tasks this
  * process runs go to stdout, one line each ("STATE RUNNING", "TASKS active=[0_0, 1_1] standby=[]");
  * each changelog partition restored ("RESTORED wc-word-counts-changelog-2 37": records restored);
@@ -89,8 +90,9 @@ public final class WordCount {
     }
 
     public static void main(String[] args) throws InterruptedException {
-        if (args.length != 5) {
-            System.err.println("usage: WordCount <bootstrap> <application.id> <input> <output> <state dir>");
+        if (args.length != 5 && args.length != 6) {
+            System.err.println(
+                "usage: WordCount <bootstrap> <application.id> <input> <output> <state dir> [<processing.guarantee>]");
             System.exit(2);
         }
         Properties props = new Properties();
@@ -98,7 +100,8 @@ public final class WordCount {
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
         props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        props.put(
+            StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.length == 6 ? args[5] : StreamsConfig.EXACTLY_ONCE_V2);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);

@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from streamtasks.coordinator.types import MetadataImage
 from streamtasks.membership.streams.records import Task
-from streamtasks.protocol.streams_group import StreamsGroupStatus, StreamsStatus, Topology
+from streamtasks.protocol.streams_group import StreamsGroupStatus, StreamsStatus, TopicInfo, Topology
 
 __all__ = ["ConfiguredTopology", "configure", "topic_fingerprint", "validate_topology"]
 
@@ -19,11 +19,14 @@ __all__ = ["ConfiguredTopology", "configure", "topic_fingerprint", "validate_top
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfiguredTopology:
     """``partitions``: subtopology id -> its number of tasks (empty when not ready);
-    ``stateful``: subtopologies with a state changelog; ``statuses``: why it is not ready."""
+    ``stateful``: subtopologies with a state changelog; ``statuses``: why it is not ready;
+    ``missing_internal``: the internal topics to create for MISSING_INTERNAL_TOPICS, each with
+    the partition count it needs."""
 
     partitions: Mapping[str, int] = field(default_factory=dict)
     stateful: frozenset[str] = frozenset()
     statuses: tuple[StreamsStatus, ...] = ()
+    missing_internal: tuple[tuple[TopicInfo, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "partitions", MappingProxyType(dict(self.partitions)))
@@ -92,7 +95,7 @@ def configure(topology: Topology | None, image: MetadataImage) -> ConfiguredTopo
         return NOT_CONFIGURED
     count = {t.name: t.num_partitions for t in image.topics}
     missing_source: list[str] = []
-    missing_internal: list[str] = []
+    missing_internal: list[tuple[TopicInfo, int]] = []
     bad: list[str] = []
     partitions: dict[str, int] = {}
     for sub in topology.subtopologies:
@@ -126,13 +129,13 @@ def configure(topology: Topology | None, image: MetadataImage) -> ConfiguredTopo
                 partitions[sub.subtopology_id] = max(partitions[sub.subtopology_id], *writers, 0)
     for sub in topology.subtopologies:
         n = partitions[sub.subtopology_id]
-        internal = [(i.name, n) for i in sub.state_changelog_topics]
-        internal += [(i.name, i.partitions if i.partitions > 0 else n) for i in sub.repartition_source_topics]
-        for name, want in internal:
-            if name not in count:
-                missing_internal.append(name)
-            elif want > 0 and count[name] != want and not missing_source:
-                bad.append(name)
+        internal = [(i, n) for i in sub.state_changelog_topics]
+        internal += [(i, i.partitions if i.partitions > 0 else n) for i in sub.repartition_source_topics]
+        for info, want in internal:
+            if info.name not in count:
+                missing_internal.append((info, want))
+            elif want > 0 and count[info.name] != want and not missing_source:
+                bad.append(info.name)
     statuses: list[StreamsStatus] = []
     if missing_source:
         statuses.append(
@@ -140,13 +143,18 @@ def configure(topology: Topology | None, image: MetadataImage) -> ConfiguredTopo
         )
     if missing_internal and not missing_source:
         statuses.append(
-            _status(StreamsGroupStatus.MISSING_INTERNAL_TOPICS, "Internal topics missing", missing_internal)
+            _status(
+                StreamsGroupStatus.MISSING_INTERNAL_TOPICS,
+                "Internal topics missing",
+                [i.name for i, _ in missing_internal],
+            )
         )
     if bad:
         statuses.append(
             _status(StreamsGroupStatus.INCORRECTLY_PARTITIONED_TOPICS, "Topics partitioned wrongly", bad)
         )
     if statuses:
-        return ConfiguredTopology(statuses=tuple(statuses))
+        owed = () if missing_source else tuple(missing_internal)
+        return ConfiguredTopology(statuses=tuple(statuses), missing_internal=owed)
     stateful = frozenset(s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics)
     return ConfiguredTopology(partitions=partitions, stateful=stateful)

@@ -1,0 +1,80 @@
+"""Kafka Streams 4.4.0's own Java client (``java/streams``' word count, ``group.protocol=streams``)
+bootstrapped to ``streamtasks coordinator`` in front of the embedded Apache Kafka: it runs
+unchanged (at_least_once: the coordinator does not serve TxnOffsetCommit, so exactly_once_v2
+is out), the coordinator creates its repartition and changelog topics as Kafka's broker does,
+its tasks appear in StreamsGroupDescribe through the coordinator with streamtasks' assignor,
+and every acknowledged word is counted (at least once: a count may only run ahead)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from streamtasks.drills.kafka_streams_peer import KafkaStreamsPeer, WordCountNames, word_count_program
+from streamtasks.embedded import Cluster
+from streamtasks.embedded.java import JavaUnavailable
+from tests.drills.test_kafka_streams_peer import (
+    ALL_TASKS,
+    PARTITIONS,
+    described_tasks,
+    latest,
+    lines,
+    produce,
+)
+from tests.server.support import FAST, ServerProcess
+from tests.server.test_streams_live import describe_streams
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_kafka_streams_java_worker_runs_unchanged_on_the_coordinator(
+    kafka: Cluster, tmp_path: Path
+) -> None:
+    try:
+        word_count_program()
+    except JavaUnavailable as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"Kafka Streams cannot run here: {exc}")
+    app = f"ks-coord-{uuid.uuid4().hex[:8]}"
+    names = WordCountNames(application_id=app, input_topic=f"{app}-words", output_topic=f"{app}-counts")
+    kafka.create_topics({names.input_topic: PARTITIONS, names.output_topic: PARTITIONS})
+    rng = random.Random(36)
+    batch = lines(rng, 300)
+    assert asyncio.run(produce(kafka.bootstrap_servers, names.input_topic, batch)) == len(batch)
+    expected = dict(collections.Counter(w for line in batch for w in set(line.split())))
+    server = ServerProcess(kafka.bootstrap_servers, extra=(*FAST, "--streams-assignor", "sticky")).start()
+    peer: KafkaStreamsPeer | None = None
+    try:
+        peer = KafkaStreamsPeer.start(
+            names, bootstrap=server.address, state_dir=tmp_path / "a", guarantee="at_least_once"
+        )
+        peer.wait_for(lambda p: p.running and p.active == ALL_TASKS, timeout_s=60)
+        described = asyncio.run(describe_streams(server.address, app))
+        deadline = time.monotonic() + 40
+        counts: dict[str, int] = {}
+        while time.monotonic() < deadline:
+            counts = asyncio.run(latest(kafka.bootstrap_servers, names.output_topic))
+            if all(counts.get(w, 0) >= n for w, n in expected.items()):
+                break
+    finally:
+        if peer is not None:
+            peer.stop()
+        server.stop()
+    print("\n".join(line for line in server.lines if not line.startswith("status:")))
+    print(server.status())
+    assert peer.errors() == [], peer.tail()
+    assert described_tasks(described)
+    assert frozenset().union(*described_tasks(described).values()) == ALL_TASKS
+    assert described.assignor_name == "sticky"
+    assert len(described.members) == 1
+    short = {w: (counts.get(w), n) for w, n in expected.items() if counts.get(w, 0) < n}
+    assert short == {}
+    print(
+        f"Kafka Streams on streamtasks coordinator: {len(batch)} lines, {sum(expected.values())} words, "
+        f"{len(expected)} distinct, every count reached; described tasks {sorted(ALL_TASKS)}"
+    )
