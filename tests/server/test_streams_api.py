@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import struct
 from typing import Any
@@ -25,9 +26,14 @@ from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import (
     STREAMS_GROUP_DESCRIBE_API_KEY,
     STREAMS_GROUP_HEARTBEAT_API_KEY,
+    KeyValue,
     StreamsGroupDescribeRequest,
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
+    StreamsGroupStatus,
+    Subtopology,
+    TopicInfo,
+    Topology,
 )
 from streamtasks.protocol.streams_group_codec import (
     decode_streams_heartbeat_response,
@@ -37,6 +43,7 @@ from streamtasks.protocol.streams_group_describe_codec import (
     decode_streams_describe_response,
     encode_streams_describe_request,
 )
+from streamtasks.runtime.admin import TopicSpec
 from streamtasks.server import add_coordinator_arguments, config_from_args
 from streamtasks.server.handlers import REFUSED_APIS, Handlers, advertised_apis
 from streamtasks.server.log import decode_record, encode_record, is_streams_record
@@ -393,3 +400,55 @@ def test_request_frames_of_both_versions_are_read(api: int, version: int) -> Non
         "c",
     )
     assert parsed == body
+
+
+def test_missing_internal_topics_are_created_by_the_coordinator() -> None:
+    """MISSING_INTERNAL_TOPICS: the coordinator creates the changelog with the subtopology's
+    partition count and the declared configs (Kafka's broker does; Java clients wait for it)."""
+    created: list[list[TopicSpec]] = []
+    log, clock = MemoryLog(), Clock()
+    declared = Topology(
+        epoch=1,
+        subtopologies=(
+            Subtopology(
+                subtopology_id="0",
+                source_topics=("input",),
+                state_changelog_topics=(
+                    TopicInfo(
+                        name="app-store-changelog",
+                        topic_configs=(KeyValue(key="cleanup.policy", value="compact"),),
+                    ),
+                ),
+            ),
+        ),
+    )
+
+    async def create(specs: list[TopicSpec]) -> None:
+        created.append(specs)
+
+    async def run() -> StreamsGroupHeartbeatResponse:
+        topics = image({"input": 4})
+        h = Handlers(
+            coordinator=GroupCoordinator(CoordinatorConfig(), image=topics),
+            offsets=OffsetStore(),
+            log=log,  # type: ignore[arg-type]
+            clock=clock,
+            node_id=7,
+            advertised=("127.0.0.1", 9092),
+            max_groups=10,
+            on_unknown_topics=lambda: None,
+            streams=StreamsGroupCoordinator(image=topics),
+            create_topics=create,
+        )
+        answer = await _beat(h, dataclasses.replace(_join("m1", "p1"), topology=declared))
+        await asyncio.sleep(0)  # the creation task runs
+        await _beat(h, dataclasses.replace(_join("m2", "p2"), topology=declared))
+        await asyncio.sleep(0)
+        return answer
+
+    answer = asyncio.run(run())
+    assert [s.status_code for s in answer.status or ()] == [StreamsGroupStatus.MISSING_INTERNAL_TOPICS]
+    assert created[0] == [
+        TopicSpec(name="app-store-changelog", partitions=4, configs={"cleanup.policy": "compact"})
+    ]
+    assert len(created) == 2  # asked again while the topic is still absent from the image
