@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import io
 import struct
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -79,10 +80,17 @@ class Clock:
         return self.now
 
 
-def _handlers(log: MemoryLog, clock: Clock, *, assignor: str = "high_availability") -> Handlers:
-    topics = image(READY)
+def _handlers(
+    log: MemoryLog,
+    clock: Clock,
+    *,
+    assignor: str = "high_availability",
+    topics: dict[str, int] = READY,
+    create_topics: Callable[[list[TopicSpec]], Awaitable[None]] | None = None,
+) -> Handlers:
+    cluster = image(topics)
     return Handlers(
-        coordinator=GroupCoordinator(CoordinatorConfig(), image=topics),
+        coordinator=GroupCoordinator(CoordinatorConfig(), image=cluster),
         offsets=OffsetStore(),
         log=log,  # type: ignore[arg-type]
         clock=clock,
@@ -90,7 +98,8 @@ def _handlers(log: MemoryLog, clock: Clock, *, assignor: str = "high_availabilit
         advertised=("127.0.0.1", 9092),
         max_groups=10,
         on_unknown_topics=lambda: None,
-        streams=StreamsGroupCoordinator(StreamsCoordinatorConfig(assignor=assignor), image=topics),
+        streams=StreamsGroupCoordinator(StreamsCoordinatorConfig(assignor=assignor), image=cluster),
+        create_topics=create_topics,
     )
 
 
@@ -427,19 +436,7 @@ def test_missing_internal_topics_are_created_by_the_coordinator() -> None:
         created.append(specs)
 
     async def run() -> StreamsGroupHeartbeatResponse:
-        topics = image({"input": 4})
-        h = Handlers(
-            coordinator=GroupCoordinator(CoordinatorConfig(), image=topics),
-            offsets=OffsetStore(),
-            log=log,  # type: ignore[arg-type]
-            clock=clock,
-            node_id=7,
-            advertised=("127.0.0.1", 9092),
-            max_groups=10,
-            on_unknown_topics=lambda: None,
-            streams=StreamsGroupCoordinator(image=topics),
-            create_topics=create,
-        )
+        h = _handlers(log, clock, topics={"input": 4}, create_topics=create)
         answer = await _beat(h, dataclasses.replace(_join("m1", "p1"), topology=declared))
         await asyncio.sleep(0)  # the creation task runs
         await _beat(h, dataclasses.replace(_join("m2", "p2"), topology=declared))

@@ -22,13 +22,13 @@ from streamtasks.embedded.java import JavaUnavailable
 from tests.drills.test_kafka_streams_peer import (
     ALL_TASKS,
     PARTITIONS,
+    describe,
     described_tasks,
     latest,
     lines,
     produce,
 )
 from tests.server.support import FAST, ServerProcess
-from tests.server.test_streams_live import describe_streams
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def test_a_kafka_streams_java_worker_runs_unchanged_on_the_coordinator(
             names, bootstrap=server.address, state_dir=tmp_path / "a", guarantee="at_least_once"
         )
         peer.wait_for(lambda p: p.running and p.active == ALL_TASKS, timeout_s=60)
-        described = asyncio.run(describe_streams(server.address, app))
+        described = asyncio.run(describe(server.address, app))
         deadline = time.monotonic() + 40
         counts: dict[str, int] = {}
         while time.monotonic() < deadline:

@@ -21,17 +21,9 @@ from streamtasks.drills.dual_active import dual_active
 from streamtasks.drills.offset_audit import AuditTopicReader
 from streamtasks.drills.stateful_demo import DrillRun
 from streamtasks.embedded import Cluster
-from streamtasks.protocol.streams_group import (
-    STREAMS_GROUP_DESCRIBE_API_KEY,
-    DescribedStreamsGroup,
-    StreamsGroupDescribeRequest,
-)
-from streamtasks.protocol.streams_group_describe_codec import (
-    decode_streams_describe_response,
-    encode_streams_describe_request,
-)
+from streamtasks.protocol.streams_group import DescribedStreamsGroup
 from streamtasks.runtime.admin import create_topics_async
-from streamtasks.runtime.connection import GroupCoordinatorClient
+from tests.drills.test_kafka_streams_peer import describe
 from tests.server.support import FAST, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -44,19 +36,6 @@ STREAMS = (
     "1",
 )
 PARTITIONS = 4
-
-
-async def describe_streams(address: str, group: str) -> DescribedStreamsGroup:
-    """StreamsGroupDescribe v1 through the coordinator at ``address``."""
-    client = GroupCoordinatorClient(address, group)
-    try:
-        await client.ensure_coordinator()
-        body = encode_streams_describe_request(StreamsGroupDescribeRequest(group_ids=(group,)), 1)
-        raw = await client.send_raw(STREAMS_GROUP_DESCRIBE_API_KEY, 1, body, timeout_s=10)
-    finally:
-        await client.close()
-    (found,) = decode_streams_describe_response(raw, 1).groups
-    return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,13 +96,13 @@ async def _scenario(kafka: Cluster, server: ServerProcess, out: io.StringIO) -> 
                 and spread
                 and alone
             )
-            before = await describe_streams(server.address, run.app_id)
+            before = await describe(server.address, run.app_id)
             # fail-over: kill -9, a second process replays the log on the same port
             await asyncio.to_thread(server.kill)
             restarted = time.monotonic()
             await asyncio.to_thread(server.start)
             replayed_line = next(line for line in reversed(server.lines) if "listening on" in line)
-            after = await describe_streams(server.address, run.app_id)
+            after = await describe(server.address, run.app_id)
             seq = run.seq
             continued = await run.wait_for(
                 "processing after the fail-over",
