@@ -84,6 +84,8 @@ class StreamsApi:
         self.max_groups = max_groups
         self.on_unknown_topics = on_unknown_topics
         self.heartbeats = 0
+        #: Internal topics the server asked the backing cluster to create (existing ones count).
+        self.created_topics = 0
 
     def group_count(self) -> int:
         return len(self.consumer.groups) + len(self.coordinator.groups)
@@ -215,6 +217,7 @@ class StreamsApi:
         async def run() -> None:
             try:
                 await create(specs)
+                self.created_topics += len(specs)
                 _log.info("created internal topics of %s: %s", group_id, ", ".join(sorted(names)))
             except Exception as exc:  # the next heartbeat's status asks again
                 _log.warning("creating internal topics of %s failed: %s", group_id, exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
+import re
 import time
 import uuid
 from pathlib import Path
@@ -71,6 +72,10 @@ def test_a_kafka_streams_java_worker_runs_unchanged_on_the_coordinator(
     assert described_tasks(described)
     assert frozenset().union(*described_tasks(described).values()) == ALL_TASKS
     assert described.assignor_name == "sticky"
+    # the repartition topic and the changelog, created by the coordinator (the JVM waits for them)
+    created = re.search(r"internal_topics_created=(\d+)", server.status())
+    assert created is not None, server.status()
+    assert int(created.group(1)) >= 2, server.status()
     assert len(described.members) == 1
     short = {w: (counts.get(w), n) for w, n in expected.items() if counts.get(w, 0) < n}
     assert short == {}
