@@ -1,6 +1,7 @@
-"""``streamtasks coordinator``: streamtasks' KIP-848 group coordinator served over the Kafka
-protocol in front of a real Kafka cluster, durable in a compacted topic of that cluster
-(``docs/coordinator.md``). IO: asyncio, the backing cluster through aiokafka and raw frames."""
+"""``streamtasks coordinator``: streamtasks' KIP-848 group coordinator and its streams-group
+(KIP-1071) coordinator served over the Kafka protocol in front of a real Kafka cluster, durable
+in a compacted topic of that cluster (``docs/coordinator.md``). IO: asyncio, the backing cluster
+through aiokafka and raw frames."""
 
 from streamtasks.server.config import DEFAULT_NODE_ID, ListenerSettings, ServerConfig, parse_host_port
 from streamtasks.server.log import DEFAULT_TOPIC, CoordinatorLog

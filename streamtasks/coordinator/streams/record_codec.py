@@ -3,8 +3,8 @@ the consumer coordinator's (``coordinator/record_codec.py``): the key is an int1
 the group id and (member-keyed types) the member id in Kafka's classic encoding; the value an
 int16 value version then the fields in the flexible encoding, closed by a tagged-field
 section; a tombstone is the key with no value. The types take streamtasks' private numbers
-1071-1076 (the layouts are streamtasks', not Kafka's ``Streams*`` records). Not written by
-``streamtasks coordinator`` yet (it does not serve streams groups). Decoders raise only
+1071-1076 (the layouts are streamtasks', not Kafka's ``Streams*`` records). ``streamtasks
+coordinator`` writes them to its log beside the consumer groups' records. Decoders raise only
 :class:`~streamtasks.errors.DecodeError`."""
 
 from __future__ import annotations
