@@ -25,8 +25,9 @@ environment variables) for a process that has none (``streamtasks coordinator --
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import IO, Literal
 
 from opentelemetry import metrics as otel
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
@@ -73,6 +74,7 @@ class OtelBridge:
     def __init__(self, registry: CollectorRegistry, meter_provider: MeterProvider | None = None) -> None:
         self.registry = registry
         provider = meter_provider if meter_provider is not None else otel.get_meter_provider()
+        self.provider = provider
         self.meter: Meter = provider.get_meter(SCOPE)
         self._points: dict[str, list[Point]] = {}
         self._instruments: set[str] = set()
@@ -109,10 +111,10 @@ class OtelBridge:
             await asyncio.sleep(interval_s)
 
 
-def sdk_meter_provider(exporter: Literal["console", "otlp"]) -> MeterProvider:
+def sdk_meter_provider(exporter: Literal["console", "otlp"], *, out: IO[str] | None = None) -> MeterProvider:
     """An SDK ``MeterProvider`` whose periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, default
     60 s) exports to the console or over OTLP/HTTP; a :class:`ConfigError` when the SDK or the
-    OTLP exporter is not installed."""
+    OTLP exporter is not installed. ``out``: where the console exporter writes (stdout)."""
     try:
         from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
         from opentelemetry.sdk.metrics.export import (
@@ -134,5 +136,5 @@ def sdk_meter_provider(exporter: Literal["console", "otlp"]) -> MeterProvider:
             ) from None
         chosen = OTLPMetricExporter()
     else:
-        chosen = ConsoleMetricExporter()
+        chosen = ConsoleMetricExporter(out=out if out is not None else sys.stdout)
     return SdkMeterProvider(metric_readers=[PeriodicExportingMetricReader(chosen)])

@@ -333,5 +333,9 @@ class CoordinatorServer:
         await asyncio.gather(*self._tasks, *self._sessions, return_exceptions=True)
         if self.metrics_http is not None:
             await self.metrics_http.stop()
+        if self.otel is not None and self.config.otel_metrics in ("console", "otlp"):
+            provider = self.otel.provider  # the SDK's, built for the flag: a last export
+            await asyncio.to_thread(getattr(provider, "force_flush", lambda: None))
+            await asyncio.to_thread(getattr(provider, "shutdown", lambda: None))
         await self.log.close()
         self.say("streamtasks coordinator: stopped")

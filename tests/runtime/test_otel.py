@@ -5,11 +5,15 @@ refresh sees appear then."""
 
 from __future__ import annotations
 
+import io
+
+import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from streamtasks.runtime.otel import OtelBridge, snapshot
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.otel import OtelBridge, sdk_meter_provider, snapshot
 
 
 def read(reader: InMemoryMetricReader) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -67,3 +71,19 @@ def test_snapshot_kinds() -> None:
     Gauge("g", "g", registry=registry).set(2)
     kinds = {name: kind for name, (kind, _, _) in snapshot(registry).items()}
     assert kinds == {"c_total": "counter", "g": "gauge"}
+
+
+def test_the_sdk_provider_of_the_coordinator_flag() -> None:
+    out = io.StringIO()
+    provider = sdk_meter_provider("console", out=out)
+    registry = CollectorRegistry()
+    Gauge("coordinator_probe", "a gauge", registry=registry).set(4)
+    OtelBridge(registry, provider).refresh()
+    provider.force_flush()  # an export to stdout now
+    provider.shutdown()
+    assert '"name": "coordinator_probe"' in out.getvalue()
+    try:
+        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="opentelemetry-exporter-otlp-proto-http"):
+            sdk_meter_provider("otlp")
