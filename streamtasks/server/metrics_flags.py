@@ -74,6 +74,8 @@ def metrics_security_from_args(args: argparse.Namespace) -> HttpSecurity | None:
     if not any(v for v in values.values()):
         return None
     try:
-        return HttpSecurity.model_validate(values)
+        security = HttpSecurity.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(f"the metrics server's security: {describe_errors(exc)}") from None
+    security.server_ssl_context()  # a file that cannot be read fails now, before anything starts
+    return security

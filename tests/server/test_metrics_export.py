@@ -60,6 +60,12 @@ def test_the_flags_read_the_secrets_from_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="username:password") as bad:
         metrics_security_from_args(parser.parse_args(["--metrics-basic-auth-file", str(basic)]))
     assert "no-colon" not in str(bad.value)
+    with pytest.raises(ConfigError, match="cannot load the HTTP certificate"):
+        metrics_security_from_args(
+            parser.parse_args(
+                ["--metrics-tls-cert", str(kit.broker_cert), "--metrics-tls-key", str(tmp_path / "no")]
+            )
+        )
     with pytest.raises(ConfigError, match="both certfile and keyfile"):
         metrics_security_from_args(parser.parse_args(["--metrics-tls-cert", str(kit.broker_cert)]))
 
