@@ -19,10 +19,20 @@ __all__ = ["add_metrics_security_arguments", "metrics_security_from_args"]
 
 def add_metrics_security_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--metrics-tls-*``, ``--metrics-*-file`` and ``--otel-metrics`` flags."""
-    parser.add_argument("--metrics-tls-cert", type=Path, help="PEM certificate: serve /metrics over HTTPS")
-    parser.add_argument("--metrics-tls-key", type=Path, help="the PEM key of --metrics-tls-cert")
     parser.add_argument(
-        "--metrics-tls-client-ca", type=Path, help="PEM CAs of the scrapers' certificates (mutual TLS)"
+        "--metrics-tls-cert",
+        type=Path,
+        help="PEM certificate: serve /metrics over HTTPS (default: plain HTTP)",
+    )
+    parser.add_argument(
+        "--metrics-tls-key",
+        type=Path,
+        help="the PEM key of --metrics-tls-cert (default: none; both or neither)",
+    )
+    parser.add_argument(
+        "--metrics-tls-client-ca",
+        type=Path,
+        help="PEM CAs of the scrapers' certificates (mutual TLS; default: none asked)",
     )
     parser.add_argument(
         "--metrics-tls-require-client-cert",
@@ -30,16 +40,22 @@ def add_metrics_security_arguments(parser: argparse.ArgumentParser) -> None:
         help="refuse a scraper without a certificate signed by --metrics-tls-client-ca",
     )
     auth = parser.add_mutually_exclusive_group()
-    auth.add_argument("--metrics-token-file", type=Path, help="a file holding the bearer token scrapers send")
     auth.add_argument(
-        "--metrics-basic-auth-file", type=Path, help="a file holding username:password (HTTP basic auth)"
+        "--metrics-token-file",
+        type=Path,
+        help="a file holding the bearer token scrapers send (default: no authentication)",
+    )
+    auth.add_argument(
+        "--metrics-basic-auth-file",
+        type=Path,
+        help="a file holding username:password (HTTP basic auth; default: none)",
     )
     parser.add_argument(
         "--otel-metrics",
         choices=("console", "otlp"),
         default=None,
         help="also export the metrics through OpenTelemetry (the 'otel' extra; otlp needs "
-        "opentelemetry-exporter-otlp-proto-http and reads OTEL_EXPORTER_OTLP_*)",
+        "opentelemetry-exporter-otlp-proto-http and reads OTEL_EXPORTER_OTLP_*; default: not exported)",
     )
 
 
