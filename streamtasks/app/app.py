@@ -167,7 +167,7 @@ class App:
         )
         self._on_event = on_event
         self.listeners: list[Callable[[AppEvent], None]] = []  # each event, after on_event
-        self.http = HttpServers()  # /metrics, interactive queries: one server per address
+        self.http = HttpServers(cfg.http_security)  # /metrics, interactive queries: one server per address
         #: The most recent events (an interval commit adds one every ``commit_interval_ms``, so
         #: the history is bounded); ``on_event`` sees every one.
         self.events: deque[AppEvent] = deque(maxlen=EVENT_HISTORY)

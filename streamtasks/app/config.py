@@ -23,6 +23,7 @@ from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_v
 
 from streamtasks.app.handlers import HANDLER_NAMES, ErrorHandler, ErrorHandling, resolve_handler
 from streamtasks.runtime.config import validate_settings
+from streamtasks.runtime.http_security import HttpSecurity
 from streamtasks.runtime.security import ClientSettings, SecuritySettings, security_fields
 from streamtasks.state.cache import DEFAULT_CACHE_MAX_BYTES
 
@@ -71,6 +72,12 @@ class AppConfig(SecuritySettings):
     #: shares the server of ``application_server`` when that names the same address.
     metrics_port: int | None = Field(default=None, alias="metrics.port", ge=0, le=65535)
     metrics_host: str = Field(default="0.0.0.0", alias="metrics.host", min_length=1)
+    #: Also export the metrics through the OpenTelemetry API's global MeterProvider (the
+    #: ``otel`` extra; :mod:`streamtasks.app.otel`).
+    metrics_otel: bool = Field(default=False, alias="metrics.otel")
+    #: TLS and authentication of the HTTP servers (``/metrics``, interactive queries) and of
+    #: the queries sent to other processes (:mod:`streamtasks.runtime.http_security`).
+    http_security: HttpSecurity | None = Field(default=None, alias="http.security")
     #: Client tag keys across which the assignor spreads standbys (Kafka Streams'
     #: ``rack.aware.assignment.tags``); empty: spread across ``client_rack`` when racks are set.
     rack_aware_assignment_tags: tuple[str, ...] = Field(default=(), alias="rack.aware.assignment.tags")

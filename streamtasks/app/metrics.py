@@ -32,6 +32,8 @@ from streamtasks.runtime.http_server import HttpServers
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from streamtasks.runtime.otel import OtelBridge
+
 __all__ = ["METRICS_PATH", "AppMetrics", "MetricsSource", "export_metrics", "snake"]
 
 METRICS_PATH = "/metrics"
@@ -84,12 +86,12 @@ class MetricsSource(Protocol):
 
 
 def export_metrics(app: MetricsSource) -> AppMetrics:
-    """Count ``app``'s events, time its commits and serve ``/metrics`` on its metrics port."""
+    """Count ``app``'s events, time its commits and serve ``/metrics`` on its metrics port (if any)."""
     exporter = AppMetrics(app)
     exporter.attach()
     port = app.config.metrics_port
-    assert port is not None
-    app.http.add_routes(app.config.metrics_host, port, exporter.routes())
+    if port is not None:  # else OpenTelemetry only (metrics_otel)
+        app.http.add_routes(app.config.metrics_host, port, exporter.routes())
     return exporter
 
 
@@ -109,6 +111,8 @@ class AppMetrics(Collector):
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
         ).labels(**self._labels)
         self.events: Counter[str] = Counter()
+        #: The OpenTelemetry export of this registry (``metrics_otel``; :mod:`streamtasks.app.otel`).
+        self.otel: OtelBridge | None = None
         self.registry.register(self)
 
     def attach(self) -> None:

@@ -16,7 +16,9 @@ decimal number, ``JSON``: a JSON document, ``BYTES``: its UTF-8 bytes); with
 standby answer. The process asked routes the query to the key's host (as :meth:`QueryRouter.query`)
 unless ``?local=true``, which answers from its own copy only (what :class:`QueryRouter` sends
 another process, so a query never travels further than one hop); ``502``: that host answered
-something malformed.
+something malformed. With :class:`~streamtasks.runtime.http_security.HttpSecurity` (the App's
+``http_security``) the router reaches its peers over HTTPS with the same CA, client certificate
+and credentials its own server asks for.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from aiohttp import web
 
 from streamtasks.app.queries import QueryResult, StoreQueries
 from streamtasks.errors import QueryError, SerdeError, StoreUnavailableError, UnknownStoreError
+from streamtasks.runtime.http_security import HttpSecurity
 from streamtasks.runtime.http_server import HttpServers
 from streamtasks.state.serdes import BytesSerde, Int64Serde, JsonSerde, Serde, StringSerde
 from topology.ids import TaskId
@@ -79,12 +82,28 @@ def _error(status: int, error: str, detail: str, reason: str | None = None) -> w
 
 class QueryRouter:
     """Routes queries (:meth:`query`) and serves ``GET /stores/{store}/{key}``
-    (:meth:`register`); ``timeout_s`` bounds each HTTP request to another process."""
+    (:meth:`register`); ``timeout_s`` bounds each HTTP request to another process; ``security``:
+    the TLS and credentials of the peers' servers."""
 
-    def __init__(self, queries: StoreQueries, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, queries: StoreQueries, *, timeout_s: float = 5.0, security: HttpSecurity | None = None
+    ) -> None:
         self.stores = queries
+        self.security = security
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        security = self.security
+        if security is None:
+            return aiohttp.ClientSession(timeout=self._timeout)
+        context = security.client_ssl_context()
+        authorization = security.authorization()
+        return aiohttp.ClientSession(
+            timeout=self._timeout,
+            connector=aiohttp.TCPConnector(ssl=context if context is not None else True),
+            headers={} if authorization is None else {"Authorization": authorization},
+        )
 
     def register(self, servers: HttpServers, host: str, port: int) -> None:
         """Serve ``GET /stores/{store}/{key}`` on ``host:port``."""
@@ -164,14 +183,19 @@ class QueryRouter:
         self, host: str, store: str, key: Any, task: TaskId, *, allow_standby: bool
     ) -> QueryResult:
         key_serde, value_serde = self.stores.serdes(store)
-        url = f"http://{host}/stores/{quote(store, safe='')}/{_b64(key_serde.serialize(key))}"
+        scheme = "http" if self.security is None else self.security.scheme
+        url = f"{scheme}://{host}/stores/{quote(store, safe='')}/{_b64(key_serde.serialize(key))}"
         params = {"key_encoding": "base64", "local": "true", "standby": "true" if allow_standby else "false"}
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = self._new_session()
         try:
             async with self._session.get(url, params=params) as resp:
                 status = resp.status
                 body = await resp.json(content_type=None)
+        except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+            raise QueryError(
+                f"TLS with {host} failed (http_security's cafile, certificate?): {exc}"
+            ) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise StoreUnavailableError("unreachable", f"{host}: {exc!r}") from exc
         except ValueError as exc:

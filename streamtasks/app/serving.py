@@ -68,21 +68,30 @@ def query_router(app: Served, stores: Mapping[str, tuple[Serde[Any], Serde[Any]]
         endpoint=cfg.application_server,
         end_offsets=app.restorer.cached_end_offsets,
     )
-    router = QueryRouter(queries, timeout_s=cfg.request_timeout_ms / 1000)
+    router = QueryRouter(queries, timeout_s=cfg.request_timeout_ms / 1000, security=cfg.http_security)
     if cfg.application_server is not None:
         router.register(app.http, *split_host_port(cfg.application_server))
     return router
 
 
 def metrics_exporter(app: Served) -> AppMetrics | None:
-    """The App's ``/metrics`` on ``app.http`` (None without ``metrics_port``)."""
-    if app.config.metrics_port is None:
+    """The App's ``/metrics`` on ``app.http`` and (``metrics_otel``) its OpenTelemetry export,
+    from one source (None with neither)."""
+    cfg = app.config
+    if cfg.metrics_port is None and not cfg.metrics_otel:
         return None
     try:
         from streamtasks.app.metrics import export_metrics
     except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
-        raise ConfigError(f"metrics_port needs pip install 'streamtasks[metrics]' ({exc})") from None
-    return export_metrics(app)
+        raise ConfigError(f"App metrics need pip install 'streamtasks-kafka[metrics]' ({exc})") from None
+    exporter = export_metrics(app)
+    if cfg.metrics_otel:
+        try:
+            from streamtasks.app.otel import export_otel
+        except ImportError as exc:  # opentelemetry-api: the "otel" extra
+            raise ConfigError(f"metrics_otel needs pip install 'streamtasks-kafka[otel]' ({exc})") from None
+        export_otel(exporter)
+    return exporter
 
 
 def streams_assignor(

@@ -5,7 +5,9 @@ coordinator``'s ``/metrics``).
 A feature adds its routes for a ``(host, port)`` with :meth:`HttpServers.add_routes` before the
 App starts; two features naming the same address share one server (one aiohttp application
 holding both route sets). :meth:`HttpServers.start` binds every server (port 0: an ephemeral
-port, read back with :meth:`HttpServers.port`); :meth:`HttpServers.stop` closes them.
+port, read back with :meth:`HttpServers.port`); :meth:`HttpServers.stop` closes them. With an
+:class:`~streamtasks.runtime.http_security.HttpSecurity` every server speaks its TLS and asks its
+credentials (``401`` without them).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from streamtasks.errors import ConfigError, StreamTasksError
+from streamtasks.runtime.http_security import HttpSecurity
 
 if TYPE_CHECKING:  # aiohttp is imported when a server is set up (the "metrics" extra)
     from aiohttp import web
@@ -35,7 +38,8 @@ def split_host_port(address: str) -> tuple[str, int]:
 class HttpServers:
     """The HTTP servers of one process, by configured address (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, security: HttpSecurity | None = None) -> None:
+        self.security = security
         self._apps: dict[Address, web.Application] = {}
         self._runners: dict[Address, web.AppRunner] = {}
         self._ports: dict[Address, int] = {}
@@ -49,7 +53,12 @@ class HttpServers:
             raise ConfigError(f"HTTP port must be 0..65535, got {port}")
         from aiohttp import web
 
-        application = self._apps.setdefault((host, port), web.Application())
+        application = self._apps.get((host, port))
+        if application is None:
+            security = self.security
+            auth = security is not None and security.auth_scheme is not None
+            middlewares = [security.middleware()] if auth and security is not None else []
+            application = self._apps[(host, port)] = web.Application(middlewares=middlewares)
         defs = list(routes)
         application.add_routes(defs)
         self._routes.setdefault((host, port), []).extend(
@@ -64,17 +73,23 @@ class HttpServers:
     def addresses(self) -> tuple[Address, ...]:
         return tuple(self._apps)
 
+    @property
+    def scheme(self) -> str:
+        """``https`` when the servers speak TLS, else ``http``."""
+        return "http" if self.security is None else self.security.scheme
+
     async def start(self) -> None:
         if not self._apps:
             return
         from aiohttp import web
 
+        ssl_context = None if self.security is None else self.security.server_ssl_context()
         for address, application in self._apps.items():
             if address in self._runners:
                 continue
             runner = web.AppRunner(application, access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, address[0], address[1])
+            site = web.TCPSite(runner, address[0], address[1], ssl_context=ssl_context)
             try:
                 await site.start()
             except OSError as exc:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 from streamtasks.coordinator import CoordinatorConfig
 from streamtasks.coordinator.streams import StreamsCoordinatorConfig
 from streamtasks.errors import ConfigError
+from streamtasks.runtime.http_security import HttpSecurity
 from streamtasks.runtime.security import ClientSettings, load_cert_chain
 from streamtasks.server.log import DEFAULT_TOPIC
 from streamtasks.server.sasl_server import SUPPORTED_MECHANISMS
@@ -135,6 +136,14 @@ class ServerConfig:
     #: Serve Prometheus metrics at ``/metrics`` on this port (0: any free port; None: none).
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: TLS and authentication of the metrics server.
+    metrics_security: HttpSecurity | None = None
+    #: Also export the metrics through OpenTelemetry: ``"console"`` / ``"otlp"`` (an SDK
+    #: MeterProvider of the ``otel`` extra), ``"global"`` (the API's global MeterProvider) or a
+    #: MeterProvider; None: not.
+    otel_metrics: object = None
+    #: How often the OpenTelemetry snapshot is refreshed from the coordinator's state.
+    otel_refresh_s: float = 5.0
     metadata_refresh_s: float = 10.0
     #: "proxy": every broker listed at a listener of the server; "direct": the real brokers.
     routing: str = "proxy"

@@ -6,13 +6,14 @@ metrics (``kafka.server:type=group-coordinator-metrics`` ``group-count`` with it
 tag becomes ``kafka_server_group_coordinator_metrics_group_count{protocol="consumer"}``);
 what Kafka has no metric for is ``streamtasks_coordinator_...``. Read from the server when
 scraped: heartbeats and requests are counters (heartbeats/s is ``rate()`` of the counter).
+``--otel-metrics`` exports the same registry through OpenTelemetry (:func:`export_otel`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,10 +21,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from streamtasks.coordinator.coordinator import GroupCoordinator
+from streamtasks.errors import ConfigError
+from streamtasks.runtime.http_security import HttpSecurity
 from streamtasks.runtime.http_server import HttpServers
 from streamtasks.server.handlers import Handlers
 
-__all__ = ["CoordinatorMetrics", "MetricsServed", "serve_metrics"]
+if TYPE_CHECKING:
+    from streamtasks.runtime.otel import OtelBridge
+
+__all__ = ["CoordinatorMetrics", "MetricsServed", "export_otel", "serve_metrics"]
 
 _KAFKA = "kafka_server_group_coordinator_metrics_"
 _OWN = "streamtasks_coordinator_"
@@ -94,18 +100,40 @@ class CoordinatorMetrics(Collector):
         yield connections
 
 
-async def serve_metrics(server: MetricsServed, host: str, port: int) -> tuple[HttpServers, int]:
-    """Serve ``server``'s metrics at ``/metrics`` on ``host:port``; the servers and the bound port."""
+async def serve_metrics(
+    server: MetricsServed,
+    host: str,
+    port: int,
+    security: HttpSecurity | None = None,
+    metrics: CoordinatorMetrics | None = None,
+) -> tuple[HttpServers, int]:
+    """Serve ``server``'s metrics at ``/metrics`` on ``host:port`` (with ``security``'s TLS and
+    credentials); the servers and the bound port."""
     from aiohttp import web
 
-    metrics = CoordinatorMetrics(server)
+    source = metrics if metrics is not None else CoordinatorMetrics(server)
 
     async def handler(_: web.Request) -> web.Response:
         return web.Response(
-            body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            body=generate_latest(source.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
         )
 
-    http = HttpServers()
+    http = HttpServers(security)
     http.add_routes(host, port, [web.get("/metrics", handler)])
     await http.start()
     return http, http.port(host, port)
+
+
+def export_otel(metrics: CoordinatorMetrics, meter_provider: Any) -> OtelBridge:
+    """The same metrics through OpenTelemetry: ``meter_provider`` an API ``MeterProvider``,
+    ``"global"`` the API's global one, ``"console"`` / ``"otlp"`` an SDK one exporting there
+    (:func:`streamtasks.runtime.otel.sdk_meter_provider`); refreshed by :meth:`OtelBridge.run`."""
+    try:
+        from streamtasks.runtime.otel import OtelBridge, sdk_meter_provider
+    except ImportError as exc:  # opentelemetry-api: the "otel" extra
+        raise ConfigError(
+            f"OpenTelemetry metrics need pip install 'streamtasks-kafka[otel]' ({exc})"
+        ) from None
+    if meter_provider in ("console", "otlp"):
+        meter_provider = sdk_meter_provider(meter_provider)
+    return OtelBridge(metrics.registry, None if meter_provider == "global" else meter_provider)

@@ -34,6 +34,7 @@ from streamtasks.server.config import (
 )
 from streamtasks.server.credentials import SCRAM_MECHANISMS, add_user
 from streamtasks.server.log import DEFAULT_TOPIC
+from streamtasks.server.metrics_flags import add_metrics_security_arguments, metrics_security_from_args
 from streamtasks.server.server import CoordinatorServer
 
 __all__ = [
@@ -210,6 +211,7 @@ def _add_status_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve Prometheus metrics at /metrics on this port (the 'metrics' extra; default: none)",
     )
     parser.add_argument("--metrics-host", default="127.0.0.1", help="the address of the metrics server")
+    add_metrics_security_arguments(parser)
 
 
 def _add_listener_security_arguments(parser: argparse.ArgumentParser) -> None:
@@ -355,6 +357,8 @@ def config_from_args(args: argparse.Namespace, bootstrap_servers: str) -> Server
         status_interval_s=args.status_interval_s,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        metrics_security=metrics_security_from_args(args),
+        otel_metrics=args.otel_metrics,
         coordinator=CoordinatorConfig(
             session_timeout_ms=args.session_timeout_ms,
             heartbeat_interval_ms=args.heartbeat_interval_ms,

@@ -16,7 +16,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
@@ -35,6 +35,9 @@ from streamtasks.server.routing import BrokerProxies, rewrite_coordinators, rewr
 from streamtasks.server.session import ClientSession
 from streamtasks.server.trust import restrict_api_versions
 from streamtasks.server.upstream import Upstream
+
+if TYPE_CHECKING:
+    from streamtasks.runtime.otel import OtelBridge
 
 __all__ = ["CoordinatorServer", "wall_clock_ms"]
 
@@ -78,6 +81,8 @@ class CoordinatorServer:
         #: ``--metrics-port``: the metrics server and the port it listens on.
         self.metrics_http: HttpServers | None = None
         self.metrics_port: int | None = None
+        #: ``--otel-metrics``: the OpenTelemetry export of the same metrics.
+        self.otel: OtelBridge | None = None
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -153,20 +158,7 @@ class CoordinatorServer:
             loop.create_task(self._metadata()),
             loop.create_task(self._status()),
         ]
-        if self.config.metrics_port is not None:
-            try:
-                from streamtasks.server.metrics import serve_metrics
-            except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
-                raise ConfigError(
-                    f"--metrics-port needs pip install 'streamtasks[metrics]' ({exc})"
-                ) from None
-
-            self.metrics_http, self.metrics_port = await serve_metrics(
-                self, self.config.metrics_host, self.config.metrics_port
-            )
-            self.say(
-                f"streamtasks coordinator: metrics at http://{self.config.metrics_host}:{self.metrics_port}/metrics"
-            )
+        await self._start_metrics(loop)
         self.say(
             f"streamtasks coordinator: listening on {self.config.listen_host}:{self.port} "
             f"(advertised {advertised[0]}:{advertised[1]}, node {self.config.node_id}), "
@@ -179,6 +171,30 @@ class CoordinatorServer:
 
     async def _create_topics(self, specs: list[TopicSpec]) -> None:
         await create_topics_async(self.config.backing, specs, client_id="streamtasks-coordinator")
+
+    async def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
+        """``--metrics-port``'s ``/metrics`` and ``--otel-metrics``, from one source."""
+        cfg = self.config
+        if cfg.metrics_port is None and cfg.otel_metrics is None:
+            return
+        try:
+            from streamtasks.server.metrics import CoordinatorMetrics, export_otel, serve_metrics
+        except ImportError as exc:  # prometheus-client and aiohttp: the "metrics" extra
+            raise ConfigError(
+                f"coordinator metrics need pip install 'streamtasks[metrics]' ({exc})"
+            ) from None
+        metrics = CoordinatorMetrics(self)
+        if cfg.otel_metrics is not None:
+            self.otel = export_otel(metrics, cfg.otel_metrics)
+            self._tasks.append(loop.create_task(self.otel.run(cfg.otel_refresh_s)))
+        if cfg.metrics_port is not None:
+            self.metrics_http, self.metrics_port = await serve_metrics(
+                self, cfg.metrics_host, cfg.metrics_port, cfg.metrics_security, metrics
+            )
+            scheme = self.metrics_http.scheme
+            self.say(
+                f"streamtasks coordinator: metrics at {scheme}://{cfg.metrics_host}:{self.metrics_port}/metrics"
+            )
 
     async def _listen(self, accept: _Accept, port: int) -> asyncio.Server:
         """A listener on ``port`` of the listen host, with the listener's TLS if it has one
@@ -349,5 +365,9 @@ class CoordinatorServer:
         await asyncio.gather(*self._tasks, *self._sessions, return_exceptions=True)
         if self.metrics_http is not None:
             await self.metrics_http.stop()
+        if self.otel is not None and self.config.otel_metrics in ("console", "otlp"):
+            provider = self.otel.provider  # the SDK's, built for the flag: a last export
+            await asyncio.to_thread(getattr(provider, "force_flush", lambda: None))
+            await asyncio.to_thread(getattr(provider, "shutdown", lambda: None))
         await self.log.close()
         self.say("streamtasks coordinator: stopped")
