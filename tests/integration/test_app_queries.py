@@ -19,11 +19,11 @@ from aiokafka import AIOKafkaProducer
 
 from streamtasks.app import App, ProcessorContext, Record
 from streamtasks.drills.coordinator_proc import CoordinatorProcess
-from streamtasks.embedded import Cluster, EmbeddedBroker, client_settings
+from streamtasks.embedded import Cluster, client_settings
 from streamtasks.errors import StoreUnavailableError
-from streamtasks.protocol.streams_group import STREAMS_GROUP_HEARTBEAT_API_KEY
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.state.serdes import INT64, STRING
+from tests.integration.streams_cluster import require_streams_groups
 from topology import TopologyBuilder
 
 pytestmark = pytest.mark.integration
@@ -234,9 +234,6 @@ def test_the_same_in_a_streams_group_routed_by_the_brokers_endpoints(kafka: Clus
     """``group_protocol="streams"`` (KIP-1071) on Apache Kafka 4.4: the hosts come from the
     heartbeat answers' endpoints-to-partitions, the members' endpoints their
     ``application_server``."""
-    if isinstance(kafka, EmbeddedBroker):
-        pytest.skip("Tansu does not serve StreamsGroupHeartbeat (API 88); run with STREAMTASKS_BROKER=kafka")
-    if kafka.api_versions().get(STREAMS_GROUP_HEARTBEAT_API_KEY, (0, -1))[1] < 1:
-        pytest.skip("the cluster does not serve StreamsGroupHeartbeat v1 (API 88)")
+    require_streams_groups(kafka)
     settings = {**client_settings(kafka), "group_protocol": "streams"}
     _check(asyncio.run(_scenario(kafka.bootstrap_servers, tmp_path, settings)))
