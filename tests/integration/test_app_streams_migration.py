@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka import TopicPartition as KafkaTopicPartition
+from aiokafka import AIOKafkaProducer
 
-from streamtasks.app import App, ProcessorContext, Record
+from streamtasks.app import App
 from streamtasks.app.events import RestoreCompleted
 from streamtasks.embedded import Cluster, client_settings
 from streamtasks.errors import StreamTasksError
@@ -41,6 +40,8 @@ from streamtasks.runtime.group_admin import describe_group
 from streamtasks.runtime.group_offsets import fetch_committed
 from streamtasks.state.serdes import INT64, STRING
 from tests.integration.streams_cluster import require_streams_groups
+from tests.integration.test_app_errors import read_all
+from tests.integration.test_app_queries import count, split
 from topology import TopologyBuilder
 from topology.ids import TopicPartition
 
@@ -48,17 +49,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PARTITIONS = 4
 SHARED = [f"w{k}" for k in range(20)]
-
-
-def split(ctx: ProcessorContext, record: Record) -> None:
-    for word in (record.value or b"").decode().split():
-        ctx.forward("words", key=word.encode(), value=b"1")
-
-
-def count(ctx: ProcessorContext, record: Record) -> None:
-    word = (record.key or b"").decode()
-    counts = ctx.store("counts")
-    counts.put(word, (counts.get(word) or 0) + 1)
 
 
 def make_app(app_id: str, source: str, state_dir: Path, protocol: str, settings: dict[str, Any]) -> App:
@@ -97,28 +87,11 @@ async def produce(bootstrap: str, source: str, first: int, n: int) -> None:
 
 async def changelog_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
     """The latest committed value of every key of the store's changelog."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        parts = [KafkaTopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
-        latest: dict[str, int] = {}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            positions = [await consumer.position(tp) for tp in parts]
-            if all(pos >= ends[tp] for pos, tp in zip(positions, parts, strict=True)):
-                break
-            for batch in (await consumer.getmany(timeout_ms=500)).values():
-                for rec in batch:
-                    if rec.key is not None and rec.value is not None:
-                        latest[STRING.deserialize(rec.key)] = INT64.deserialize(rec.value)
-        return latest
-    finally:
-        await consumer.stop()
+    latest: dict[str, int] = {}
+    for rec in await read_all(bootstrap, topic, partitions, "read_committed"):
+        if rec.key is not None and rec.value is not None:
+            latest[STRING.deserialize(rec.key)] = INT64.deserialize(rec.value)
+    return latest
 
 
 async def settle(
