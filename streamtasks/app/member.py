@@ -19,8 +19,8 @@ from typing import Any
 
 from streamtasks.app.streams_group import StreamsWiring
 from streamtasks.membership.classic import AssignmentChanged, ErrorReported
-from streamtasks.membership.streams import TaskOffsetsUpdated
-from streamtasks.protocol.streams_group import TopicInfo
+from streamtasks.membership.streams import EndpointsChanged, TaskOffsetsUpdated
+from streamtasks.protocol.streams_group import EndpointToPartitions, TopicInfo
 from streamtasks.runtime.consumer import Consumer
 from topology.ids import TopicPartition
 
@@ -91,6 +91,16 @@ class AppConsumer(Consumer):
         """The broker reports missing internal topics: create the App's (idempotent)."""
         if self._streams is not None:
             await self._streams.create_topics()
+
+    def streams_endpoints(self, change: EndpointsChanged) -> None:
+        """Which endpoints host which partitions now (interactive queries route by it)."""
+        if self._streams is not None:
+            self._streams.endpoints_changed(change)
+
+    @property
+    def streams_endpoint_partitions(self) -> tuple[EndpointToPartitions, ...]:
+        """The latest endpoints-to-partitions of the streams group (empty outside one)."""
+        return () if self._streams is None else self._streams.endpoints
 
     def streams_shutdown(self, detail: str) -> None:
         """A member asked the whole streams group to shut down: this one stops too (the next

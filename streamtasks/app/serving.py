@@ -23,7 +23,7 @@ from streamtasks.errors import ConfigError
 from streamtasks.runtime.http_server import HttpServers, split_host_port
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import StreamsPartitionAssignor
-from streamtasks.streams.hosts import AssignmentInfoHosts
+from streamtasks.streams.hosts import AssignmentInfoHosts, EndpointPartitionsHosts, HostMetadata
 from streamtasks.streams.wiring import StreamsWire, streams_assignor_type
 from topology.model import Topology
 
@@ -56,14 +56,20 @@ class Served(Protocol):
 
 
 def query_router(app: Served, stores: Mapping[str, tuple[Serde[Any], Serde[Any]]]) -> QueryRouter:
-    """The App's interactive queries, routed by the AssignmentInfo's hosts (classic / KIP-848);
+    """The App's interactive queries, routed by the AssignmentInfo's hosts (classic / KIP-848)
+    or, in a streams group, by the endpoints-to-partitions of the broker's heartbeat answers;
     the store route is added to ``app.http`` when ``application_server`` is set."""
     cfg = app.config
+    hosts: HostMetadata = (
+        EndpointPartitionsHosts(app.topology, lambda: app.consumer.streams_endpoint_partitions)
+        if cfg.group_protocol == "streams"
+        else AssignmentInfoHosts(lambda: app.tasks.info)
+    )
     queries = StoreQueries(
         app.topology,
         app.tasks,
         stores,
-        hosts=AssignmentInfoHosts(lambda: app.tasks.info),
+        hosts=hosts,
         stable=lambda: app.started and not app.closed and app.consumer.stable,
         endpoint=cfg.application_server,
         end_offsets=app.restorer.cached_end_offsets,

@@ -21,17 +21,30 @@ from collections.abc import Awaitable, Callable, Mapping
 from streamtasks.app.config import AppConfig
 from streamtasks.app.restorer import Restorer
 from streamtasks.app.tasks import TaskSet
-from streamtasks.membership.streams import StreamsMember, StreamsMemberConfig, TaskOffsetsUpdated
-from streamtasks.protocol.streams_group import CopartitionGroup, KeyValue, Subtopology, TopicInfo
+from streamtasks.membership.streams import (
+    EndpointsChanged,
+    StreamsMember,
+    StreamsMemberConfig,
+    TaskOffsetsUpdated,
+)
+from streamtasks.protocol.streams_group import (
+    CopartitionGroup,
+    Endpoint,
+    EndpointToPartitions,
+    KeyValue,
+    Subtopology,
+    TopicInfo,
+)
 from streamtasks.protocol.streams_group import Topology as DeclaredTopology
 from streamtasks.runtime.admin import set_group_configs
 from streamtasks.runtime.consumer_driver import new_member_id
+from streamtasks.runtime.http_server import split_host_port
 from streamtasks.runtime.streams_tasks import task_offsets
 from topology.ids import TaskId, TopicPartition
 from topology.model import Topology
 from topology.names import repartition_topic
 
-__all__ = ["STANDBY_REPLICAS", "StreamsWiring", "declared_topology", "streams_wiring"]
+__all__ = ["STANDBY_REPLICAS", "StreamsWiring", "declared_topology", "streams_wiring", "user_endpoint"]
 
 #: The streams-group config that sets how many standbys each task gets (Apache Kafka 4.2+).
 STANDBY_REPLICAS = "streams.num.standby.replicas"
@@ -81,6 +94,14 @@ def declared_topology(topology: Topology, *, replication_factor: int = -1) -> De
     return DeclaredTopology(epoch=0, subtopologies=tuple(subtopologies))
 
 
+def user_endpoint(application_server: str | None) -> Endpoint | None:
+    """The member's endpoint for interactive queries: ``application_server`` (``host:port``)."""
+    if application_server is None:
+        return None
+    host, port = split_host_port(application_server)
+    return Endpoint(host=host, port=port)
+
+
 def _configs(configs: Mapping[str, str]) -> tuple[KeyValue, ...]:
     return tuple(KeyValue(key=k, value=v) for k, v in sorted(configs.items()))
 
@@ -91,7 +112,9 @@ def _repartition(app_id: str, name: str) -> str:
 
 class StreamsWiring:
     """What the App's consumer answers for a streams group: its member (made again at start,
-    with the process id the state directory holds), the task offsets, the internal topics."""
+    with the process id the state directory holds), the task offsets, the internal topics, and
+    the latest endpoints-to-partitions the broker sent (``endpoints``, what interactive queries
+    route by: :class:`~streamtasks.streams.hosts.EndpointPartitionsHosts`)."""
 
     def __init__(
         self,
@@ -117,6 +140,14 @@ class StreamsWiring:
         self._end_offsets = end_offsets
         self.create_topics = create_topics
         self._group_configs = group_configs
+        #: The latest ``partitions_by_user_endpoint`` (replaced, never mutated) and its epoch.
+        self.endpoints: tuple[EndpointToPartitions, ...] = ()
+        self.endpoints_epoch = -1
+
+    def endpoints_changed(self, change: EndpointsChanged) -> None:
+        """The broker's new endpoint information (sent when its epoch moves past the member's)."""
+        self.endpoints = change.endpoints
+        self.endpoints_epoch = change.epoch
 
     async def prepare(self) -> None:
         """Before the member joins: the group's configs (the standby count)."""
@@ -162,6 +193,7 @@ def streams_wiring(
             topology=declared,
             instance_id=cfg.group_instance_id,
             rack_id=cfg.rack,
+            user_endpoint=user_endpoint(cfg.application_server),
             rebalance_timeout_ms=cfg.rebalance_timeout_ms,
             heartbeat_interval_ms=cfg.heartbeat_interval_ms,
             request_timeout_ms=cfg.request_timeout_ms,

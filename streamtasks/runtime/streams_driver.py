@@ -16,7 +16,8 @@ error reports, timers) and executes the streams member's own actions, as Apache 
   listener hears of them. ASSIGNED: the active tasks' partitions are owned, the standbys and
   warm-ups ride along as assignment user data. LOST (fenced): every partition goes, lost (the
   host closes their tasks dirty), nothing is committed. Then ``TasksListenerCompleted``;
-* ``CreateInternalTopics``, ``ShutdownApplication``, ``EndpointsChanged``: the host's;
+* ``CreateInternalTopics``, ``ShutdownApplication``, ``EndpointsChanged`` (which endpoints
+  host which partitions: what interactive queries route by): the host's;
 * task offsets: the host's changelog offset sums and end offsets, posted every
   ``offsets_interval_ms`` (the member sends the latest every ``TaskOffsetIntervalMs``).
 """
@@ -94,6 +95,8 @@ class StreamsGroupHost(DriverHost, Protocol):
 
     def streams_shutdown(self, detail: str) -> None: ...
 
+    def streams_endpoints(self, change: EndpointsChanged) -> None: ...
+
 
 class StreamsGroupDriver(EpochMemberLoop[StreamsMember]):
     """Runs one streams-group member until it has left the group (or failed)."""
@@ -170,6 +173,7 @@ class StreamsGroupDriver(EpochMemberLoop[StreamsMember]):
                 self._host.streams_shutdown(action.detail)
             elif isinstance(action, EndpointsChanged):
                 log.debug("endpoints at epoch %d: %s", action.epoch, action.endpoints)
+                self._host.streams_endpoints(action)
             else:
                 await super()._execute([action])
 

@@ -7,11 +7,20 @@ import uuid
 import pytest
 
 from streamtasks.app.config import make_app_config
-from streamtasks.app.streams_group import StreamsWiring, declared_topology
+from streamtasks.app.streams_group import StreamsWiring, declared_topology, user_endpoint
 from streamtasks.errors import ConfigError
-from streamtasks.membership.streams import StreamsMemberConfig
-from streamtasks.protocol.streams_group import CopartitionGroup, KeyValue, TaskOffset, TopicInfo
+from streamtasks.membership.streams import EndpointsChanged, StreamsMemberConfig
+from streamtasks.protocol.streams_group import (
+    CopartitionGroup,
+    Endpoint,
+    EndpointToPartitions,
+    KeyValue,
+    TaskOffset,
+    TopicInfo,
+    TopicPartitions,
+)
 from streamtasks.protocol.streams_group import Topology as Declared
+from streamtasks.streams.hosts import EndpointPartitionsHosts, TaskHosts
 from topology import TopologyBuilder
 from topology.ids import TaskId, TopicPartition
 from topology.model import RepartitionTopic, StateStore, Subtopology, Topology
@@ -123,3 +132,37 @@ def test_streams_is_a_group_protocol_of_the_app() -> None:
         make_app_config(
             application_id="a", bootstrap_servers="h:1", group_protocol="streams", upgrade_from="2.3"
         )
+
+
+def test_the_members_endpoint_is_the_application_server() -> None:
+    assert user_endpoint(None) is None
+    assert user_endpoint("10.0.0.7:8080") == Endpoint(host="10.0.0.7", port=8080)
+    assert user_endpoint("[::1]:9") == Endpoint(host="::1", port=9)
+    with pytest.raises(ConfigError, match="host:port"):
+        user_endpoint("nohost")
+
+
+def test_the_endpoints_the_broker_sends_route_the_apps_queries() -> None:
+    wiring = _wiring(None)
+    hosts = EndpointPartitionsHosts(wordcount(), lambda: wiring.endpoints)
+    assert hosts.endpoints() == ()
+    words = "wordcount-words-repartition"
+    wiring.endpoints_changed(
+        EndpointsChanged(
+            epoch=3,
+            endpoints=(
+                EndpointToPartitions(
+                    user_endpoint=Endpoint(host="a", port=1),
+                    active_partitions=(TopicPartitions(topic=words, partitions=(0,)),),
+                    standby_partitions=(TopicPartitions(topic=words, partitions=(1,)),),
+                ),
+                EndpointToPartitions(
+                    user_endpoint=Endpoint(host="b", port=2),
+                    active_partitions=(TopicPartitions(topic=words, partitions=(1,)),),
+                ),
+            ),
+        )
+    )
+    assert wiring.endpoints_epoch == 3
+    assert hosts.hosts_of(TaskId(1, 1)) == TaskHosts(task=TaskId(1, 1), active="b:2", standbys=("a:1",))
+    assert hosts.hosts_of(TaskId(1, 0)).active == "a:1"

@@ -23,6 +23,7 @@ from streamtasks.embedded import Cluster, client_settings
 from streamtasks.errors import StoreUnavailableError
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.state.serdes import INT64, STRING
+from tests.integration.streams_cluster import require_streams_groups
 from topology import TopologyBuilder
 
 pytestmark = pytest.mark.integration
@@ -56,7 +57,7 @@ def free_port() -> int:
 def make_app(app_id: str, source: str, state_dir: Path, port: int, settings: dict[str, Any]) -> App:
     builder = TopologyBuilder(app_id)
     builder.stream(source).repartition("words").store("counts")
-    exact = settings.get("group_protocol", "classic") == "classic"
+    exact = settings.get("group_protocol", "classic") in ("classic", "streams")
     return App(
         builder.build(),
         {0: split, 1: count if exact else mark},
@@ -72,7 +73,7 @@ def make_app(app_id: str, source: str, state_dir: Path, port: int, settings: dic
         # Exact counts whatever the rebalances (a loaded machine loses sessions; at-least-once
         # would then count some words twice, and "right" would have no fixed meaning).
         # (KIP-848 on streamtasks coordinator takes no transactions: there the values are the
-        # idempotent ``mark``'s.)
+        # idempotent ``mark``'s; a streams group on Kafka 4.4 does.)
         processing_guarantee="exactly_once_v2" if exact else "at_least_once",
         **settings,
     )
@@ -227,3 +228,12 @@ def test_the_same_over_kip848_on_streamtasks_coordinator(kafka: Cluster, tmp_pat
             await coordinator.stop()
 
     _check(asyncio.run(run()))
+
+
+def test_the_same_in_a_streams_group_routed_by_the_brokers_endpoints(kafka: Cluster, tmp_path: Path) -> None:
+    """``group_protocol="streams"`` (KIP-1071) on Apache Kafka 4.4: the hosts come from the
+    heartbeat answers' endpoints-to-partitions, the members' endpoints their
+    ``application_server``."""
+    require_streams_groups(kafka)
+    settings = {**client_settings(kafka), "group_protocol": "streams"}
+    _check(asyncio.run(_scenario(kafka.bootstrap_servers, tmp_path, settings)))

@@ -11,6 +11,7 @@ from streamtasks.errors import BrokerError
 from streamtasks.membership.classic import AssignmentChanged, ErrorReported, InvokeListener, ListenerKind
 from streamtasks.membership.streams import (
     CreateInternalTopics,
+    EndpointsChanged,
     InvokeTasksListener,
     ShutdownApplication,
     StreamsMember,
@@ -19,7 +20,15 @@ from streamtasks.membership.streams import (
     TasksListenerCompleted,
     TasksListenerKind,
 )
-from streamtasks.protocol.streams_group import Subtopology, TaskOffset, TopicInfo, Topology
+from streamtasks.protocol.streams_group import (
+    Endpoint,
+    EndpointToPartitions,
+    Subtopology,
+    TaskOffset,
+    TopicInfo,
+    TopicPartitions,
+    Topology,
+)
 from streamtasks.protocol.userdata import decode_assignment_info
 from streamtasks.runtime.connection import GroupCoordinatorClient
 from streamtasks.runtime.group_member import open_bootstrap
@@ -37,6 +46,17 @@ TOPOLOGY = Topology(
 )
 OFFSETS = TaskOffsetsUpdated(
     task_offsets=(TaskOffset(subtopology_id="1", partition=0, offset=3),), task_end_offsets=()
+)
+
+ENDPOINTS = EndpointsChanged(
+    epoch=2,
+    endpoints=(
+        EndpointToPartitions(
+            user_endpoint=Endpoint(host="h", port=1),
+            active_partitions=(TopicPartitions(topic="lines", partitions=(0,)),),
+            standby_partitions=(),
+        ),
+    ),
 )
 
 
@@ -73,6 +93,9 @@ class Host:
 
     def streams_shutdown(self, detail: str) -> None:
         self.calls.append(("shutdown", detail))
+
+    def streams_endpoints(self, change: EndpointsChanged) -> None:
+        self.calls.append(change)
 
 
 def call(invocation: int, kind: TasksListenerKind, **tasks: Any) -> InvokeTasksListener:
@@ -123,7 +146,7 @@ def test_assign_revoke_and_lose_reach_the_consumer_as_partitions() -> None:
     assert not any(e.failed for e in queued if isinstance(e, TasksListenerCompleted))
 
 
-def test_task_offsets_are_posted_every_interval_and_statuses_reach_the_host() -> None:
+def test_task_offsets_are_posted_every_interval_and_statuses_and_endpoints_reach_the_host() -> None:
     async def run() -> tuple[Host, list[Any], list[Any], list[Any]]:
         host = Host()
         member = StreamsMember(
@@ -137,6 +160,7 @@ def test_task_offsets_are_posted_every_interval_and_statuses_reach_the_host() ->
             [
                 CreateInternalTopics(topics=(TopicInfo(name="x"),), detail="d"),
                 ShutdownApplication(detail="bye"),
+                ENDPOINTS,
             ]
         )
         return host, first, soon, later
@@ -145,7 +169,7 @@ def test_task_offsets_are_posted_every_interval_and_statuses_reach_the_host() ->
     assert first == [OFFSETS]
     assert soon == []
     assert later == [OFFSETS]
-    assert host.calls == [("create", (TopicInfo(name="x"),)), ("shutdown", "bye")]
+    assert host.calls == [("create", (TopicInfo(name="x"),)), ("shutdown", "bye"), ENDPOINTS]
 
 
 def test_a_cluster_without_streams_group_heartbeat_is_refused_before_joining() -> None:

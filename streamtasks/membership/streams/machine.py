@@ -97,8 +97,19 @@ FATAL_ERRORS = frozenset(
         E.STREAMS_INVALID_TOPOLOGY_EPOCH,
         E.STREAMS_TOPOLOGY_FENCED,
         E.FENCED_INSTANCE_ID,
+        # A classic group with members (or a KIP-848 consumer group) has the id: Apache Kafka
+        # converts only an empty classic group into a streams group (an offline migration);
+        # Kafka's client fails on it too (its default branch).
+        E.GROUP_ID_NOT_FOUND,
     }
 )
+#: What a fatal error means for the application, where the broker's message does not say it.
+_HINTS = {
+    E.GROUP_ID_NOT_FOUND: "a classic or consumer group of this id still has members: the broker turns "
+    "only an empty classic group into a streams group, so stop every classic member (or wait for "
+    "their session timeout) before starting streams members (docs/streams-groups.md, "
+    '"Migrating an App from the classic protocol")',
+}
 #: Statuses reported and waited out (no action of their own).
 _REPORTED = {
     StreamsGroupStatus.STALE_TOPOLOGY: "the group runs a newer topology than this member's",
@@ -430,6 +441,8 @@ class StreamsMember:
 
     def _on_error(self, r: StreamsGroupHeartbeatResponse, now_ms: int) -> None:
         why = f"StreamsGroupHeartbeat: {r.error.name} {r.error_message or ''}".strip()
+        if r.error in _HINTS:
+            why = f"{why} ({_HINTS[r.error]})"
         if r.error in FENCING_ERRORS:
             self._k.report(why, r.error)
             self._fence()

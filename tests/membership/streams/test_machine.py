@@ -3,6 +3,7 @@ member through its events and checks the actions and the heartbeats it sends."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -318,6 +319,20 @@ def test_fatal_errors_stop_the_member() -> None:
     assert one(out, ErrorReported).fatal
     assert d.state() is S.FATAL
     assert d.m.poll(10_000) == []
+
+
+def test_a_group_of_another_type_stops_the_member_saying_the_migration_is_offline() -> None:
+    d = Driver(StreamsMember(config()))
+    d.join()
+    message = "Group g is not a streams group."
+    response = dataclasses.replace(answer(0, error=KafkaErrorCode.GROUP_ID_NOT_FOUND), error_message=message)
+    out = d.respond(response)
+    report = one(out, ErrorReported)
+    assert report.fatal
+    assert message in report.reason
+    assert "only an empty classic group" in report.reason
+    assert d.state() is S.FATAL
+    assert d.m.poll(10_000) == []  # no retries
 
 
 def test_coordinator_errors_and_failures_look_it_up_again_with_backoff() -> None:
