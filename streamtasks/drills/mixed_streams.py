@@ -217,7 +217,7 @@ class MixedResult:
             ("lost offsets (token never counted)", str(len(self.lost)), check(bool(self.lost))),
             ("offsets counted twice", str(len(self.duplicated)), check(bool(self.duplicated))),
             (
-                "words with a wrong count (changelog)",
+                "words wrong in the changelog",
                 str(self.wrong_changelog),
                 check(self.wrong_changelog > 0),
             ),

@@ -11,33 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from streamtasks.drills.kafka_streams_peer import word_count_program
 from streamtasks.drills.mixed_streams import run_mixed, write_mixed_report
-from streamtasks.embedded import Cluster, EmbeddedBroker
-from streamtasks.embedded.java import JavaUnavailable
-from streamtasks.protocol.streams_group import STREAMS_GROUP_HEARTBEAT_API_KEY
+from streamtasks.embedded import Cluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def streams_kafka(kafka: Cluster) -> Cluster:
-    if isinstance(kafka, EmbeddedBroker):
-        pytest.skip("Tansu does not serve StreamsGroupHeartbeat (API 88); run with STREAMTASKS_BROKER=kafka")
-    if kafka.api_versions().get(STREAMS_GROUP_HEARTBEAT_API_KEY, (0, -1))[1] < 1:
-        pytest.skip("the cluster does not serve StreamsGroupHeartbeat v1")
-    try:
-        word_count_program()
-    except JavaUnavailable as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"Kafka Streams cannot run here: {exc}")
-    return kafka
-
-
 def test_java_and_python_members_share_one_streams_group_through_a_bounce_of_each_kind(
-    streams_kafka: Cluster, tmp_path: Path
+    ks_kafka: Cluster, tmp_path: Path
 ) -> None:
     result = asyncio.run(
-        run_mixed("mixed-bounce", streams_kafka.bootstrap_servers, say=print, state_root=tmp_path)
+        run_mixed("mixed-bounce", ks_kafka.bootstrap_servers, say=print, state_root=tmp_path)
     )
     write_mixed_report(result, tmp_path / "report")
     for row in result.rows():
