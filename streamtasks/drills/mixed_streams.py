@@ -363,12 +363,15 @@ async def run_mixed(
             await send()
             for action, name in script:
                 say(f"{action} {name}")
-                for one in name.split():
-                    await (workers.start(one) if action == "start" else workers.stop(one))
+                act = workers.start if action == "start" else workers.stop
+                await asyncio.gather(*(act(one) for one in name.split()))  # the JVMs start together
                 result.steps.append(f"{action} {name}")
                 await _settle(workers, result, all_tasks, settle_timeout_s)
                 await send()
-                say(f"  settled: {sorted(workers.running())}, {len(acked)} lines acknowledged")
+                say(
+                    f"  settled in {result.settle_s[-1]:.1f} s: {sorted(workers.running())}, "
+                    f"{len(acked)} lines acknowledged ({time.monotonic() - started:.1f} s)"
+                )
             expected = collections.Counter(w for line, _, _ in acked.values() for w in set(_WORD.split(line)))
             output: dict[str, int] = {}
             deadline = time.monotonic() + settle_timeout_s
