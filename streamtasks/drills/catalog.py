@@ -189,18 +189,22 @@ DRILLS += (
 #: Kafka Streams' own Java workers (kafka_streams_peer) and streamtasks Apps with the same
 #: word-count topology in one KIP-1071 streams group (worker kind ``mixed``: run by
 #: drills/mixed_command.py, scripts in drills/mixed_streams.py); Apache Kafka 4.2+ and Java.
+_KAFKA_STREAMS = Stage(label="Kafka Streams 4.4 word count (java/streams)", args=(), worker="kafka-streams")
+_STREAMS_APP = Stage(label="App word count, group_protocol='streams'", args=(), worker="app")
 DRILLS += (
     DrillSpec(
         name="kafka-streams-to-streamtasks",
         summary="Kafka Streams 4.4 word-count workers (group.protocol=streams) replaced one by one by "
         "streamtasks Apps with the same topology in the same streams group; counts carry over",
         worker="mixed",
+        stages=(_KAFKA_STREAMS, _STREAMS_APP),
     ),
     DrillSpec(
         name="streamtasks-to-kafka-streams",
         summary="the way back: streamtasks Apps in a streams group replaced one by one by Kafka Streams 4.4 "
         "word-count workers",
         worker="mixed",
+        stages=(_STREAMS_APP, _KAFKA_STREAMS),
     ),
 )
 
