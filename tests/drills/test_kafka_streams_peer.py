@@ -303,6 +303,19 @@ def test_a_streamtasks_member_shares_the_kafka_streams_group(ks_kafka: Cluster, 
                     dataclasses.replace(changelog, topic_configs=changelog.topic_configs[::-1]),
                 ),
             ),
+            # what the App declared before it declared Kafka Streams' values: replication
+            # factor 0, the changelog's cleanup.policy only, no repartition configs
+            "the App's former declaration": counting(
+                declared,
+                state_changelog_topics=(
+                    dataclasses.replace(
+                        changelog, replication_factor=0, topic_configs=changelog.topic_configs[:1]
+                    ),
+                ),
+                repartition_source_topics=(
+                    dataclasses.replace(repartition, replication_factor=0, topic_configs=()),
+                ),
+            ),
         }
         refused = {k: asyncio.run(join_answer(bootstrap, app, t)) for k, t in variants.items()}
     finally:
