@@ -44,24 +44,17 @@ from streamtasks.app.events import AppEvent, RestoreCompleted
 from streamtasks.drills.kafka_streams_peer import KafkaStreamsPeer, WordCountNames
 from streamtasks.drills.ledger import offset_id, offset_runs
 from streamtasks.errors import StreamTasksError
-from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.protocol.streams_group import (
-    STREAMS_GROUP_DESCRIBE_API_KEY,
-    DescribedStreamsGroup,
-    StreamsGroupDescribeRequest,
-)
-from streamtasks.protocol.streams_group_describe_codec import (
-    decode_streams_describe_response,
-    encode_streams_describe_request,
-)
+from streamtasks.protocol.streams_group import DescribedStreamsGroup
+from streamtasks.runtime import group_admin
 from streamtasks.runtime.admin import create_topics_async
-from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.security import ClientSettings
 from streamtasks.state.serdes import INT64, STRING
 from topology import TopologyBuilder
 
 __all__ = [
     "SCRIPTS",
     "MixedResult",
+    "StreamsGroupNotYet",
     "describe_group",
     "latest_values",
     "produce_lines",
@@ -167,18 +160,19 @@ async def latest_values(bootstrap: str, topic: str) -> dict[str, int]:
 
 
 async def describe_group(bootstrap: str, group: str) -> DescribedStreamsGroup:
-    """StreamsGroupDescribe v1 of ``group`` (streamtasks' codec)."""
-    client = GroupCoordinatorClient(bootstrap, group)
+    """``group`` as StreamsGroupDescribe v1 shows it (:class:`StreamsGroupNotYet` while the
+    cluster has it as no streams group, or not at all)."""
     try:
-        await client.ensure_coordinator()
-        body = encode_streams_describe_request(StreamsGroupDescribeRequest(group_ids=(group,)), 1)
-        raw = await client.send_raw(STREAMS_GROUP_DESCRIBE_API_KEY, 1, body, timeout_s=10)
-    finally:
-        await client.close()
-    (found,) = decode_streams_describe_response(raw, 1).groups
-    if found.error is not KafkaErrorCode.NONE:
-        raise StreamTasksError(f"StreamsGroupDescribe of {group!r} on {bootstrap}: {found.error.name}")
+        found = await group_admin.describe_group(ClientSettings.of(bootstrap), group)
+    except group_admin.GroupNotFound as exc:
+        raise StreamsGroupNotYet(str(exc)) from None
+    if not isinstance(found, DescribedStreamsGroup):
+        raise StreamsGroupNotYet(f"{group!r} on {bootstrap} is not a streams group: {type(found).__name__}")
     return found
+
+
+class StreamsGroupNotYet(StreamTasksError):
+    """The group is not a streams group on the cluster (yet)."""
 
 
 @dataclass(slots=True, kw_only=True)
