@@ -9,8 +9,11 @@ The declared topology follows Kafka Streams' for the same application id: subtop
 ``"n"``; its source topics; its stores' changelogs ``<application id>-<store>-changelog`` with
 their topic configs (partition count left to the broker, which takes the subtopology's); the
 repartition topics it reads (``<application id>-<name>-repartition``, with a partition count
-when the App fixes one) and writes; its sources in one copartition group when it has several
-(streamtasks requires every source of a subtopology to be co-partitioned)."""
+when the App fixes one) and writes; every internal topic's configs as Kafka Streams declares
+them (its defaults included, sorted by key) and replication factor -1 unless the App sets one,
+so a Kafka Streams application with the same topology and names shares the group; its sources
+in one copartition group when it has several (streamtasks requires every source of a
+subtopology to be co-partitioned)."""
 
 from __future__ import annotations
 
@@ -44,31 +47,52 @@ from topology.ids import TaskId, TopicPartition
 from topology.model import Topology
 from topology.names import repartition_topic
 
-__all__ = ["STANDBY_REPLICAS", "StreamsWiring", "declared_topology", "streams_wiring", "user_endpoint"]
+__all__ = [
+    "INTERNAL_TOPIC_CONFIGS",
+    "REPARTITION_CONFIGS",
+    "STANDBY_REPLICAS",
+    "StreamsWiring",
+    "declared_topology",
+    "streams_wiring",
+    "user_endpoint",
+]
 
 #: The streams-group config that sets how many standbys each task gets (Apache Kafka 4.2+).
 STANDBY_REPLICAS = "streams.num.standby.replicas"
+#: What Kafka Streams 4.4 declares for every internal topic (its ``InternalTopicConfig``
+#: defaults), and for a repartition topic on top: a joining member's topology must equal the
+#: group's field by field, configs included, to share a group with Kafka Streams' workers.
+INTERNAL_TOPIC_CONFIGS = {"message.timestamp.type": "CreateTime"}
+REPARTITION_CONFIGS = {
+    "cleanup.policy": "delete",
+    "message.timestamp.type": "CreateTime",
+    "retention.ms": "-1",
+    "segment.bytes": "52428800",
+}
 
 
 def declared_topology(topology: Topology, *, replication_factor: int = -1) -> DeclaredTopology:
     """The App's topology as a streams-group member declares it (see the module docstring);
-    ``replication_factor`` -1 (or 0): the broker's default."""
+    ``replication_factor`` -1 (or 0): the broker's default, declared -1 as Kafka Streams does."""
     app_id = topology.application_id
-    rf = max(replication_factor, 0)
+    rf = replication_factor if replication_factor > 0 else -1
     fixed = {r.name: r.partitions or 0 for r in topology.repartition_topics}
     subtopologies = []
     for sub in sorted(topology.subtopologies, key=lambda s: s.id):
         repartition_sources = tuple(
-            TopicInfo(name=_repartition(app_id, r), partitions=fixed.get(r, 0), replication_factor=rf)
+            TopicInfo(
+                name=_repartition(app_id, r),
+                partitions=fixed.get(r, 0),
+                replication_factor=rf,
+                topic_configs=_configs(REPARTITION_CONFIGS),
+            )
             for r in sub.repartition_sources
         )
         changelogs = tuple(
             TopicInfo(
                 name=store.changelog_topic(app_id),
                 replication_factor=rf,
-                topic_configs=tuple(
-                    KeyValue(key=k, value=v) for k, v in sorted(store.changelog_configs().items())
-                ),
+                topic_configs=_configs({**store.changelog_configs(), **INTERNAL_TOPIC_CONFIGS}),
             )
             for store in sorted(sub.stores, key=lambda s: s.name)
             if store.logging
@@ -103,6 +127,7 @@ def user_endpoint(application_server: str | None) -> Endpoint | None:
 
 
 def _configs(configs: Mapping[str, str]) -> tuple[KeyValue, ...]:
+    """Sorted by key, as Kafka Streams declares them (the broker compares them in order)."""
     return tuple(KeyValue(key=k, value=v) for k, v in sorted(configs.items()))
 
 

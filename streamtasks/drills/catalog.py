@@ -10,7 +10,9 @@ each later stage (a *bounce* per stage). Workers are processes of one of two kin
   ``--emulate-release R``);
 * ``faust``: :mod:`streamtasks.drills.faust_worker`, a faust-streaming app counting per key in a
   table (the ``faust-to-streamtasks`` drill's start; its App stages run
-  :func:`~streamtasks.drills.stateful_app.faust_counts_app`, the same table in faust's formats).
+  :func:`~streamtasks.drills.stateful_app.faust_counts_app`, the same table in faust's formats);
+* ``mixed``: Kafka Streams' Java word count and Apps with its topology in one streams group
+  (:mod:`streamtasks.drills.mixed_streams`).
 
 A consumer-group drill may also take one *peer*: a kafka-python or confluent-kafka consumer
 (:mod:`streamtasks.drills.peer_worker`) in the same group, on the stage's ``peer_args``, bounced
@@ -184,29 +186,25 @@ DRILLS += (
     ),
 )
 
-#: Kafka Streams' own Java workers (kafka_streams_peer) and streamtasks Apps in one KIP-1071
-#: streams group: registered, not runnable yet (the App speaks the streams protocol; the mixed
-#: drill, with the App declaring Kafka Streams' word-count topology, is not written).
-_NEEDS_STREAMS_APP = (
-    "needs the mixed Java + App word count, not built yet; the Java side runs: "
-    "streamtasks.drills.kafka_streams_peer, tests/drills/test_kafka_streams_peer.py"
-)
+#: Kafka Streams' own Java workers (kafka_streams_peer) and streamtasks Apps with the same
+#: word-count topology in one KIP-1071 streams group (worker kind ``mixed``: run by
+#: drills/mixed_command.py, scripts in drills/mixed_streams.py); Apache Kafka 4.2+ and Java.
+_KAFKA_STREAMS = Stage(label="Kafka Streams 4.4 word count (java/streams)", args=(), worker="kafka-streams")
+_STREAMS_APP = Stage(label="App word count, group_protocol='streams'", args=(), worker="app")
 DRILLS += (
     DrillSpec(
         name="kafka-streams-to-streamtasks",
         summary="Kafka Streams 4.4 word-count workers (group.protocol=streams) replaced one by one by "
         "streamtasks Apps with the same topology in the same streams group; counts carry over",
-        worker="app",
-        available=False,
-        unavailable=_NEEDS_STREAMS_APP,
+        worker="mixed",
+        stages=(_KAFKA_STREAMS, _STREAMS_APP),
     ),
     DrillSpec(
         name="streamtasks-to-kafka-streams",
         summary="the way back: streamtasks Apps in a streams group replaced one by one by Kafka Streams 4.4 "
         "word-count workers",
-        worker="app",
-        available=False,
-        unavailable=_NEEDS_STREAMS_APP,
+        worker="mixed",
+        stages=(_STREAMS_APP, _KAFKA_STREAMS),
     ),
 )
 

@@ -166,6 +166,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     spec = get_drill(args.name)
     if not spec.available:
         raise ConfigError(f"drill {spec.name!r} is not available: {spec.unavailable}")
+    if spec.worker == "mixed":  # Kafka Streams' Java workers and Apps in one streams group
+        from streamtasks.drills.mixed_command import run_mixed_command
+
+        return run_mixed_command(args, out)
     if args.simulate:
         if spec.fault:
             raise ConfigError(f"drill {spec.name!r} runs on a live cluster only (no --simulate)")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 
 from streamtasks.app.config import make_app_config
 from streamtasks.app.streams_group import StreamsWiring, declared_topology, user_endpoint
+from streamtasks.drills.kafka_streams_peer import WordCountNames, word_count_topology
 from streamtasks.errors import ConfigError
 from streamtasks.membership.streams import EndpointsChanged, StreamsMemberConfig
 from streamtasks.protocol.streams_group import (
@@ -32,23 +34,21 @@ def wordcount() -> Topology:
     return builder.build()
 
 
-def test_the_wordcount_is_declared_as_kafka_streams_names_it() -> None:
+def test_the_wordcount_is_declared_as_kafka_streams_declares_it() -> None:
+    """Kafka Streams 4.4's word count (java/streams, as read back from the broker) and the App's
+    with the same names declare equal topologies: the broker requires it of a group's members."""
+    names = WordCountNames(application_id="wordcount", input_topic="text-lines", output_topic="out")
+    names = dataclasses.replace(names, store="counts", grouping="words")
     declared = declared_topology(wordcount())
+    assert declared == word_count_topology(names)
     first, second = declared.subtopologies
-    assert declared.epoch == 0
-    assert first.subtopology_id == "0"
-    assert first.source_topics == ("text-lines",)
-    assert first.repartition_sink_topics == ("wordcount-words-repartition",)
-    assert first.state_changelog_topics == ()
-    assert second.subtopology_id == "1"
-    assert second.source_topics == ()
-    assert second.repartition_source_topics == (TopicInfo(name="wordcount-words-repartition"),)
-    assert second.state_changelog_topics == (
-        TopicInfo(
-            name="wordcount-counts-changelog",
-            topic_configs=(KeyValue(key="cleanup.policy", value="compact"),),
-        ),
+    assert (first.subtopology_id, second.subtopology_id) == ("0", "1")
+    (changelog,) = second.state_changelog_topics
+    assert changelog.topic_configs == (
+        KeyValue(key="cleanup.policy", value="compact"),
+        KeyValue(key="message.timestamp.type", value="CreateTime"),
     )
+    assert (changelog.partitions, changelog.replication_factor) == (0, -1)
     assert first.copartition_groups == second.copartition_groups == ()
 
 
@@ -71,9 +71,13 @@ def test_a_join_declares_its_sources_copartitioned_and_fixed_counts_and_window_c
     )
     declared = declared_topology(topology, replication_factor=3)
     join = declared.subtopologies[1]
-    assert join.repartition_source_topics == (
-        TopicInfo(name="app-re-repartition", partitions=3, replication_factor=3),
+    (repartition,) = join.repartition_source_topics
+    assert (repartition.name, repartition.partitions, repartition.replication_factor) == (
+        "app-re-repartition",
+        3,
+        3,
     )
+    assert dict((kv.key, kv.value) for kv in repartition.topic_configs)["cleanup.policy"] == "delete"
     assert join.copartition_groups == (
         CopartitionGroup(source_topics=(0, 1), repartition_source_topics=(0,)),
     )

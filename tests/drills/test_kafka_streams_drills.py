@@ -1,6 +1,7 @@
-"""The Kafka Streams <-> streamtasks drills are registered and refused with their reason until
-``App(group_protocol="streams")`` exists; the word count's names and declared topology (the
-live checks are in test_kafka_streams_peer.py)."""
+"""The Kafka Streams <-> streamtasks drills are listed and runnable (the live runs:
+tests/drills/test_mixed_streams.py runs their code on a script of both kinds); options that
+belong to other drills are refused; the word count's names and declared topology (the live
+checks are in test_kafka_streams_peer.py)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,32 @@ import pytest
 from streamtasks.cli import main
 from streamtasks.drills.catalog import get_drill
 from streamtasks.drills.kafka_streams_peer import WordCountNames, word_count_topology
+from streamtasks.drills.mixed_streams import SCRIPTS
 
 DRILLS = ("kafka-streams-to-streamtasks", "streamtasks-to-kafka-streams")
 
 
 @pytest.mark.parametrize("name", DRILLS)
-def test_the_drill_is_listed_and_refused_with_its_reason(
-    name: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_drill_is_listed_and_runs_a_script(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     spec = get_drill(name)
-    assert not spec.available
+    assert spec.available
+    assert spec.worker == "mixed"
     assert main(["drill", "list"]) == 0
     listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith(name)]
     assert len(listed) == 1
-    assert "unavailable: needs the mixed Java + App word count" in listed[0]
-    assert main(["drill", "run", name, "--bootstrap-servers", "127.0.0.1:1"]) == 2
-    err = capsys.readouterr().err
-    assert f"drill '{name}' is not available: needs the mixed Java + App word count" in err
+    assert "unavailable" not in listed[0]
+    script = SCRIPTS[name]
+    started = [n for action, names in script if action == "start" for n in names.split()]
+    first, last = ("java-", "py-") if name == "kafka-streams-to-streamtasks" else ("py-", "java-")
+    assert started[0].startswith(first)
+    assert started[-1].startswith(last)
+
+
+@pytest.mark.parametrize("option", [["--simulate"], ["--coordinator"], ["--protocol", "consumer"]])
+def test_options_of_other_drills_are_refused(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["drill", "run", DRILLS[0], "--bootstrap-servers", "127.0.0.1:1", *option])
+    assert code == 2
+    assert f"it takes no {option[0]}" in capsys.readouterr().err
 
 
 def test_word_count_names_are_kafka_streams_derivations() -> None:

@@ -17,23 +17,20 @@ import asyncio
 import collections
 import dataclasses
 import random
-import struct
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from streamtasks.drills.kafka_streams_peer import (
     KafkaStreamsPeer,
     WordCountNames,
-    word_count_program,
     word_count_topology,
 )
-from streamtasks.embedded import Cluster, EmbeddedBroker
-from streamtasks.embedded.java import JavaUnavailable
+from streamtasks.drills.mixed_streams import describe_group, latest_values, produce_lines
+from streamtasks.embedded import Cluster
 from streamtasks.membership.common import Leave
 from streamtasks.membership.streams import (
     JoinStreamsGroup,
@@ -44,10 +41,8 @@ from streamtasks.membership.streams import (
 )
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import (
-    STREAMS_GROUP_DESCRIBE_API_KEY,
     STREAMS_GROUP_HEARTBEAT_API_KEY,
     DescribedStreamsGroup,
-    StreamsGroupDescribeRequest,
     StreamsGroupHeartbeatRequest,
     StreamsGroupHeartbeatResponse,
     Topology,
@@ -55,10 +50,6 @@ from streamtasks.protocol.streams_group import (
 from streamtasks.protocol.streams_group_codec import (
     decode_streams_heartbeat_response,
     encode_streams_heartbeat_request,
-)
-from streamtasks.protocol.streams_group_describe_codec import (
-    decode_streams_describe_response,
-    encode_streams_describe_request,
 )
 from streamtasks.runtime.connection import GroupCoordinatorClient
 from streamtasks.runtime.consumer_driver import new_member_id
@@ -72,71 +63,13 @@ VOCABULARY = [f"w{i:02d}" for i in range(40)]
 ALL_TASKS = frozenset(f"{s}_{p}" for s in (0, 1) for p in range(PARTITIONS))
 
 
-@pytest.fixture(scope="module")
-def streams_kafka(kafka: Cluster) -> Cluster:
-    if isinstance(kafka, EmbeddedBroker):
-        pytest.skip("Tansu does not serve StreamsGroupHeartbeat (API 88); run with STREAMTASKS_BROKER=kafka")
-    if kafka.api_versions().get(STREAMS_GROUP_HEARTBEAT_API_KEY, (0, -1))[1] < 0:
-        pytest.skip("the cluster does not serve streams groups")
-    try:
-        word_count_program()
-    except JavaUnavailable as exc:  # pragma: no cover - depends on the machine
-        pytest.skip(f"Kafka Streams cannot run here: {exc}")
-    return kafka
-
-
 def lines(rng: random.Random, n: int) -> list[str]:
     return [" ".join(rng.sample(VOCABULARY, rng.randint(1, 5))) for _ in range(n)]
 
 
 async def produce(bootstrap: str, topic: str, batch: list[str]) -> int:
     """Send ``batch``; the number the broker acknowledged (acks=all)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
-    await producer.start()
-    try:
-        futures = [
-            await producer.send(topic, key=str(i).encode(), value=line.encode())
-            for i, line in enumerate(batch)
-        ]
-        results = await asyncio.gather(*futures, return_exceptions=True)
-    finally:
-        await producer.stop()
-    assert not [r for r in results if isinstance(r, BaseException)], results
-    return len(results)
-
-
-async def latest(bootstrap: str, topic: str) -> dict[str, int]:
-    """Each key's last committed value (a big-endian int64, Kafka's LongSerializer), read_committed."""
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", isolation_level="read_committed"
-    )
-    await consumer.start()
-    out: dict[str, int] = {}
-    try:
-        idle = 0
-        while idle < 2:
-            batch = await consumer.getmany(timeout_ms=1_000)
-            idle = 0 if batch else idle + 1
-            for records in batch.values():
-                for r in records:
-                    if r.key is not None and r.value is not None:
-                        out[r.key.decode()] = struct.unpack(">q", r.value)[0]
-    finally:
-        await consumer.stop()
-    return out
-
-
-async def describe(bootstrap: str, group: str) -> DescribedStreamsGroup:
-    client = GroupCoordinatorClient(bootstrap, group)
-    try:
-        await client.ensure_coordinator()
-        body = encode_streams_describe_request(StreamsGroupDescribeRequest(group_ids=(group,)), 1)
-        raw = await client.send_raw(STREAMS_GROUP_DESCRIBE_API_KEY, 1, body, timeout_s=10)
-    finally:
-        await client.close()
-    (found,) = decode_streams_describe_response(raw, 1).groups
-    assert found.error is KafkaErrorCode.NONE, found
-    return found
+    return len(await produce_lines(bootstrap, topic, batch))
 
 
 def described_tasks(group: DescribedStreamsGroup) -> dict[str, frozenset[str]]:
@@ -154,19 +87,19 @@ def wait_counts(
     """The output once it equals ``expected``, or as it is after two minutes."""
     deadline = time.monotonic() + 120
     while True:
-        seen = asyncio.run(latest(bootstrap, topic))
+        seen = asyncio.run(latest_values(bootstrap, topic))
         if seen == expected or time.monotonic() > deadline:
             return seen
         time.sleep(1)
 
 
 def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolling_bounce(
-    streams_kafka: Cluster, tmp_path: Path
+    ks_kafka: Cluster, tmp_path: Path
 ) -> None:
-    bootstrap = streams_kafka.bootstrap_servers
+    bootstrap = ks_kafka.bootstrap_servers
     app = f"ks-wc-{uuid.uuid4().hex[:8]}"
     names = WordCountNames(application_id=app, input_topic=f"{app}-words", output_topic=f"{app}-counts")
-    streams_kafka.create_topics({names.input_topic: PARTITIONS, names.output_topic: PARTITIONS})
+    ks_kafka.create_topics({names.input_topic: PARTITIONS, names.output_topic: PARTITIONS})
     rng = random.Random(29)
     acked: list[str] = []
 
@@ -192,7 +125,7 @@ def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolli
         while True:
             try:
                 up[0].wait_for(lambda _: everything(*up) and all(p.active for p in up), timeout_s=5)
-                tasks = described_tasks(asyncio.run(describe(bootstrap, app)))
+                tasks = described_tasks(asyncio.run(describe_group(bootstrap, app)))
                 if frozenset().union(*tasks.values()) == ALL_TASKS and len(tasks) == len(up):
                     break
             except Exception:
@@ -224,8 +157,8 @@ def test_two_kafka_streams_workers_count_every_acknowledged_word_through_a_rolli
         send(200)
         expected = dict(collections.Counter(w for line in acked for w in set(line.split())))
         output = wait_counts(bootstrap, names.output_topic, expected)
-        changelog = asyncio.run(latest(bootstrap, names.changelog_topic))
-        final = asyncio.run(describe(bootstrap, app))
+        changelog = asyncio.run(latest_values(bootstrap, names.changelog_topic))
+        final = asyncio.run(describe_group(bootstrap, app))
     finally:
         for p in peers.values():
             p.stop()
@@ -282,7 +215,7 @@ async def python_member_visits(
         await until([member], shared_out)
         found["python"] = frozenset(f"{s}_{p}" for s, p in member.active)
         found["java"] = java.active
-        found["described"] = await describe(bootstrap, names.application_id)
+        found["described"] = await describe_group(bootstrap, names.application_id)
         if member.member.state is not MemberState.FATAL:
             await member.run(member.member.handle(Leave(), now_ms()))
             await until([member], lambda: member.member.state is MemberState.UNSUBSCRIBED)
@@ -325,11 +258,11 @@ def counting(topology: Topology, **changes: Any) -> Topology:
     return dataclasses.replace(topology, subtopologies=(source, dataclasses.replace(count, **changes)))
 
 
-def test_a_streamtasks_member_shares_the_kafka_streams_group(streams_kafka: Cluster, tmp_path: Path) -> None:
-    bootstrap = streams_kafka.bootstrap_servers
+def test_a_streamtasks_member_shares_the_kafka_streams_group(ks_kafka: Cluster, tmp_path: Path) -> None:
+    bootstrap = ks_kafka.bootstrap_servers
     app = f"ks-py-{uuid.uuid4().hex[:8]}"
     names = WordCountNames(application_id=app, input_topic=f"{app}-words", output_topic=f"{app}-counts")
-    streams_kafka.create_topics({names.input_topic: PARTITIONS, names.output_topic: PARTITIONS})
+    ks_kafka.create_topics({names.input_topic: PARTITIONS, names.output_topic: PARTITIONS})
     rng = random.Random(30)
     acked = lines(rng, 100)
     assert asyncio.run(produce(bootstrap, names.input_topic, acked)) == len(acked)
@@ -368,6 +301,19 @@ def test_a_streamtasks_member_shares_the_kafka_streams_group(streams_kafka: Clus
                 declared,
                 state_changelog_topics=(
                     dataclasses.replace(changelog, topic_configs=changelog.topic_configs[::-1]),
+                ),
+            ),
+            # what the App declared before it declared Kafka Streams' values: replication
+            # factor 0, the changelog's cleanup.policy only, no repartition configs
+            "the App's former declaration": counting(
+                declared,
+                state_changelog_topics=(
+                    dataclasses.replace(
+                        changelog, replication_factor=0, topic_configs=changelog.topic_configs[:1]
+                    ),
+                ),
+                repartition_source_topics=(
+                    dataclasses.replace(repartition, replication_factor=0, topic_configs=()),
                 ),
             ),
         }
