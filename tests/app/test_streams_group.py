@@ -18,7 +18,6 @@ from streamtasks.protocol.streams_group import (
     EndpointToPartitions,
     KeyValue,
     TaskOffset,
-    TopicInfo,
     TopicPartitions,
 )
 from streamtasks.protocol.streams_group import Topology as Declared
