@@ -26,10 +26,23 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The whole suite on the default broker (Apache Kafka where Java 17+ and Maven are on PATH,
-# else Tansu, with the reason printed), then the live smoke subset on Tansu.
+# else Tansu, with the reason printed) and, alongside it, the live smoke subset on Tansu (its
+# own broker; its output is printed after the suite's; SMOKE_ALONGSIDE=0 runs it after).
+SMOKE_ALONGSIDE ?= 1
+SMOKE_LOG       := .tansu-smoke.log
 unit: $(STAMP)
-	$(BIN)/pytest
-	STREAMTASKS_BROKER=tansu $(BIN)/pytest -m smoke
+	@if [ "$(SMOKE_ALONGSIDE)" = 1 ]; then \
+		echo "STREAMTASKS_BROKER=tansu $(BIN)/pytest -m smoke -p no:cacheprovider >$(SMOKE_LOG) 2>&1 &"; \
+		STREAMTASKS_BROKER=tansu $(BIN)/pytest -m smoke -p no:cacheprovider >$(SMOKE_LOG) 2>&1 & smoke=$$!; \
+		echo "$(BIN)/pytest"; $(BIN)/pytest; suite=$$?; \
+		wait $$smoke; tansu=$$?; \
+		echo "== the live smoke subset on Tansu, run alongside (exit status $$tansu) =="; \
+		cat $(SMOKE_LOG); \
+		[ $$suite -eq 0 ] && [ $$tansu -eq 0 ]; \
+	else \
+		echo "$(BIN)/pytest"; $(BIN)/pytest && \
+		echo "STREAMTASKS_BROKER=tansu $(BIN)/pytest -m smoke" && STREAMTASKS_BROKER=tansu $(BIN)/pytest -m smoke; \
+	fi
 
 test: lint typecheck unit
 
@@ -49,4 +62,4 @@ soak: $(STAMP)
 	$(BIN)/python -m streamtasks.sim --soak $(MINUTES) $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache $(SMOKE_LOG)

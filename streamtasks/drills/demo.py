@@ -313,7 +313,7 @@ class Demo:
                     await workers[n].start()
                     self.say(f"  restarted {n}{' (static)' if static else ''}")
                     await self._settle(set(names), f"{n} back", static=static)
-                    if static:
+                    if static and self.o.static_pause_s:
                         await asyncio.sleep(self.o.static_pause_s)
 
             await self._phase("start 3 workers", start_all)

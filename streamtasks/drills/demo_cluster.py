@@ -28,6 +28,7 @@ __all__ = [
     "PASSWORD_ENV",
     "SECURE_MECHANISM",
     "SECURE_USER",
+    "TANSU_STATIC_PAUSE_S",
     "api_keys",
     "open_cluster",
     "prepare_cluster",
@@ -41,6 +42,8 @@ SECURE_USER, SECURE_MECHANISM = "app", "SCRAM-SHA-512"
 #: Fixes the password of ``demo --secure``'s user (random otherwise), read once: a test sets it
 #: to grep everything the demo printed and wrote for it.
 PASSWORD_ENV = "STREAMTASKS_DEMO_PASSWORD"
+#: ``DemoOptions.static_pause_s`` on the embedded Tansu broker.
+TANSU_STATIC_PAUSE_S = 10.0
 
 
 def start_secure_cluster(log_path: str | os.PathLike[str] | None = None) -> tuple[Any, ClientSettings]:
@@ -162,6 +165,9 @@ def prepare_cluster(options: DemoOptions, out: TextIO) -> tuple[DemoOptions, Any
     )
     if options.secure:
         options = dataclasses.replace(options, name_prefix=options.name_prefix or "secure-")
+    if options.static_pause_s is None:
+        pause = TANSU_STATIC_PAUSE_S if isinstance(cluster, EmbeddedBroker) else 0.0
+        options = dataclasses.replace(options, static_pause_s=pause)
     if options.tansu_workarounds is None:
         # Tansu's classic-group quirks only: under KIP-848 the group is served by Apache Kafka
         # (never Tansu) or by streamtasks coordinator.

@@ -38,7 +38,9 @@ class DemoOptions:
     #: Quiet time after a static member is back before the next one is bounced. The embedded
     #: broker (Tansu 0.6) can leave a static member cycling JoinGroup/SyncGroup when static
     #: members are replaced back to back; librdkafka members hit the same (docs/testing.md).
-    static_pause_s: float = 10.0
+    #: None: 10 s on the embedded Tansu broker (where the static phases run only with the
+    #: workarounds off), none elsewhere: Apache Kafka replaces static members back to back.
+    static_pause_s: float | None = None
     #: A static member still without its partitions after this long gets the group nudged:
     #: every worker calls ``enforce_rebalance`` (KIP-568). Needed on Tansu only (docs/testing.md).
     nudge_after_s: float = 10.0

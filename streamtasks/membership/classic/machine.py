@@ -291,6 +291,10 @@ class ClassicMember:
         self._round = replace(self._round, join_sent=False)
         self._gate.close()
         owned = self._held.owned
+        if self._k.state in (S.JOINING, S.SYNCING):
+            # A JoinGroup / SyncGroup in flight was the coordinator's to answer, not a silence
+            # (phases.session_checked): the session rules watch the leave from now on.
+            self._link.change(hb_last_ok_ms=now_ms, session_ok_ms=now_ms)
         if owned and self._membership.generation >= 0 and self._membership.member_id:
             self._k.goto("leave: commit before revoking")
             self._start_gate(Purpose.LEAVE, owned, now_ms)

@@ -66,6 +66,8 @@ __all__ = [
     "read_assignment",
     "request_timeout",
     "reset",
+    "session_checked",
+    "session_lapsed",
     "sorted_tps",
     "sync_request",
     "unassigned_partitions",
@@ -179,14 +181,28 @@ def reset(membership: Membership, *, member_id: bool) -> Membership:
     return replace(m, generation=UNKNOWN_GENERATION, member_id=new_id, is_leader=False)
 
 
+def session_checked(state: S, generation: int) -> bool:
+    """Whether the session rule (:func:`session_lapsed`) watches a member in ``state``: one in a
+    generation, but not while its SyncGroup is in flight (nor its JoinGroup: JOINING is not in
+    :data:`HAS_GENERATION`). Those are the coordinator's to answer when the rebalance is done:
+    a follower's SyncGroup waits for the leader's (up to the rebalance timeout; Tansu held one
+    ~5 s before answering REBALANCE_IN_PROGRESS), and the heartbeats sent meanwhile on the same
+    connection are answered only after it, so the silence says nothing about the session.
+    librdkafka checks only its steady state; a commit before a revocation (PREPARING,
+    REVOKING, LEAVING) is answered at once by a live coordinator and heartbeats go on, so a
+    session without an answer there means what it means in STABLE."""
+    return state in HAS_GENERATION and state is not S.SYNCING and generation >= 0
+
+
 def session_lapsed(state: S, membership: Membership, link: Link, config: MemberConfig, now_ms: int) -> bool:
-    """Whether the member is in a generation the coordinator has not vouched for within a session
-    timeout (lookups and unanswered requests do not count). librdkafka's rule: the coordinator (or
-    the one the group moved to) may have expired the member and handed its partitions to others,
-    which would then be processed twice; the member gives them up (lost) and rejoins."""
+    """Whether a member the rule watches (:func:`session_checked`) is in a generation the
+    coordinator has not vouched for within a session timeout (lookups and unanswered requests do
+    not count).
+    librdkafka's rule: the coordinator (or the one the group moved to) may have expired the
+    member and handed its partitions to others, which would then be processed twice; the member
+    gives them up (lost) and rejoins."""
     return (
-        state in HAS_GENERATION
-        and membership.generation >= 0
+        session_checked(state, membership.generation)
         and now_ms - link.session_ok_ms > config.session_timeout_ms
     )
 
@@ -393,7 +409,7 @@ def next_deadline(
     times = [f.deadline_ms for f in requests.inflight.values()]
     if gate is not None:
         times.append(gate.deadline_ms)
-    if state in HAS_GENERATION and generation >= 0:  # the session may lapse, coordinator or not
+    if session_checked(state, generation):  # the session may lapse, coordinator or not
         times.append(link.session_ok_ms + config.session_timeout_ms + 1)
     if not link.coordinator_known:
         if not requests.finds_in_flight():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 from assignors.partition.sticky import CooperativeStickyAssignor
@@ -16,6 +17,7 @@ from streamtasks.membership.classic.phases import (
     next_deadline,
     read_assignment,
     request_timeout,
+    session_lapsed,
     wants_join,
 )
 from streamtasks.membership.classic.reactions import Api, Reaction
@@ -137,3 +139,21 @@ def test_next_deadline_is_the_earliest_timer_and_none_when_closed() -> None:
     assert next_deadline(S.STABLE, cfg, requests=inflight, round_=Round(), **kw) == 700  # type: ignore[arg-type]
     assert next_deadline(S.PREPARING, cfg, requests=Requests(), round_=Round(), gate=gate, **kw) == 400  # type: ignore[arg-type]
     assert next_deadline(S.UNJOINED, cfg, requests=Requests(), round_=Round(), **kw) == 50  # type: ignore[arg-type]
+
+
+def test_the_session_rule_does_not_watch_a_join_or_sync_in_flight() -> None:
+    """A JoinGroup or SyncGroup in flight is the coordinator's to answer when the rebalance is
+    done (Tansu holds a follower's SyncGroup ~5 s, and the heartbeats queue behind it); a
+    member committing before a revocation heartbeats on, so its silence counts."""
+    cfg = config()  # a 10 s session
+    link = Link(coordinator_known=True, find_retry_ms=0, join_retry_ms=0, hb_next_ms=0, hb_last_ok_ms=0)
+    member = Membership(member_id="m1", generation=3, protocol_name=NAME, leader_id="m1", is_leader=True)
+    lapsed = {state for state in S if session_lapsed(state, member, link, cfg, 10_001)}
+    assert lapsed == {S.STABLE, S.PREPARING, S.REVOKING, S.LEAVING}
+    assert not session_lapsed(S.STABLE, member, link, cfg, 10_000)
+    assert not session_lapsed(S.STABLE, Membership(member_id="m1"), link, cfg, 10_001)  # no generation
+    # the next heartbeat and the silent coordinator are far off: only the lapse is due soon
+    waiting = replace(link, hb_next_ms=50_000, hb_last_ok_ms=50_000)
+    kw = {"generation": 3, "link": waiting, "requests": Requests(), "round_": Round(), "rejoin": Rejoin()}
+    assert next_deadline(S.STABLE, cfg, **kw) == 10_001  # type: ignore[arg-type]
+    assert next_deadline(S.SYNCING, cfg, **kw) == 50_000  # type: ignore[arg-type]

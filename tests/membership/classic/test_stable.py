@@ -449,3 +449,17 @@ def test_static_member_leaving_to_closed_on_illegal_generation_sends_no_leave_gr
     done = commit_fails(member, member.handle(Leave(), 5), E.ILLEGAL_GENERATION, 6)
     assert kinds(done) == ["LOST", "AssignmentChanged"]
     assert member.state is MemberState.CLOSED
+
+
+def test_leaving_after_a_long_join_commits_and_revokes_instead_of_losing() -> None:
+    """Seen in the live loop with a 4 s session: a worker stopped while its JoinGroup waited out
+    the rebalance gave its partitions up as lost at once (the session rule counted the join's
+    wait as silence) instead of committing and revoking them."""
+    member = cooperative()  # a 10 s session; the JoinGroup may wait 35 s
+    stable(member, tps("t0 t1"))
+    member.enforce_rebalance()
+    rejoin(member, 100)
+    actions = member.handle(Leave(), 20_000)
+    actions += member.poll(20_100)
+    assert listeners(actions) == []
+    assert kinds(commit_ok(member, actions, 20_200)) == ["REVOKED", "AssignmentChanged", "LeaveGroupRequest"]

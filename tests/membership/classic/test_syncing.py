@@ -234,3 +234,22 @@ def test_eager_syncing_to_stable_assigns_the_full_set() -> None:
     actions = sync_ok(member, sid, tps("t1 t2"))
     # eager: revoked everything before joining, so assigned gets the full set
     assert listeners(actions) == [("ASSIGNED", tps("t1 t2"))]
+
+
+def test_a_sync_group_held_past_the_session_timeout_loses_nothing() -> None:
+    """Tansu held a follower's SyncGroup ~5 s (then answered REBALANCE_IN_PROGRESS); the
+    heartbeats sent meanwhile on the same connection are answered only after it. Under load
+    that passed the 6 s session of the live tests, and the session rule gave the partitions up
+    as lost in the middle of the rebalance (the flake of the Tansu rolling bounce). The rule is
+    librdkafka's steady-state one: a SyncGroup in flight keeps the partitions."""
+    member = cooperative(request_timeout_ms=30_000)  # a 10 s session, heartbeats every 1 s
+    stable(member, tps("t0 t1"))
+    member.enforce_rebalance()
+    _, rid, _ = rejoin(member, 100)
+    join_ok(member, rid, generation=2, now=200)
+    assert member.state is MemberState.SYNCING
+    seen = []
+    for now in range(300, 200 + 12_000, 100):  # the heartbeats sent are never answered
+        seen += member.poll(now)
+    assert listeners(seen) == []
+    assert member.owned_partitions == frozenset(tps("t0 t1"))
