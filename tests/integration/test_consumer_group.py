@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable
 
 import pytest
 
@@ -12,6 +13,14 @@ from tests.integration.harness import Audit, SteadyProducer, StreamtasksWorker, 
 from topology import TopicPartition
 
 pytestmark = [pytest.mark.integration, pytest.mark.smoke]
+
+
+def settled(workers: Iterable[StreamtasksWorker]) -> bool:
+    """Every worker's member holds its generation's assignment, all at the same generation."""
+    consumers = [w.consumer for w in workers]
+    if any(c is None or not c.stable for c in consumers):
+        return False
+    return len({c.generation for c in consumers if c is not None}) == 1
 
 
 async def rolling_bounce(kafka: EmbeddedBroker | ExternalCluster, assignor: str) -> Audit:
@@ -42,6 +51,10 @@ async def rolling_bounce(kafka: EmbeddedBroker | ExternalCluster, assignor: str)
             workers[name] = StreamtasksWorker(name, audit, topic, **settings)
             await workers[name].start()
             await wait_until(stable(audit, partitions, set(workers)), 60, f"{name} back in the group")
+            if isinstance(kafka, EmbeddedBroker):
+                # Tansu keeps naming a leader that left during a cooperative second round and
+                # never completes the rebalance (docs/testing.md): bounce only a settled group there.
+                await wait_until(lambda: settled(workers.values()), 60, "one settled generation")
         await producer.stop()
         await wait_until(lambda: not audit.records.lost(), 60, "every produced record to be consumed")
     finally:
