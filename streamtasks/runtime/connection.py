@@ -48,6 +48,7 @@ from streamtasks.runtime.tls import TLS_RECORD_STARTS, handshake_failure, sessio
 
 __all__ = [
     "COORDINATOR_GONE",
+    "COORDINATOR_MOVED",
     "AsyncConnection",
     "ConnectionLost",
     "GroupCoordinatorClient",
@@ -63,14 +64,16 @@ log = logging.getLogger("streamtasks.connection")
 _API_VERSIONS = ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__)
 
 
-#: Responses that mean "ask someone else": the coordinator moved or is not there yet.
-COORDINATOR_GONE = frozenset(
-    {
-        KafkaErrorCode.NOT_COORDINATOR,
-        KafkaErrorCode.COORDINATOR_NOT_AVAILABLE,
-        KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
+#: Responses that mean "ask someone else": the coordinator moved or is not there yet. The
+#: client forgets the coordinator on these and looks it up again before the next request.
+COORDINATOR_MOVED = frozenset({KafkaErrorCode.NOT_COORDINATOR, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE})
+#: Responses after which the request is sent again later: the two above, and
+#: COORDINATOR_LOAD_IN_PROGRESS (the broker is the coordinator, still loading the group from
+#: ``__consumer_offsets`` after a failover). On that one the coordinator and its connection are
+#: kept, as Kafka's clients keep them: forgetting it would close the connection under every
+#: other request in flight to it (a heartbeat, a JoinGroup), and the members' commits, retried
+#: every ``retry.backoff.ms`` while the group loads, would keep closing it.
+COORDINATOR_GONE = COORDINATOR_MOVED | {KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 class ConnectionLost(BrokerError):
@@ -78,13 +81,14 @@ class ConnectionLost(BrokerError):
 
 
 def coordinator_moved(response: Any) -> bool:
-    """Whether a decoded group response says the coordinator moved or is not there yet: its
-    top-level ``error``, or any per-partition one (OffsetCommit answers NOT_COORDINATOR per
-    partition, with no top-level error; OffsetFetch may answer it either way)."""
-    if getattr(response, "error", None) in COORDINATOR_GONE:
+    """Whether a decoded group response says the coordinator moved or is not known
+    (:data:`COORDINATOR_MOVED`): its top-level ``error``, or any per-partition one (OffsetCommit
+    answers NOT_COORDINATOR per partition, with no top-level error; OffsetFetch may answer it
+    either way)."""
+    if getattr(response, "error", None) in COORDINATOR_MOVED:
         return True
     rows = (*getattr(response, "errors", ()), *getattr(response, "offsets", ()))
-    return any(row[-1] in COORDINATOR_GONE for row in rows)
+    return any(row[-1] in COORDINATOR_MOVED for row in rows)
 
 
 def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
@@ -485,11 +489,11 @@ class GroupCoordinatorClient:
         try:
             wire = await conn.call(entity, response_cls, timeout_s=timeout_s)
         except ConnectionLost:
-            await self.reset()
+            await self.reset(conn)
             raise
         response = from_wire(wire)
         if coordinator_moved(response):
-            await self.reset()
+            await self.reset(conn)
         return response
 
     async def send_raw(
@@ -502,10 +506,18 @@ class GroupCoordinatorClient:
         try:
             return await conn.call_raw(api_key, api_version, body, timeout_s=timeout_s)
         except ConnectionLost:
-            await self.reset()
+            await self.reset(conn)
             raise
 
-    async def reset(self) -> None:
+    async def reset(self, used: AsyncConnection | None = None) -> None:
+        """Forget the coordinator and close its connection; the next request looks it up again.
+
+        With ``used`` (the connection a failed or redirected request went over), only when that
+        is still the coordinator's connection: a request that failed on an older one (it was in
+        flight while the coordinator moved) must not close the connection another request has
+        just opened to the new coordinator, and fail everything in flight there."""
+        if used is not None and used is not self._coordinator:
+            return
         conn, self._coordinator = self._coordinator, None
         if conn is not None:
             await conn.close()
