@@ -372,6 +372,21 @@ class AsyncConnection:
                 future.set_exception(error)
         self._pending.clear()
 
+    @property
+    def in_flight(self) -> bool:
+        """Whether requests sent on this connection wait for their answers."""
+        return bool(self._pending)
+
+    async def close_when_idle(self) -> None:
+        """Close once the requests in flight are answered, failed or timed out (closed at once
+        when cancelled)."""
+        try:
+            waiting = [future for future, _ in self._pending.values()]
+            if waiting:
+                await asyncio.wait(waiting)
+        finally:
+            await self.close()
+
     async def close(self) -> None:
         if self._closed is None:
             self._closed = ConnectionLost("connection closed")
@@ -426,6 +441,8 @@ class GroupCoordinatorClient:
         self._group_id = group_id
         self._client_id = client_id
         self._coordinator: AsyncConnection | None = None
+        #: Forgotten coordinator connections closing once their requests in flight are done.
+        self._retiring: set[asyncio.Task[None]] = set()
         #: The bootstrap server that answered the last FindCoordinator (asked first next time).
         self._answered = 0
         self._lock = asyncio.Lock()
@@ -510,7 +527,11 @@ class GroupCoordinatorClient:
             raise
 
     async def reset(self, used: AsyncConnection | None = None) -> None:
-        """Forget the coordinator and close its connection; the next request looks it up again.
+        """Forget the coordinator; the next request looks it up again. Its connection is closed
+        once the other requests in flight on it are answered: a commit answered
+        COORDINATOR_NOT_AVAILABLE (the broker could not write ``__consumer_offsets`` while a
+        dead replica was still in the ISR) must not fail the heartbeat the same broker is
+        about to answer (in the leader-crash drill that cost KIP-848 members their session).
 
         With ``used`` (the connection a failed or redirected request went over), only when that
         is still the coordinator's connection: a request that failed on an older one (it was in
@@ -519,8 +540,20 @@ class GroupCoordinatorClient:
         if used is not None and used is not self._coordinator:
             return
         conn, self._coordinator = self._coordinator, None
-        if conn is not None:
+        if conn is None:
+            return
+        if conn.closed or not conn.in_flight:
             await conn.close()
+            return
+        task = asyncio.get_running_loop().create_task(conn.close_when_idle())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def close(self) -> None:
-        await self.reset()
+        conn, self._coordinator = self._coordinator, None
+        if conn is not None:
+            await conn.close()
+        retiring = list(self._retiring)
+        for task in retiring:
+            task.cancel()
+        await asyncio.gather(*retiring, return_exceptions=True)

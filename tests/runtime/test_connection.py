@@ -311,3 +311,35 @@ def test_a_request_failed_on_an_older_connection_does_not_close_the_new_one() ->
                 await client.close()
 
     asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_commit_answered_coordinator_not_available_does_not_fail_the_request_behind_it() -> None:
+    """A commit answered COORDINATOR_NOT_AVAILABLE makes the client look the coordinator up
+    again, but the request sent behind it on the same connection (a heartbeat, in the drills)
+    still gets its answer: the forgotten connection closes once nothing is in flight on it."""
+    from collections import deque
+
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        errors = deque([KafkaErrorCode.COORDINATOR_NOT_AVAILABLE])
+        async with FakeCoordinator(commit_errors=errors, delay_s=0.3) as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                await client.ensure_coordinator()
+                old = client._coordinator
+                commit = asyncio.ensure_future(client.send(_commit("g")))
+                await asyncio.sleep(0.05)  # the commit is on the wire; the fetch goes behind it
+                fetch = cg.OffsetFetchRequest(group_id="g", partitions=(TopicPartition("t", 0),))
+                moved, fetched = await asyncio.gather(commit, client.send(fetch))
+                assert moved.errors == ((TopicPartition("t", 0), KafkaErrorCode.COORDINATOR_NOT_AVAILABLE),)
+                assert fetched.error is KafkaErrorCode.NONE  # before: ConnectionLost, "connection closed"
+                await asyncio.sleep(0.05)
+                assert old is not None
+                assert old.closed  # closed once idle
+                await client.send(_commit("g"))
+                assert fake.finds == 2
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
