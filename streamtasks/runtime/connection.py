@@ -48,6 +48,7 @@ from streamtasks.runtime.tls import TLS_RECORD_STARTS, handshake_failure, sessio
 
 __all__ = [
     "COORDINATOR_GONE",
+    "COORDINATOR_MOVED",
     "AsyncConnection",
     "ConnectionLost",
     "GroupCoordinatorClient",
@@ -63,14 +64,16 @@ log = logging.getLogger("streamtasks.connection")
 _API_VERSIONS = ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__)
 
 
-#: Responses that mean "ask someone else": the coordinator moved or is not there yet.
-COORDINATOR_GONE = frozenset(
-    {
-        KafkaErrorCode.NOT_COORDINATOR,
-        KafkaErrorCode.COORDINATOR_NOT_AVAILABLE,
-        KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
+#: Responses that mean "ask someone else": the coordinator moved or is not there yet. The
+#: client forgets the coordinator on these and looks it up again before the next request.
+COORDINATOR_MOVED = frozenset({KafkaErrorCode.NOT_COORDINATOR, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE})
+#: Responses after which the request is sent again later: the two above, and
+#: COORDINATOR_LOAD_IN_PROGRESS (the broker is the coordinator, still loading the group from
+#: ``__consumer_offsets`` after a failover). On that one the coordinator and its connection are
+#: kept, as Kafka's clients keep them: forgetting it would close the connection under every
+#: other request in flight to it (a heartbeat, a JoinGroup), and the members' commits, retried
+#: every ``retry.backoff.ms`` while the group loads, would keep closing it.
+COORDINATOR_GONE = COORDINATOR_MOVED | {KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 class ConnectionLost(BrokerError):
@@ -78,13 +81,14 @@ class ConnectionLost(BrokerError):
 
 
 def coordinator_moved(response: Any) -> bool:
-    """Whether a decoded group response says the coordinator moved or is not there yet: its
-    top-level ``error``, or any per-partition one (OffsetCommit answers NOT_COORDINATOR per
-    partition, with no top-level error; OffsetFetch may answer it either way)."""
-    if getattr(response, "error", None) in COORDINATOR_GONE:
+    """Whether a decoded group response says the coordinator moved or is not known
+    (:data:`COORDINATOR_MOVED`): its top-level ``error``, or any per-partition one (OffsetCommit
+    answers NOT_COORDINATOR per partition, with no top-level error; OffsetFetch may answer it
+    either way)."""
+    if getattr(response, "error", None) in COORDINATOR_MOVED:
         return True
     rows = (*getattr(response, "errors", ()), *getattr(response, "offsets", ()))
-    return any(row[-1] in COORDINATOR_GONE for row in rows)
+    return any(row[-1] in COORDINATOR_MOVED for row in rows)
 
 
 def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
@@ -368,6 +372,21 @@ class AsyncConnection:
                 future.set_exception(error)
         self._pending.clear()
 
+    @property
+    def in_flight(self) -> bool:
+        """Whether requests sent on this connection wait for their answers."""
+        return bool(self._pending)
+
+    async def close_when_idle(self) -> None:
+        """Close once the requests in flight are answered, failed or timed out (closed at once
+        when cancelled)."""
+        try:
+            waiting = [future for future, _ in self._pending.values()]
+            if waiting:
+                await asyncio.wait(waiting)
+        finally:
+            await self.close()
+
     async def close(self) -> None:
         if self._closed is None:
             self._closed = ConnectionLost("connection closed")
@@ -422,6 +441,8 @@ class GroupCoordinatorClient:
         self._group_id = group_id
         self._client_id = client_id
         self._coordinator: AsyncConnection | None = None
+        #: Forgotten coordinator connections closing once their requests in flight are done.
+        self._retiring: set[asyncio.Task[None]] = set()
         #: The bootstrap server that answered the last FindCoordinator (asked first next time).
         self._answered = 0
         self._lock = asyncio.Lock()
@@ -485,11 +506,11 @@ class GroupCoordinatorClient:
         try:
             wire = await conn.call(entity, response_cls, timeout_s=timeout_s)
         except ConnectionLost:
-            await self.reset()
+            await self.reset(conn)
             raise
         response = from_wire(wire)
         if coordinator_moved(response):
-            await self.reset()
+            await self.reset(conn)
         return response
 
     async def send_raw(
@@ -502,13 +523,37 @@ class GroupCoordinatorClient:
         try:
             return await conn.call_raw(api_key, api_version, body, timeout_s=timeout_s)
         except ConnectionLost:
-            await self.reset()
+            await self.reset(conn)
             raise
 
-    async def reset(self) -> None:
+    async def reset(self, used: AsyncConnection | None = None) -> None:
+        """Forget the coordinator; the next request looks it up again. Its connection is closed
+        once the other requests in flight on it are answered: a commit answered
+        COORDINATOR_NOT_AVAILABLE (the broker could not write ``__consumer_offsets`` while a
+        dead replica was still in the ISR) must not fail the heartbeat the same broker is
+        about to answer (in the leader-crash drill that cost KIP-848 members their session).
+
+        With ``used`` (the connection a failed or redirected request went over), only when that
+        is still the coordinator's connection: a request that failed on an older one (it was in
+        flight while the coordinator moved) must not close the connection another request has
+        just opened to the new coordinator, and fail everything in flight there."""
+        if used is not None and used is not self._coordinator:
+            return
+        conn, self._coordinator = self._coordinator, None
+        if conn is None:
+            return
+        if conn.closed or not conn.in_flight:
+            await conn.close()
+            return
+        task = asyncio.get_running_loop().create_task(conn.close_when_idle())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def close(self) -> None:
         conn, self._coordinator = self._coordinator, None
         if conn is not None:
             await conn.close()
-
-    async def close(self) -> None:
-        await self.reset()
+        retiring = list(self._retiring)
+        for task in retiring:
+            task.cancel()
+        await asyncio.gather(*retiring, return_exceptions=True)

@@ -45,7 +45,12 @@ from streamtasks.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
 )
 from streamtasks.protocol.consumer_group_codec import decode_heartbeat_response, encode_heartbeat_request
-from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient, open_any
+from streamtasks.runtime.connection import (
+    COORDINATOR_MOVED,
+    AsyncConnection,
+    GroupCoordinatorClient,
+    open_any,
+)
 from streamtasks.runtime.group_wire import KOffsetCommitResponseV9, offset_commit_v9
 from streamtasks.runtime.member_loop import DriverHost, EpochMemberLoop
 from streamtasks.runtime.security import ClientSettings
@@ -161,7 +166,7 @@ async def send_consumer_group_request(
         response = rpc.decode_install_response(raw)
     else:
         raise LocalProtocolError(f"not a KIP-848 member request: {type(request).__name__}")
-    if response.error in COORDINATOR_GONE:
+    if response.error in COORDINATOR_MOVED:
         await client.reset()
     return response
 

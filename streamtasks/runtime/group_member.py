@@ -14,7 +14,7 @@ from kio.static.constants import uuid_zero
 
 import assignors as assignor_registry
 from assignors.partition.types import PartitionAssignor
-from streamtasks.errors import AuthorizationError, BrokerError, ConfigError
+from streamtasks.errors import AuthorizationError, BrokerError, CommitFailedError, ConfigError
 from streamtasks.membership.classic import ClassicMember, MemberConfig
 from streamtasks.membership.consumer import ConsumerMember, ConsumerMemberConfig
 from streamtasks.membership.streams import StreamsMember
@@ -65,6 +65,7 @@ __all__ = [
     "fetch_answered",
     "fetch_committed",
     "fetch_offsets",
+    "generation_left",
     "make_member",
     "member_epoch",
     "member_metrics",
@@ -333,7 +334,16 @@ async def send_offset_commit_retrying(
     (:data:`RETRY_CODES` on every failed partition, or a dropped connection) for up to the
     request timeout, ``retry_backoff_ms`` apart, each time to the coordinator looked up again:
     a commit that meets a coordinator moving off a dead broker lands on the new one instead of
-    being given up. The last answer is returned (the last ConnectionLost raised)."""
+    being given up. The last answer is returned (the last ConnectionLost raised).
+
+    It stops sooner, with :class:`~streamtasks.errors.CommitFailedError`, once the member has
+    left the generation the commit was sent with (a classic member's generation changed; a
+    KIP-848 member's epoch went back to 0: its partitions were lost, e.g. no heartbeat answered
+    within the session timeout). Such a commit can only be refused, and retrying it held the
+    application's poll loop for the whole request timeout: in the broker-crash drill the
+    poll timer (``max.poll.interval.ms``) then expired too, and the member left the group
+    again just as the new coordinator had taken it back. A KIP-848 epoch that merely moved on
+    keeps it retrying (STALE_MEMBER_EPOCH is :meth:`Consumer.commit`'s to handle)."""
     deadline = monotonic_ms() + config.request_timeout_ms
     while True:
         try:
@@ -346,6 +356,22 @@ async def send_offset_commit_retrying(
             if not failed or not all(err in RETRY_CODES for err in failed) or monotonic_ms() >= deadline:
                 return response
         await asyncio.sleep(config.retry_backoff_ms / 1000)
+        if generation_left(member, epoch):
+            raise CommitFailedError(
+                f"offset commit given up: sent with generation/epoch {epoch}, the member is at"
+                f" {member_epoch(member)} now (its partitions were lost or the group rebalanced)"
+                " while the coordinator could not be reached"
+            )
+
+
+def generation_left(member: GroupMember, epoch: int) -> bool:
+    """Whether a commit sent at ``epoch`` can no longer be accepted: the classic member's
+    generation is another one, or the KIP-848 / streams member is out of the group (epoch 0
+    or below: fenced, partitions lost)."""
+    now = member_epoch(member)
+    if isinstance(member, EpochMember):
+        return now != epoch and now <= 0
+    return now != epoch
 
 
 def fetch_answered(response: OffsetFetchResponse, *, unstable_is_final: bool = False) -> bool:

@@ -57,7 +57,7 @@ from streamtasks.protocol.streams_group_codec import (
     decode_streams_heartbeat_response,
     encode_streams_heartbeat_request,
 )
-from streamtasks.runtime.connection import COORDINATOR_GONE, AsyncConnection, GroupCoordinatorClient
+from streamtasks.runtime.connection import COORDINATOR_MOVED, AsyncConnection, GroupCoordinatorClient
 from streamtasks.runtime.consumer_driver import require_api, send_consumer_group_request
 from streamtasks.runtime.member_loop import DriverHost, EpochMemberLoop
 from streamtasks.runtime.streams_tasks import TaskPartitions, assignment_user_data
@@ -130,7 +130,7 @@ class StreamsGroupDriver(EpochMemberLoop[StreamsMember]):
             STREAMS_GROUP_HEARTBEAT_API_KEY, HEARTBEAT_VERSION, body, timeout_s=timeout_ms / 1000
         )
         response = decode_streams_heartbeat_response(raw, HEARTBEAT_VERSION)
-        if response.error in COORDINATOR_GONE:
+        if response.error in COORDINATOR_MOVED:
             await self._client.reset()
         return response
 

@@ -53,12 +53,16 @@ _NO_TIME = i32Timedelta.parse(datetime.timedelta(0))
 class FakeCoordinator:
     """``commit_errors`` / ``fetch_errors``: the codes the next OffsetCommits (per partition)
     and OffsetFetches (top level) answer, in order; then NONE. ``committed``: what OffsetFetch
-    answers once it succeeds. ``hang_up_finds``: FindCoordinators answered by closing."""
+    answers once it succeeds. ``hang_up_finds``: FindCoordinators answered by closing.
+    ``delay_s``: how long OffsetCommits and OffsetFetches take."""
 
     commit_errors: deque[KafkaErrorCode] = field(default_factory=deque)
     fetch_errors: deque[KafkaErrorCode] = field(default_factory=deque)
     committed: dict[tuple[str, int], int] = field(default_factory=dict)
     hang_up_finds: int = 0
+    #: Seconds each OffsetCommit and OffsetFetch waits before it is answered (requests on one
+    #: connection are answered in order, as Kafka does: the ones sent behind it wait too).
+    delay_s: float = 0.0
     finds: int = 0
     commits: int = 0
     fetches: int = 0
@@ -84,6 +88,8 @@ class FakeCoordinator:
             while True:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
                 payload = await reader.readexactly(size)
+                if self.delay_s and struct.unpack_from(">h", payload, 0)[0] in (8, 9):
+                    await asyncio.sleep(self.delay_s)
                 answer = self._answer(payload)
                 if answer is None:
                     break

@@ -195,12 +195,19 @@ def test_a_partition_level_not_coordinator_says_the_coordinator_moved() -> None:
 
     tp = TopicPartition("t", 0)
     gone = [KafkaErrorCode.NOT_COORDINATOR, KafkaErrorCode.COORDINATOR_NOT_AVAILABLE]
-    for code in [*gone, KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS]:
+    for code in gone:
         assert coordinator_moved(cg.OffsetCommitResponse(errors=((tp, KafkaErrorCode.NONE), (tp, code))))
         assert coordinator_moved(cg.OffsetFetchResponse(error=code))
         assert coordinator_moved(cg.OffsetFetchResponse(error=KafkaErrorCode.NONE, offsets=((tp, -1, code),)))
         assert coordinator_moved(cg.HeartbeatResponse(error=code))
-    for code in [KafkaErrorCode.NONE, KafkaErrorCode.ILLEGAL_GENERATION, KafkaErrorCode.REQUEST_TIMED_OUT]:
+    # still loading the group: the broker is the coordinator, kept (its connection too)
+    loading = KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    for code in [
+        KafkaErrorCode.NONE,
+        KafkaErrorCode.ILLEGAL_GENERATION,
+        KafkaErrorCode.REQUEST_TIMED_OUT,
+        loading,
+    ]:
         assert not coordinator_moved(cg.OffsetCommitResponse(errors=((tp, code),)))
         assert not coordinator_moved(cg.HeartbeatResponse(error=code))
 
@@ -247,6 +254,91 @@ def test_a_bootstrap_server_that_dies_mid_find_coordinator_is_passed_over() -> N
                 await client.reset()
                 await client.send(_commit("g"))
                 assert (dying.finds, alive.finds) == (1, 2)  # the one that answered is asked first
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_commit_answered_load_in_progress_keeps_the_coordinator_and_its_connection() -> None:
+    """A coordinator still loading the group after a failover answers the members' commits
+    COORDINATOR_LOAD_IN_PROGRESS every ``retry.backoff.ms``: the client keeps it. Before, each
+    such answer closed the connection, failing the heartbeat or JoinGroup in flight on it
+    ("connection closed", seen in the broker-crash drills' worker logs) and costing a lookup."""
+    from collections import deque
+
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        loading = KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        async with FakeCoordinator(commit_errors=deque([loading, loading])) as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                for expected in (loading, loading, KafkaErrorCode.NONE):
+                    answer = await client.send(_commit("g"))
+                    assert answer.errors == ((TopicPartition("t", 0), expected),)
+                assert (fake.finds, fake.commits) == (1, 3)
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_request_failed_on_an_older_connection_does_not_close_the_new_one() -> None:
+    """``reset(used)``: a request that failed on a connection the client already replaced (it
+    was in flight while the coordinator moved) leaves the new coordinator's connection open."""
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        async with FakeCoordinator() as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                await client.ensure_coordinator()
+                old = client._coordinator
+                await client.reset(old)  # this one was current: forgotten and closed
+                assert old is not None
+                assert old.closed
+                await client.ensure_coordinator()
+                new = client._coordinator
+                await client.reset(old)  # a late failure on the old one: nothing happens
+                assert new is not None
+                assert not new.closed
+                assert client._coordinator is new
+                answer = await client.send(_commit("g"))
+                assert answer.errors == ((TopicPartition("t", 0), KafkaErrorCode.NONE),)
+                assert fake.finds == 2
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_commit_answered_coordinator_not_available_does_not_fail_the_request_behind_it() -> None:
+    """A commit answered COORDINATOR_NOT_AVAILABLE makes the client look the coordinator up
+    again, but the request sent behind it on the same connection (a heartbeat, in the drills)
+    still gets its answer: the forgotten connection closes once nothing is in flight on it."""
+    from collections import deque
+
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        errors = deque([KafkaErrorCode.COORDINATOR_NOT_AVAILABLE])
+        async with FakeCoordinator(commit_errors=errors, delay_s=0.3) as fake:
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                await client.ensure_coordinator()
+                old = client._coordinator
+                commit = asyncio.ensure_future(client.send(_commit("g")))
+                await asyncio.sleep(0.05)  # the commit is on the wire; the fetch goes behind it
+                fetch = cg.OffsetFetchRequest(group_id="g", partitions=(TopicPartition("t", 0),))
+                moved, fetched = await asyncio.gather(commit, client.send(fetch))
+                assert moved.errors == ((TopicPartition("t", 0), KafkaErrorCode.COORDINATOR_NOT_AVAILABLE),)
+                assert fetched.error is KafkaErrorCode.NONE  # before: ConnectionLost, "connection closed"
+                await asyncio.sleep(0.05)
+                assert old is not None
+                assert old.closed  # closed once idle
+                await client.send(_commit("g"))
+                assert fake.finds == 2
             finally:
                 await client.close()
 

@@ -9,7 +9,7 @@ from collections import deque
 
 import pytest
 
-from streamtasks.errors import BrokerError
+from streamtasks.errors import BrokerError, CommitFailedError
 from streamtasks.membership.classic import ClassicMember
 from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.errors import KafkaErrorCode as E
@@ -18,7 +18,9 @@ from streamtasks.runtime.connection import GroupCoordinatorClient
 from streamtasks.runtime.group_member import (
     fetch_answered,
     fetch_committed,
+    generation_left,
     make_member,
+    member_epoch,
     send_offset_commit_retrying,
 )
 from tests.runtime.fake_coordinator import FakeCoordinator
@@ -54,12 +56,38 @@ def test_a_commit_meeting_a_moving_coordinator_lands_on_the_new_one() -> None:
             assert isinstance(member, ClassicMember)
             client = GroupCoordinatorClient(fake.address, "g")
             try:
-                answer = await send_offset_commit_retrying(client, member, config, {TP: 7}, 1)
+                epoch = member_epoch(member)  # the generation is kept while the coordinator moves
+                answer = await send_offset_commit_retrying(client, member, config, {TP: 7}, epoch)
             finally:
                 await client.close()
             assert answer.errors == ((TP, E.NONE),)
             assert fake.commits == 4
-            assert fake.finds == 3  # looked up again after each coordinator code, not the timeout
+            # looked up again after NOT_COORDINATOR (not only after the timeout); kept on
+            # COORDINATOR_LOAD_IN_PROGRESS (the coordinator is right, still loading the group)
+            assert fake.finds == 2
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_commit_of_a_generation_the_member_has_left_is_not_retried_for_the_whole_timeout() -> None:
+    """The coordinator keeps answering NOT_COORDINATOR, and the member is no longer at the
+    generation the commit was sent with (its partitions were lost meanwhile): the commit is
+    given up after one retry instead of holding the caller for the request timeout (30 s by
+    default), as in the broker-crash drill, where that expired the application's poll timer."""
+
+    async def go() -> None:
+        errors = deque([E.NOT_COORDINATOR] * 10_000)
+        async with FakeCoordinator(commit_errors=errors) as fake:
+            config = _config(fake.address, request_timeout_ms=60_000)
+            member = make_member(config, ("t",), None)
+            client = GroupCoordinatorClient(fake.address, "g")
+            try:
+                with pytest.raises(CommitFailedError, match="given up: sent with generation/epoch 3"):
+                    await send_offset_commit_retrying(client, member, config, {TP: 7}, 3)
+            finally:
+                await client.close()
+            assert member_epoch(member) != 3
+            assert fake.commits == 1
 
     asyncio.run(asyncio.wait_for(go(), 20))
 
@@ -108,3 +136,11 @@ def test_committed_offsets_never_answered_are_an_error_not_a_silent_reset() -> N
                 await client.close()
 
     asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_kip848_member_leaves_the_generation_only_when_it_is_out_of_the_group() -> None:
+    config = _config("127.0.0.1:9092", group_protocol="consumer")
+    member = make_member(config, ("t",), None)
+    assert member_epoch(member) == 0  # not joined: out of the group
+    assert generation_left(member, 4)
+    assert not generation_left(member, 0)
