@@ -18,17 +18,11 @@ from pathlib import Path
 import pytest
 
 from streamtasks.drills.kafka_streams_peer import KafkaStreamsPeer, WordCountNames, word_count_program
+from streamtasks.drills.mixed_streams import describe_group as describe
+from streamtasks.drills.mixed_streams import latest_values as latest
 from streamtasks.embedded import Cluster
 from streamtasks.embedded.java import JavaUnavailable
-from tests.drills.test_kafka_streams_peer import (
-    ALL_TASKS,
-    PARTITIONS,
-    describe,
-    described_tasks,
-    latest,
-    lines,
-    produce,
-)
+from tests.drills.test_kafka_streams_peer import ALL_TASKS, PARTITIONS, described_tasks, lines, produce
 from tests.server.support import FAST, ServerProcess
 
 pytestmark = pytest.mark.integration

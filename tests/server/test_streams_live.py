@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import pytest
 
 from streamtasks.drills.dual_active import dual_active
+from streamtasks.drills.mixed_streams import describe_group as describe
 from streamtasks.drills.offset_audit import AuditTopicReader
 from streamtasks.drills.stateful_demo import DrillRun
 from streamtasks.embedded import Cluster
 from streamtasks.protocol.streams_group import DescribedStreamsGroup
 from streamtasks.runtime.admin import create_topics_async
-from tests.drills.test_kafka_streams_peer import describe
 from tests.server.support import FAST, ServerProcess
 
 pytestmark = pytest.mark.integration
