@@ -26,7 +26,8 @@ class ToCoordinator:
     conn: str
     request_id: int
     request: object
-    #: A late copy of a join (the KIP-848 world's late-join fault): its answer has nowhere to go.
+    #: A copy whose answer has nowhere to go: a late join (the KIP-848 world's late-join fault),
+    #: or a request served as its connection broke (``MemberHost.duplicate_is_retry``).
     late: bool = False
 
 
@@ -42,7 +43,8 @@ class ToMember:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessItem:
     """Something due at a process: ``wake`` (its member's deadline), ``resume`` (end of a
-    pause), ``lookup`` (a FindCoordinator answer), ``metadata`` (a metadata refresh)."""
+    pause), ``lookup`` (a FindCoordinator answer), ``metadata`` (a metadata refresh), ``failed``
+    (the connection broke under request ``request_id``)."""
 
     kind: str
     conn: str

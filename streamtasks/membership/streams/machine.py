@@ -430,6 +430,7 @@ class StreamsMember:
 
     def _on_error(self, r: StreamsGroupHeartbeatResponse, now_ms: int) -> None:
         why = f"StreamsGroupHeartbeat: {r.error.name} {r.error_message or ''}".strip()
+        self._sent_tasks = None  # any error: the next heartbeat reports every field (Kafka)
         if r.error in FENCING_ERRORS:
             self._k.report(why, r.error)
             self._fence()

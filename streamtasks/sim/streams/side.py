@@ -111,6 +111,7 @@ class StreamsSide:
 
     def __init__(self, host: MemberHost[StreamsProcess], mode: str, settings: StreamsSettings) -> None:
         self.host = host
+        host.duplicate_is_retry = True  # a request reaches Kafka twice only as a retry
         self.mode = mode
         self.settings = settings
         self.scenario = host.scenario
