@@ -10,6 +10,7 @@ from streamtasks.sim.scenario import Step
 
 __all__ = [
     "CoordinatorWake",
+    "FailoverEnd",
     "Item",
     "ProcessItem",
     "SideItem",
@@ -69,3 +70,9 @@ class SideItem:
 
 
 Item = ToCoordinator | ToMember | ProcessItem | StepDue | CoordinatorWake | SideItem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailoverEnd(SideItem):
+    """A coordinator's fail-over is over: its replacement loads the log (the KIP-848 and
+    streams sides)."""
