@@ -62,6 +62,7 @@ with project_imports():
         TaskSpec,
     )
     from tests.oracle import (
+        JVM_OPTIONS,
         GroupCase,
         KafkaFailure,
         KafkaGroupResult,
@@ -167,8 +168,16 @@ def _task_row(case: str, who: str, seconds: float, state: ApplicationState, q: A
 #: Kafka's runs per case: (untimed warm-ups, timed runs). At 1,000 x 10,000 one run of Kafka's
 #: HighAvailabilityTaskAssignor takes minutes on this machine, so that size runs once, cold.
 KAFKA_RUNS = {(100, 1000): (1, REPEAT), (1000, 10_000): (0, 1)}
-#: One JVM per size; the large one may take long on a loaded machine.
+#: One JVM per case at 1,000 x 10,000 (each answer printed as it comes; one JVM per size below).
+#: Kafka's assign call is CPU-bound there, not short of memory (about 0.4 GB live): its
+#: ``tasksToClientByLag`` keeps, per task, a TreeSet of every client ordered by a lag read from
+#: each client's TreeMap of 10,000 lags, 1.6-10 CPU-minutes per case on a quiet machine; a
+#: loaded 2-core machine gives the JVM a tenth of a core (docs/measurements.md).
+ONE_JVM_PER_CASE = {(1000, 10_000)}
 ORACLE_TIMEOUT_S = 3 * 3600.0
+#: The heap at its size from the start: growing it from 256 MB cost full collections of 20-24 s
+#: each on the loaded machine.
+LARGE_JVM_OPTIONS = (*(o for o in JVM_OPTIONS if not o.startswith("-Xms")), "-Xms2g")
 
 
 def rows(quick: bool = False) -> list[dict[str, object]]:
@@ -188,13 +197,28 @@ def rows(quick: bool = False) -> list[dict[str, object]]:
             file=sys.stderr,
             flush=True,
         )
+        cases: list[TaskCase | GroupCase] = [TaskCase(s) for _, s in size_states]
+        cases.append(GroupCase(size_group[1]))
+        labels = [name for name, _ in size_states] + [size_group[0]]
         try:
-            answers = run_oracle(
-                [TaskCase(s) for _, s in size_states] + [GroupCase(size_group[1])],
-                warmup=warmup,
-                repeat=repeat,
-                timeout_s=ORACLE_TIMEOUT_S,
-            )
+            if size in ONE_JVM_PER_CASE:
+                answers = []
+                for label, one in zip(labels, cases, strict=True):
+                    started = time.perf_counter()
+                    answers += run_oracle(
+                        [one],
+                        warmup=warmup,
+                        repeat=repeat,
+                        timeout_s=ORACLE_TIMEOUT_S,
+                        jvm_options=LARGE_JVM_OPTIONS,
+                    )
+                    print(
+                        f"bench_oracle: Kafka on {label}: {time.perf_counter() - started:.0f} s wall",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            else:
+                answers = run_oracle(cases, warmup=warmup, repeat=repeat, timeout_s=ORACLE_TIMEOUT_S)
         except OracleUnavailable as exc:
             print(f"bench_oracle: Kafka's assignors skipped: {exc}", file=sys.stderr)
             return []

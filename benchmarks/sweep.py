@@ -49,6 +49,8 @@ PROTOCOLS = {
     "cooperative": "cooperative_sticky",
     "consumer": "uniform",
     "consumer-client": "streams",
+    "streams": "sticky",
+    "streams-client": "high_availability",
 }
 
 
@@ -176,7 +178,15 @@ def scale(sizes: list[int], budget_s: float) -> None:
 
 #: Kafka's default heartbeat intervals: classic ``heartbeat.interval.ms``, KIP-848
 #: ``group.consumer.heartbeat.interval.ms``.
-KAFKA_HEARTBEAT_MS = {"eager": 3_000, "cooperative": 3_000, "consumer": 5_000, "consumer-client": 5_000}
+#: ``group.streams.heartbeat.interval.ms`` for streams groups.
+KAFKA_HEARTBEAT_MS = {
+    "eager": 3_000,
+    "cooperative": 3_000,
+    "consumer": 5_000,
+    "consumer-client": 5_000,
+    "streams": 5_000,
+    "streams-client": 5_000,
+}
 
 
 def sample(members: int, bounces: int, protocols: list[str], seed: int, kafka_heartbeats: bool) -> None:

@@ -63,8 +63,9 @@ def add_sim_arguments(p: argparse.ArgumentParser) -> None:
         "coordinator), or KIP-1071: streams (streams coordinator, sticky task assignor), "
         "streams-client (high_availability with warm-ups); 'streams,streams-client' runs both on "
         "the same seeds. With --soak: 'all' (the default: eager, cooperative, consumer, "
-        "consumer-client, mixed) or a comma-separated list; 'both' adds nothing there (a soak "
-        "runs eager and cooperative anyway, each on fresh seeds) and means eager,cooperative",
+        "consumer-client, mixed, streams, streams-client) or a comma-separated list; 'both' "
+        "adds nothing there (a soak runs eager and cooperative anyway, each on fresh seeds) and "
+        "means eager,cooperative",
     )
     p.add_argument("--seeds", type=int, default=None, help="number of scenarios (one per seed; default 100)")
     p.add_argument(

@@ -355,19 +355,11 @@ class ClassicSide:
         host = self.host
         ledger = host.ledger
         procs = host.procs.values()
-        converged_at = world.converged_at
         return RunResult(
-            seed=self.scenario.seed,
+            **world.run_figures(),
             protocol=self.scenario.protocol,
-            violations=tuple(host.violations),
-            events=world.events,
-            sim_ms=host.now,
-            converged_after_ms=None
-            if converged_at is None
-            else max(converged_at - self.scenario.quiet_ms, 0),
             rebalances=self.coordinator.rebalances,
             rebalances_after_quiet=self.coordinator.rebalances - self._quiet_base(),
-            membership_changes=self.scenario.membership_changes(),
             revoked=ledger.revoked,
             assigned=ledger.assigned,
             lost=ledger.lost,
@@ -376,8 +368,6 @@ class ClassicSide:
             orphan_partition_ms=ledger.orphan_total_ms(host.now),
             handover_without_commit=host.invariants.handover_without_commit,
             kip814_blind=len(self.kip814_blind),
-            messages=host.network.stats.sent,
-            trace=tuple(host.trace.lines()) if host.violations else (),
             apps=tuple(
                 p.app.outcome(p.name, p.member.protocol_name) for p in host.live() if p.app is not None
             ),

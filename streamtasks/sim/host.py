@@ -139,6 +139,12 @@ class MemberHost(Generic[P]):
         #: older one reaches a broker that is no longer the group's coordinator.
         self.coordinator_epoch = 0
         self.found_epoch: dict[str, int] = {}
+        #: How a duplicated request reaches the coordinator. False: two identical copies, each
+        #: answered. True (TCP's model, the streams side): a request reaches the coordinator
+        #: twice only when the client saw its first attempt fail; the first copy is served, its
+        #: answer lost with the connection, and the failure reaches the member (``failed``),
+        #: whose machine sends the second attempt itself (docs/simulation.md).
+        self.duplicate_is_retry = False
         #: ``existing()``'s answer for the counts it was built from (rebuilt when they change).
         self._existing: tuple[tuple[tuple[str, int], ...], frozenset[TopicPartition]] = ((), frozenset())
         self.ledger.set_partitions(self.existing(), 0)
@@ -218,6 +224,9 @@ class MemberHost(Generic[P]):
             else:
                 error = KafkaErrorCode.REQUEST_TIMED_OUT if cut else KafkaErrorCode.COORDINATOR_NOT_AVAILABLE
                 self.run(proc, proc.lookup_failed(item.request_id, error, self.now))
+        elif item.kind == "failed":  # the connection broke under a request (duplicate_is_retry)
+            self.trace.add(self.now, f"{proc.conn} request {item.request_id} failed: connection lost")
+            self.run(proc, proc.lookup_failed(item.request_id, KafkaErrorCode.NETWORK_EXCEPTION, self.now))
         else:
             # a refresh reads the cluster's metadata as it is now (never older than before)
             self.run(proc, self.rules.metadata_for(proc))
@@ -307,7 +316,15 @@ class MemberHost(Generic[P]):
         return out
 
     def send(self, proc: P, request_id: int, request: object) -> None:
-        for at in self.network.transmit(proc.name, "up", self.now, type(request).__name__):
+        times = self.network.transmit(proc.name, "up", self.now, type(request).__name__)
+        if self.duplicate_is_retry and len(times) == 2:
+            served, failed = times
+            self.sched.schedule(
+                served, ToCoordinator(conn=proc.conn, request_id=request_id, request=request, late=True)
+            )
+            self.sched.schedule(failed, ProcessItem(kind="failed", conn=proc.conn, request_id=request_id))
+            times = []
+        for at in times:
             self.sched.schedule(at, ToCoordinator(conn=proc.conn, request_id=request_id, request=request))
         self.rules.sent(proc, request_id, request)
 

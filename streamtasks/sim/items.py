@@ -10,6 +10,7 @@ from streamtasks.sim.scenario import Step
 
 __all__ = [
     "CoordinatorWake",
+    "FailoverEnd",
     "Item",
     "ProcessItem",
     "SideItem",
@@ -26,7 +27,8 @@ class ToCoordinator:
     conn: str
     request_id: int
     request: object
-    #: A late copy of a join (the KIP-848 world's late-join fault): its answer has nowhere to go.
+    #: A copy whose answer has nowhere to go: a late join (the KIP-848 world's late-join fault),
+    #: or a request served as its connection broke (``MemberHost.duplicate_is_retry``).
     late: bool = False
 
 
@@ -42,7 +44,8 @@ class ToMember:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessItem:
     """Something due at a process: ``wake`` (its member's deadline), ``resume`` (end of a
-    pause), ``lookup`` (a FindCoordinator answer), ``metadata`` (a metadata refresh)."""
+    pause), ``lookup`` (a FindCoordinator answer), ``metadata`` (a metadata refresh), ``failed``
+    (the connection broke under request ``request_id``)."""
 
     kind: str
     conn: str
@@ -67,3 +70,9 @@ class SideItem:
 
 
 Item = ToCoordinator | ToMember | ProcessItem | StepDue | CoordinatorWake | SideItem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailoverEnd(SideItem):
+    """A coordinator's fail-over is over: its replacement loads the log (the KIP-848 and
+    streams sides)."""

@@ -29,6 +29,8 @@ from streamtasks.errors import ConfigError
 from streamtasks.sim.batch import Failure
 from streamtasks.sim.kip848 import ConsumerBatchSummary, run_consumer_batch
 from streamtasks.sim.runner import BatchSummary, run_batch
+from streamtasks.sim.streams import MODES as STREAMS_MODES
+from streamtasks.sim.streams import StreamsBatchSummary, run_streams_batch
 
 __all__ = [
     "CLASSIC",
@@ -53,9 +55,11 @@ __all__ = [
 
 CLASSIC = ("eager", "cooperative")
 KIP848 = ("consumer", "consumer-client", "mixed")
+#: The streams-group sides (KIP-1071): ``streams``, ``streams-client``.
+STREAMS = tuple(STREAMS_MODES)
 #: ``--protocol all``. The batch CLI's ``both`` is not one of them: it runs eager and then
 #: cooperative on the same seeds, which a soak does already by running both on fresh ones.
-PROTOCOLS = CLASSIC + KIP848
+PROTOCOLS = CLASSIC + KIP848 + STREAMS
 #: Chunk bases are drawn from this range: far above the seeds the tests and docs/simulation.md
 #: use (0 to a few ten thousands), so a soak explores seeds nobody has run yet.
 SEED_RANGE = (1_000_000, 2**31)
@@ -181,11 +185,12 @@ class ChunkResult:
 
 
 def run_chunk(spec: ChunkSpec, progress: Callable[[ChunkResult], None] | None = None) -> ChunkResult:
-    """Run a chunk with the real simulator (``run_batch`` or ``run_consumer_batch``), without
+    """Run a chunk with the real simulator (``run_batch``, ``run_consumer_batch`` or
+    ``run_streams_batch``), without
     shrinking unless the spec asks; ``progress`` gets the chunk so far after every seed."""
     seeds = range(spec.base, spec.base + spec.seeds)
 
-    def snapshot(s: BatchSummary | ConsumerBatchSummary) -> ChunkResult:
+    def snapshot(s: BatchSummary | ConsumerBatchSummary | StreamsBatchSummary) -> ChunkResult:
         return ChunkResult(
             spec=spec,
             seeds=s.scenarios,
@@ -194,11 +199,11 @@ def run_chunk(spec: ChunkSpec, progress: Callable[[ChunkResult], None] | None = 
             failures=tuple(SoakFailure.of(spec.protocol, f, shrunk=spec.shrink) for f in s.failures),
         )
 
-    def report(s: BatchSummary | ConsumerBatchSummary) -> None:
+    def report(s: BatchSummary | ConsumerBatchSummary | StreamsBatchSummary) -> None:
         if progress is not None:
             progress(snapshot(s))
 
-    done: BatchSummary | ConsumerBatchSummary
+    done: BatchSummary | ConsumerBatchSummary | StreamsBatchSummary
     faults, shrink, every = spec.faults, spec.shrink, 1  # progress after every seed: what Ctrl-C keeps
     if spec.protocol in CLASSIC:
         protocol = RebalanceProtocol[spec.protocol.upper()]
@@ -207,6 +212,10 @@ def run_chunk(spec: ChunkSpec, progress: Callable[[ChunkResult], None] | None = 
         )
     elif spec.protocol in KIP848:
         done = run_consumer_batch(
+            spec.protocol, seeds, faults=faults, shrink_failures=shrink, progress=report, progress_every=every
+        )
+    elif spec.protocol in STREAMS:
+        done = run_streams_batch(
             spec.protocol, seeds, faults=faults, shrink_failures=shrink, progress=report, progress_every=every
         )
     else:

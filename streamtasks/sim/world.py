@@ -24,7 +24,7 @@ from streamtasks.sim.process import HostedProcess
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.trace import Trace, Violation
 
-__all__ = ["RunFigures", "RunSettings", "Side", "World"]
+__all__ = ["GroupSettings", "RunFigures", "RunSettings", "Side", "World"]
 
 P = TypeVar("P", bound=HostedProcess)
 R_co = TypeVar("R_co", covariant=True)
@@ -43,6 +43,17 @@ class RunSettings:
     trace_limit: int = 400
     #: Stop at the first violation (the batch runner does; case-study tests may not).
     stop_on_violation: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSettings(RunSettings):
+    """The settings of a world whose coordinator keeps the group's heartbeats (the KIP-848 and
+    streams sides)."""
+
+    #: The coordinator's session timeout and heartbeat interval (members assume the same session).
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 1_000
+    standby_replicas: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +156,23 @@ class World(Generic[P, R_co]):
     @property
     def now(self) -> int:
         return self.host.now
+
+    def run_figures(self) -> dict[str, Any]:
+        """The figures every side's result reports alike (:class:`RunFigures`' fields that are
+        the world's, not the side's)."""
+        host, converged_at = self.host, self.converged_at
+        return {
+            "seed": self.scenario.seed,
+            "violations": tuple(host.violations),
+            "events": self.events,
+            "sim_ms": host.now,
+            "converged_after_ms": None
+            if converged_at is None
+            else max(converged_at - self.scenario.quiet_ms, 0),
+            "membership_changes": self.scenario.membership_changes(),
+            "messages": host.network.stats.sent,
+            "trace": tuple(host.trace.lines()) if host.violations else (),
+        }
 
     @property
     def coordinator(self) -> Any:

@@ -49,7 +49,7 @@ def drill_start_ms(members: int) -> int:
 
 def sim_assignors(point: Point) -> tuple[str, ...]:
     """The classic member's assignor list for a point (KIP-848 points name their mode)."""
-    if point.protocol in ("consumer", "consumer-client"):
+    if point.protocol in ("consumer", "consumer-client", "streams", "streams-client"):
         return (point.protocol,)
     if point.protocol == "eager" and point.assignor == "cooperative_sticky":
         return ("cooperative_sticky", "range")  # KIP-429: still EAGER while range is listed

@@ -37,7 +37,7 @@ __all__ = [
     "with_chunk_size",
 ]
 
-Protocol = Literal["eager", "cooperative", "consumer", "consumer-client"]
+Protocol = Literal["eager", "cooperative", "consumer", "consumer-client", "streams", "streams-client"]
 Drill = Literal["rolling_bounce", "scale_out", "crash", "upgrade"]
 
 #: The assignors each protocol runs; ``default`` is the first.
@@ -46,7 +46,12 @@ ASSIGNORS_BY_PROTOCOL: dict[str, tuple[str, ...]] = {
     "cooperative": ("cooperative_sticky",),
     "consumer": ("uniform",),
     "consumer-client": ("streams",),
+    # streams groups (KIP-1071): the coordinator's task assignor (streamtasks.sim.streams.MODES)
+    "streams": ("sticky",),
+    "streams-client": ("high_availability",),
 }
+#: The protocols whose points may have standby replicas.
+WITH_STANDBYS = frozenset({"consumer-client", "streams", "streams-client"})
 KNOWN_ASSIGNORS = frozenset(a for names in ASSIGNORS_BY_PROTOCOL.values() for a in names) | {"default"}
 #: The grid's dimensions, in the order of the Parquet directories (``protocol=…/assignor=…/…``).
 DIMENSIONS = ("protocol", "assignor", "members", "partitions", "standbys", "faults", "drill")
@@ -137,7 +142,7 @@ class Chunk:
 def _runnable(protocol: str, assignor: str, standbys: int, drill: str) -> bool:
     if assignor not in ASSIGNORS_BY_PROTOCOL[protocol]:
         return False
-    if standbys and protocol != "consumer-client":
+    if standbys and protocol not in WITH_STANDBYS:
         return False
     # KIP-429's upgrade moves an eager group onto cooperative_sticky: it starts from another
     # assignor (an eager group on cooperative_sticky already lists it with range, the upgrade's
@@ -172,7 +177,7 @@ def points(grid: Grid) -> tuple[Point, ...]:
         raise ConfigError(
             f"grid {grid.name!r}: assignors: no protocol of {list(grid.protocols)} runs "
             f"{list(grid.assignors)} with standbys {list(grid.standbys)} and drills {list(grid.drills)} "
-            f"(assignors per protocol: {ASSIGNORS_BY_PROTOCOL}; standbys only with consumer-client; "
+            f"(assignors per protocol: {ASSIGNORS_BY_PROTOCOL}; standbys only with {sorted(WITH_STANDBYS)}; "
             "upgrade only from eager, from an assignor other than cooperative_sticky)"
         )
     return tuple(sorted(out))

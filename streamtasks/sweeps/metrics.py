@@ -16,6 +16,7 @@ from streamtasks.sim.classic_side import ClassicSide, RunResult, WorldSettings, 
 from streamtasks.sim.kip848 import ConsumerRunResult, ConsumerSettings, ConsumerSide, consumer_world
 from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.scenario import Scenario
+from streamtasks.sim.streams import StreamsRunResult, StreamsSettings, StreamsSide
 from streamtasks.sim.trace import Violation
 from streamtasks.sim.world import World
 from streamtasks.sweeps.drills import (
@@ -39,8 +40,8 @@ __all__ = [
     "simulate_from_drill_start",
 ]
 
-#: What either simulator's run returns.
-AnyResult = RunResult | ConsumerRunResult
+#: What any simulator's run returns.
+AnyResult = RunResult | ConsumerRunResult | StreamsRunResult
 
 #: Row columns after the grid's dimensions, with their Parquet types.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -175,10 +176,18 @@ def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tu
     return full, (at_start[0] if at_start else None)
 
 
-def _world(
-    scenario: Scenario, point: Point, ledger: DrillLedger
-) -> World[Any, RunResult | ConsumerRunResult]:
-    """The point's simulator, on ``ledger``."""
+def _world(scenario: Scenario, point: Point, ledger: DrillLedger) -> World[Any, AnyResult]:
+    """The point's simulator, on ``ledger`` (a streams world keeps tasks, not partitions: its
+    ledger stays empty, its figures come from the side)."""
+    if point.protocol in ("streams", "streams-client"):
+        settings = StreamsSettings(
+            standby_replicas=point.standbys,
+            max_events=_max_events(point),
+            heartbeat_interval_ms=scenario.timeouts.heartbeat_ms,
+        )
+        return World(
+            scenario, settings, lambda host: StreamsSide(host, point.protocol, settings), ledger=ledger
+        )
     if point.protocol in ("consumer", "consumer-client"):
         return consumer_world(
             scenario,
@@ -198,6 +207,8 @@ def _figures(world: World[Any, Any], **run: Any) -> Outcome:
     ledger = world.ledger
     side = world.side
     records: int | None = None
+    if isinstance(side, StreamsSide):
+        return _streams_figures(world, side, **run)
     if isinstance(side, ConsumerSide):
         group = side.group()
         rebalances = 0 if group is None else int(group.group_epoch)
@@ -215,6 +226,28 @@ def _figures(world: World[Any, Any], **run: Any) -> Outcome:
         warm_handovers=ledger.warm_handovers,
         restore_records=ledger.restore_records,
         records=records,
+        **run,
+    )
+
+
+def _streams_figures(world: World[Any, Any], side: StreamsSide, **run: Any) -> Outcome:
+    """A streams world's counters: group epochs for rebalances, tasks that became active on a
+    process for ``moved`` (of them the warm ones for ``warm_handovers``), no revoked / lost
+    partitions, restore records or unowned time (tasks are not partitions: the world's ledger
+    sees no owner, its unowned time is not the group's; 0 here, not measured)."""
+    run = run | {"orphan_ms": 0, "longest_orphan_ms": 0}
+    group = side.coordinator.group(side.settings.group_id)
+    procs = list(world.host.procs.values())
+    return Outcome(
+        events=world.events,
+        sim_ms=world.now,
+        rebalances=0 if group is None else group.epoch,
+        revoked=0,
+        moved=sum(p.took_over for p in procs),
+        lost=0,
+        warm_handovers=sum(p.took_over_warm for p in procs),
+        restore_records=0,
+        records=len(side.log),
         **run,
     )
 

@@ -94,7 +94,7 @@ def test_all_is_five_protocols_and_both_is_eager_and_cooperative() -> None:
     assert (
         parse_protocols("all")
         == PROTOCOLS
-        == ("eager", "cooperative", "consumer", "consumer-client", "mixed")
+        == ("eager", "cooperative", "consumer", "consumer-client", "mixed", "streams", "streams-client")
     )
     assert parse_protocols("both") == CLASSIC
     assert parse_protocols("mixed, eager,both") == ("mixed", "eager", "cooperative")

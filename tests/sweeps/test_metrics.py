@@ -101,3 +101,31 @@ def test_an_exception_in_the_simulated_parts_is_a_violation_with_a_replay() -> N
     outcome = simulate(broken, point)
     assert [v.invariant for v in outcome.violations][-1:] == ["no-exception"]
     assert "KeyError" in outcome.violations[-1].detail
+
+
+@pytest.mark.parametrize(
+    ("protocol", "assignor"), [("streams", "sticky"), ("streams-client", "high_availability")]
+)
+def test_streams_rows_count_tasks_taken_over_and_warm_ones(protocol: str, assignor: str) -> None:
+    """A streams group's row: the group epochs, tasks that became active on a process
+    (``partitions_moved``), of them the warm ones, the coordinator's records; no partition
+    ledger (tasks are not partitions: revoked, lost and unowned time are 0, not measured)."""
+    point = Point(
+        protocol=protocol,
+        assignor=assignor,
+        members=4,
+        partitions=12,
+        standbys=1,
+        faults="none",
+        drill="rolling_bounce",
+    )
+    row = run_point(point, 5)
+    assert list(row) == [*DIMENSIONS, *(name for name, _ in COLUMNS)]
+    assert row["violations"] == 0
+    assert row["membership_changes"] == 4
+    assert int(str(row["rebalances"])) >= 4
+    assert 0 < int(str(row["warm_handovers"])) <= int(str(row["partitions_moved"]))
+    assert int(str(row["coordinator_records"])) > 0
+    assert row["unowned_partition_ms"] == row["longest_unowned_ms"] == 0
+    assert row["partitions_revoked"] == row["partitions_lost"] == 0
+    assert run_point(point, 5) == row

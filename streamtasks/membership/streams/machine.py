@@ -443,6 +443,7 @@ class StreamsMember:
         why = f"StreamsGroupHeartbeat: {r.error.name} {r.error_message or ''}".strip()
         if r.error in _HINTS:
             why = f"{why} ({_HINTS[r.error]})"
+        self._sent_tasks = None  # any error: the next heartbeat reports every field (Kafka)
         if r.error in FENCING_ERRORS:
             self._k.report(why, r.error)
             self._fence()

@@ -36,7 +36,7 @@ from streamtasks.protocol.classic_group import OffsetCommitRequest, OffsetCommit
 from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.sim.host import Alarm, MemberHost
-from streamtasks.sim.items import CoordinatorWake, Item, SideItem, ToCoordinator
+from streamtasks.sim.items import CoordinatorWake, FailoverEnd, Item, SideItem, ToCoordinator
 from streamtasks.sim.kip848.checks import Checks
 from streamtasks.sim.kip848.classic_desk import ClassicDesk, ClassicResponse
 from streamtasks.sim.kip848.members import CLIENT, MODES, SERVER, MemberFactory
@@ -45,7 +45,7 @@ from streamtasks.sim.kip848.wire import describe, topic_id
 from streamtasks.sim.ledger import OwnershipLedger
 from streamtasks.sim.moves import MoveDue, Moves, refusal
 from streamtasks.sim.scenario import Scenario, Step
-from streamtasks.sim.world import RunFigures, RunSettings, World
+from streamtasks.sim.world import GroupSettings, RunFigures, World
 from topology.ids import TopicPartition
 
 __all__ = [
@@ -71,18 +71,8 @@ LATE_JOIN_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerSettings(RunSettings):
-    """The KIP-848 world's settings."""
-
-    #: The coordinator's session timeout and heartbeat interval (members assume the same session).
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 1_000
-    standby_replicas: int = 1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FailoverEnd(SideItem):
-    """The coordinator's replacement has loaded the log."""
+class ConsumerSettings(GroupSettings):
+    """The KIP-848 world's settings (:class:`GroupSettings`' as they are)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -463,29 +453,19 @@ class ConsumerSide:
     def result(self, world: World[WorldProcess, Any]) -> ConsumerRunResult:
         host = self.host
         group = self.group()
-        converged_at = world.converged_at
         ledger = host.ledger
         return ConsumerRunResult(
-            seed=self.scenario.seed,
+            **world.run_figures(),
             mode=self.mode,
-            violations=tuple(host.violations),
-            events=world.events,
-            sim_ms=self.now,
-            converged_after_ms=None
-            if converged_at is None
-            else max(converged_at - self.scenario.quiet_ms, 0),
             group_epochs=0 if group is None else group.group_epoch,
             targets=self.checks.targets,
             installs=self.installs,
-            membership_changes=self.scenario.membership_changes(),
             revoked=ledger.revoked,
             assigned=ledger.assigned,
             lost=ledger.lost,
             moved=ledger.moved,
             failovers=self.failovers,
             failovers_mid_rebalance=self.failovers_mid_rebalance,
-            messages=host.network.stats.sent,
-            trace=tuple(host.trace.lines()) if host.violations else (),
             late_joins=self.late_joins,
             handover_without_commit=host.invariants.handover_without_commit,
             orphan_partition_ms=ledger.orphan_total_ms(self.now),

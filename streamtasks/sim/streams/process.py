@@ -182,6 +182,7 @@ class StreamsProcess(HostedProcess):
         return self._run(self.member.handle(CoordinatorDiscovered(request_id=request_id), now_ms), now_ms)
 
     def lookup_failed(self, request_id: int, error: KafkaErrorCode, now_ms: int) -> list[Any]:
+        self.in_flight.pop(request_id, None)
         return self._run(
             self.member.handle(RequestFailed(request_id=request_id, error=error), now_ms), now_ms
         )

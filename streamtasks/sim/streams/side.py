@@ -36,11 +36,11 @@ from streamtasks.protocol.streams_group import (
     Topology,
 )
 from streamtasks.sim.host import Alarm, MemberHost, describe_fields
-from streamtasks.sim.items import CoordinatorWake, Item, SideItem, ToCoordinator
+from streamtasks.sim.items import CoordinatorWake, FailoverEnd, Item, ToCoordinator
 from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.streams.checks import StreamsChecks
 from streamtasks.sim.streams.process import LocalState, StreamsProcess
-from streamtasks.sim.world import RunFigures, RunSettings, World
+from streamtasks.sim.world import GroupSettings, RunFigures, World
 from topology.ids import TopicPartition
 
 __all__ = ["MODES", "StreamsRunResult", "StreamsSettings", "StreamsSide", "streams_world"]
@@ -50,21 +50,13 @@ MODES = {"streams": "sticky", "streams-client": "high_availability"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsSettings(RunSettings):
-    session_timeout_ms: int = 10_000
-    heartbeat_interval_ms: int = 1_000
+class StreamsSettings(GroupSettings):
     rebalance_timeout_ms: int = 15_000
-    standby_replicas: int = 1
     acceptable_recovery_lag: int = 100
     task_offset_interval_ms: int = 2_000
     #: The runtime gives up on an answer after this long (the member then looks the
     #: coordinator up and heartbeats again).
     request_timeout_ms: int = 3_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FailoverEnd(SideItem):
-    """The coordinator's replacement loads the log."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +103,7 @@ class StreamsSide:
 
     def __init__(self, host: MemberHost[StreamsProcess], mode: str, settings: StreamsSettings) -> None:
         self.host = host
+        host.duplicate_is_retry = True  # a request reaches Kafka twice only as a retry
         self.mode = mode
         self.settings = settings
         self.scenario = host.scenario
@@ -301,20 +294,12 @@ class StreamsSide:
     def result(self, world: World[StreamsProcess, Any]) -> StreamsRunResult:
         host = self.host
         group = self.coordinator.group(self.settings.group_id)
-        converged_at = world.converged_at
         procs = list(host.procs.values())
         state = self.coordinator.group_state(self.settings.group_id)
         return StreamsRunResult(
-            seed=self.scenario.seed,
+            **world.run_figures(),
             mode=self.mode,
-            violations=tuple(host.violations),
-            events=world.events,
-            sim_ms=self.now,
-            converged_after_ms=None
-            if converged_at is None
-            else max(converged_at - self.scenario.quiet_ms, 0),
             group_epochs=0 if group is None else group.epoch,
-            membership_changes=self.scenario.membership_changes(),
             revoked=0,
             assigned=0,
             lost=0,
@@ -323,6 +308,4 @@ class StreamsSide:
             took_over=sum(p.took_over for p in procs),
             took_over_warm=sum(p.took_over_warm for p in procs),
             internal_topics_created=len(self.created),
-            messages=host.network.stats.sent,
-            trace=tuple(host.trace.lines()) if host.violations else (),
         )

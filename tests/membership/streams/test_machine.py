@@ -401,3 +401,15 @@ def test_a_failed_heartbeat_makes_the_next_one_report_the_tasks_again() -> None:
     d.respond(answer(1))
     steady = one(d.poll(2 * INTERVAL + 2_000), SendRequest).request
     assert steady.active_tasks is None
+
+
+def test_an_error_answer_makes_the_next_heartbeat_report_the_tasks_again() -> None:
+    """Kafka's client resets its sent fields on every error answer too, not only on a failure:
+    a retriable error (the coordinator still loading) is followed by a full heartbeat."""
+    d = Driver(StreamsMember(config()))
+    d.stable_with(1, tasks("0", 0, 1))
+    d.poll(INTERVAL)
+    d.respond(answer(1, error=KafkaErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+    again = one(d.poll(INTERVAL + 1_000), SendRequest).request
+    assert again.active_tasks == tasks("0", 0, 1)
+    assert (again.standby_tasks, again.warmup_tasks) == ((), ())

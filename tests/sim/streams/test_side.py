@@ -97,3 +97,14 @@ def test_the_checks_catch_a_task_given_to_two_members(monkeypatch: pytest.Monkey
     steps = [Step(at_ms=0, op="start", member="m0"), Step(at_ms=5_000, op="start", member="m1")]
     result = streams_world(scripted(steps, topics=(("a", 4),)), "streams").run()
     assert {v.invariant for v in result.violations} == {"exclusive-active"}
+
+
+def test_a_duplicated_heartbeat_reaches_the_coordinator_as_a_retry_after_a_failure() -> None:
+    """Seed 7102243: a heartbeat duplicated while b waited for released tasks. As two identical
+    copies (the first answer lost, the second answered without the tasks) b never learned its
+    tasks (`convergence`); on Kafka's transport the second copy is b's own retry after a
+    client-visible failure, a full request, and the group converges."""
+    scenario = streams_scenario(7102243, "streams", frozenset(FAULT_KINDS))
+    result = run_streams_scenario(scenario, "streams")
+    assert result.violations == ()
+    assert result.converged_after_ms is not None
