@@ -84,11 +84,15 @@ class HighAvailabilityTaskAssignor:
                 racks,
                 stateful,
                 destination,
+                ix.capacity,
                 traffic_cost=_or(configs.rack_aware_assignment_traffic_cost, STATEFUL_TRAFFIC_COST),
                 non_overlap_cost=_or(
                     configs.rack_aware_assignment_non_overlap_cost, STATEFUL_NON_OVERLAP_COST
                 ),
             )
+            counts = [0] * ix.num_processes  # the counts' owners may have traded the one more
+            for i in stateful:
+                counts[destination[i]] += 1
         pins = _Pins(ix, ranked, stateful, destination, counts)  # step 2
         for caught, i in _to_pin(ranked, stateful, destination):
             pins.pin(caught, i)
@@ -100,6 +104,7 @@ class HighAvailabilityTaskAssignor:
                 racks,
                 stateless,
                 owner,
+                ix.capacity,
                 traffic_cost=STATELESS_TRAFFIC_COST,
                 non_overlap_cost=STATELESS_NON_OVERLAP_COST,
             )

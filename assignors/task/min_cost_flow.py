@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-__all__ = ["min_cost_transport", "transport_cost"]
+__all__ = ["FlowNetwork", "min_cost_transport", "transport_cost"]
 
 _NONE = 1 << 62
 
@@ -126,3 +126,75 @@ def _negative_cycle(tops: list[list[tuple[int, int]]], r_count: int) -> list[tup
             break
     cycle.reverse()
     return cycle
+
+
+class FlowNetwork:
+    """A residual network for successive shortest paths (Dijkstra on reduced costs).
+
+    Units enter one at a time at a node with no incoming edge (:meth:`augment`): the flow stays
+    a least-cost one for the units sent so far (the Hungarian method's invariant), so sending
+    every unit gives a min-cost flow. Costs must be >= 0."""
+
+    __slots__ = ("cap", "cost", "head", "pot", "to")
+
+    def __init__(self, num_nodes: int) -> None:
+        self.head: list[list[int]] = [[] for _ in range(num_nodes)]
+        self.to: list[int] = []
+        self.cap: list[int] = []
+        self.cost: list[int] = []
+        self.pot = [0] * num_nodes
+
+    def add_edge(self, u: int, v: int, cap: int, cost: int) -> int:
+        """An edge ``u -> v``; its index (its flow is the reverse edge's capacity)."""
+        e = len(self.to)
+        self.to += [v, u]
+        self.cap += [cap, 0]
+        self.cost += [cost, -cost]
+        self.head[u].append(e)
+        self.head[v].append(e + 1)
+        return e
+
+    def flow(self, e: int) -> int:
+        return self.cap[e ^ 1]
+
+    def augment(self, s: int, t: int) -> bool:
+        """Send one unit from ``s`` (a node no edge enters) to ``t`` along a cheapest path."""
+        to, cap, cost, pot, head = self.to, self.cap, self.cost, self.pot, self.head
+        # s has no residual edge in: a potential that keeps its edges' reduced costs >= 0
+        pot[s] = max((pot[to[e]] - cost[e] for e in head[s] if cap[e] > 0), default=0)
+        inf = _NONE
+        dist: dict[int, int] = {s: 0}
+        via: dict[int, int] = {}
+        done: set[int] = set()
+        heap = [(0, s)]
+        while heap:
+            d, u = heapq.heappop(heap)
+            if u in done:
+                continue
+            done.add(u)
+            if u == t:
+                break
+            base = d + pot[u]
+            for e in head[u]:
+                if cap[e] > 0:
+                    v = to[e]
+                    nd = base + cost[e] - pot[v]
+                    if nd < dist.get(v, inf):
+                        dist[v] = nd
+                        via[v] = e
+                        heapq.heappush(heap, (nd, v))
+        if t not in done:
+            return False
+        dt = dist[t]
+        for v in done:
+            pot[v] += min(dist[v], dt)
+        for v in range(len(pot)):
+            if v not in done:
+                pot[v] += dt
+        v = t
+        while v != s:
+            e = via[v]
+            cap[e] -= 1
+            cap[e ^ 1] += 1
+            v = to[e ^ 1]
+        return True
