@@ -48,12 +48,15 @@ from fractions import Fraction
 from typing import ClassVar
 
 from assignors.task.indexed import IndexedState, Rows, build_assignment, index_state
+from assignors.task.quality import moved_actives
 from assignors.task.quota import balanced_fill
 from assignors.task.rack_aware import (
     STATEFUL_NON_OVERLAP_COST,
     STATEFUL_TRAFFIC_COST,
     STATELESS_NON_OVERLAP_COST,
     STATELESS_TRAFFIC_COST,
+    RackView,
+    cross_rack_traffic,
     optimize_actives,
     rack_view,
 )
@@ -71,6 +74,20 @@ class HighAvailabilityTaskAssignor:
 
     def assign(self, state: ApplicationState) -> TaskAssignment:
         ix = index_state(state)
+        racks = rack_view(state, ix)
+        if racks is None:
+            return self._assign(state, ix, None, trade=False)
+        # KIP-925: with processes trading which carries the one more stateful task, and
+        # keeping every count (as Kafka Streams); the one reading less across racks, then
+        # moving fewer actives, wins (the stateless tasks' traffic depends on the counts left)
+        return min(
+            (self._assign(state, ix, racks, trade=trade) for trade in (True, False)),
+            key=lambda a: (cross_rack_traffic(state, a), moved_actives(state, a)),
+        )
+
+    def _assign(
+        self, state: ApplicationState, ix: IndexedState, racks: RackView | None, *, trade: bool
+    ) -> TaskAssignment:
         configs = state.configs
         nt = ix.num_tasks
         stateful = [i for i in range(nt) if ix.stateful[i]]
@@ -78,7 +95,6 @@ class HighAvailabilityTaskAssignor:
         # Per task, the processes reporting a lag, best rank first; caught up: rank <= 0.
         ranked = _ranked(ix, configs.acceptable_recovery_lag)
         destination, counts = _destinations(ix, ranked, stateful)  # step 1
-        racks = rack_view(state, ix)
         if racks is not None:  # KIP-925: the least cross-rack traffic, counts kept
             optimize_actives(
                 racks,
@@ -89,6 +105,7 @@ class HighAvailabilityTaskAssignor:
                 non_overlap_cost=_or(
                     configs.rack_aware_assignment_non_overlap_cost, STATEFUL_NON_OVERLAP_COST
                 ),
+                trade=trade,
             )
             counts = [0] * ix.num_processes  # the counts' owners may have traded the one more
             for i in stateful:

@@ -108,15 +108,17 @@ def optimize_actives(
     *,
     traffic_cost: int,
     non_overlap_cost: int,
+    trade: bool = True,
 ) -> None:
     """Move ``tasks`` (each owned: ``owner[i] >= 0``) between processes to the least cost
     (module docstring); ``owner`` is updated in place. Each process keeps its count of them,
     except that processes of the same capacity (``capacity``: threads per process) whose loads
     (these tasks plus the others ``owner`` gives them) differ by one may trade which of them
-    carries the one more: the loads stay the same multiset, so the balance is unchanged."""
+    carries the one more: the loads stay the same multiset, so the balance is unchanged
+    (``trade=False``: every count kept, as Kafka Streams does)."""
     if not tasks:
         return
-    room = _room(tasks, owner, capacity)
+    room = _room(tasks, owner, capacity) if trade else [(c, c) for c in _counts(tasks, owner, len(capacity))]
     if view.balance_subtopology or any(hi > lo for lo, hi in room):
         _network(view, tasks, owner, room, capacity, cost=(traffic_cost, non_overlap_cost))
         return
@@ -138,6 +140,13 @@ def optimize_actives(
     for r, comers in arriving.items():
         for i, p in zip(sorted(comers), sorted(freed[r]), strict=True):
             owner[i] = p
+
+
+def _counts(tasks: Sequence[int], owner: list[int], num_processes: int) -> list[int]:
+    count = [0] * num_processes
+    for i in tasks:
+        count[owner[i]] += 1
+    return count
 
 
 def _room(tasks: Sequence[int], owner: list[int], capacity: Sequence[int]) -> list[tuple[int, int]]:
