@@ -23,6 +23,7 @@ __all__ = [
     "CONFIG_BOUNDS",
     "INT32_MAX",
     "INT64_MAX",
+    "RACK_AWARE_STRATEGIES",
     "RUNNING_LAG",
     "ApplicationState",
     "AssignmentConfigs",
@@ -71,6 +72,12 @@ def _shown(value: object) -> str:
     return "None" if value is None else f"{type(value).__name__} {reprlib.repr(value)}"
 
 
+#: Kafka Streams' ``rack.aware.assignment.strategy`` values (KIP-925): ``none`` (off),
+#: ``min_traffic`` (least cross-rack traffic, then least movement) and ``balance_subtopology``
+#: (the same, keeping each subtopology's tasks spread over the processes).
+RACK_AWARE_STRATEGIES: tuple[str, ...] = ("none", "min_traffic", "balance_subtopology")
+
+
 class AssignmentError(enum.Enum):
     """KIP-924's verdict on a task assignment (``TaskAssignor.AssignmentError``)."""
 
@@ -92,6 +99,15 @@ class AssignmentConfigs:
     probing_rebalance_interval_ms: int = 600_000
     #: Client tag keys across which standbys are spread (Kafka's rack.aware.assignment.tags).
     rack_aware_assignment_tags: tuple[str, ...] = ()
+    #: KIP-925: how actives are placed against the racks of their input partitions' replicas
+    #: (:data:`RACK_AWARE_STRATEGIES`); needs every process's rack and
+    #: :attr:`ApplicationState.partition_racks`.
+    rack_aware_assignment_strategy: str = "none"
+    #: KIP-925's cost of one input partition read from another rack, and of a task placed off the
+    #: process the balanced assignment gave it; ``None``: Kafka Streams' defaults (10 and 1 for
+    #: stateful tasks; stateless ones always weigh 1 and 0).
+    rack_aware_assignment_traffic_cost: int | None = None
+    rack_aware_assignment_non_overlap_cost: int | None = None
 
     def __post_init__(self) -> None:
         for name, (low, high) in CONFIG_BOUNDS.items():
@@ -116,6 +132,17 @@ class AssignmentConfigs:
         if len(set(tags)) != len(tags):
             raise AssignorInputError(f"rack_aware_assignment_tags lists a tag twice: {list(tags)}")
         object.__setattr__(self, "rack_aware_assignment_tags", tags)
+        if self.rack_aware_assignment_strategy not in RACK_AWARE_STRATEGIES:
+            raise AssignorInputError(
+                f"rack_aware_assignment_strategy must be one of {list(RACK_AWARE_STRATEGIES)}, "
+                f"got {_shown(self.rack_aware_assignment_strategy)}"
+            )
+        for name in ("rack_aware_assignment_traffic_cost", "rack_aware_assignment_non_overlap_cost"):
+            cost = getattr(self, name)
+            if cost is not None and (not _is_int(cost) or not 0 <= cost <= INT32_MAX):
+                raise AssignorInputError(
+                    f"{name} must be None or an int from 0 to {INT32_MAX}, got {_shown(cost)}"
+                )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,13 +225,16 @@ class ApplicationState:
     """Everything a task assignor sees (KIP-924 ``ApplicationState``).
 
     ``now_ms`` is the leader's clock at assignment time, injected so that assignors stay
-    pure: follow-up rebalance deadlines are computed from it.
+    pure: follow-up rebalance deadlines are computed from it. ``partition_racks``: the racks of
+    each input partition's replicas (the cluster metadata's brokers' racks), what KIP-925's
+    rack-aware active placement weighs; empty when unknown.
     """
 
     tasks: Mapping[TaskId, TaskSpec]
     clients: Mapping[ProcessId, ClientState]
     configs: AssignmentConfigs = AssignmentConfigs()
     now_ms: int = 0
+    partition_racks: Mapping[TopicPartition, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.configs, AssignmentConfigs):
@@ -213,6 +243,14 @@ class ApplicationState:
             raise AssignorInputError(f"now_ms must be an int, got {_shown(self.now_ms)}")
         object.__setattr__(self, "tasks", MappingProxyType(dict(self.tasks)))
         object.__setattr__(self, "clients", MappingProxyType(dict(self.clients)))
+        racks: dict[TopicPartition, frozenset[str]] = {}
+        for tp, replicas in self.partition_racks.items():
+            if isinstance(replicas, str | bytes) or not all(isinstance(r, str) for r in replicas):
+                raise AssignorInputError(
+                    f"the racks of partition {tp} must be strings, got {_shown(replicas)}"
+                )
+            racks[tp] = frozenset(replicas)
+        object.__setattr__(self, "partition_racks", MappingProxyType(racks))
         for key, spec in self.tasks.items():
             if key != spec.id:
                 raise AssignorInputError(f"task key {key} does not match its spec id {spec.id}")
@@ -234,6 +272,7 @@ class ApplicationState:
         clients: Iterable[ClientState],
         configs: AssignmentConfigs | None = None,
         now_ms: int = 0,
+        partition_racks: Mapping[TopicPartition, Iterable[str]] | None = None,
     ) -> ApplicationState:
         """Build from sequences; duplicate task or process ids are an :class:`AssignorInputError`."""
         task_map: dict[TaskId, TaskSpec] = {}
@@ -246,11 +285,19 @@ class ApplicationState:
             if client.process_id in client_map:
                 raise AssignorInputError(f"process id {client.process_id} is listed twice")
             client_map[client.process_id] = client
+        racks: dict[TopicPartition, frozenset[str]] = {}
+        for tp, replicas in (partition_racks or {}).items():
+            if isinstance(replicas, str | bytes):
+                raise AssignorInputError(
+                    f"the racks of partition {tp} must be a set of strings, got {replicas!r}"
+                )
+            racks[tp] = frozenset(replicas)
         return cls(
             tasks=task_map,
             clients=client_map,
             configs=configs or AssignmentConfigs(),
             now_ms=now_ms,
+            partition_racks=racks,
         )
 
     def sorted_task_ids(self) -> list[TaskId]:

@@ -18,6 +18,7 @@ A scenario is what ``streamtasks assign`` reads. It turns into an
         rack: eu-1a
         previous_active: ["1_0"]
         lags: {"1_1": 120}
+    partition_racks: {text-lines: [[eu-1a, eu-1b], [eu-1b, eu-1c], ...]}   # optional, KIP-925
 
 A process's ``id`` may be a UUID; without one a stable UUID is derived from its name. Tasks a
 process ran as active and gives no lag for are taken as running (lag ``running``).
@@ -43,7 +44,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -62,6 +63,7 @@ from assignors import RUNNING_LAG, ApplicationState, AssignmentConfigs, ClientSt
 from assignors.types import CONFIG_BOUNDS, INT32_MAX, INT64_MAX
 from streamtasks.errors import ConfigError, StreamTasksError
 from topology import RepartitionTopic, StateStore, Subtopology, TaskId, Topology
+from topology.ids import TopicPartition
 
 __all__ = ["EXAMPLES_DIR", "Scenario", "example_scenarios", "load_scenario", "parse_scenario"]
 
@@ -141,6 +143,9 @@ class _Configs(_Model):
     max_warmup_replicas: int = _config("max_warmup_replicas")
     probing_rebalance_interval_ms: int = _config("probing_rebalance_interval_ms")
     rack_aware_assignment_tags: tuple[str, ...] = ()
+    rack_aware_assignment_strategy: Literal["none", "min_traffic", "balance_subtopology"] = "none"
+    rack_aware_assignment_traffic_cost: StrictInt | None = Field(default=None, ge=0, le=INT32_MAX)
+    rack_aware_assignment_non_overlap_cost: StrictInt | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class _Process(_Model):
@@ -162,6 +167,8 @@ class _Scenario(_Model):
     topology: _Topology
     configs: _Configs = _Configs()
     processes: list[_Process] = Field(min_length=1)
+    #: Per topic, per partition, the racks of its replicas (KIP-925's rack-aware placement).
+    partition_racks: dict[str, list[list[str]]] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,7 +360,12 @@ def _build(doc: _Scenario) -> Scenario:
                 task_lags=lags,
             )
         )
-    state = ApplicationState.build(tasks, clients, configs, now_ms=doc.now_ms)
+    racks_of = {
+        TopicPartition(topic, p): racks
+        for topic, per_partition in doc.partition_racks.items()
+        for p, racks in enumerate(per_partition)
+    }
+    state = ApplicationState.build(tasks, clients, configs, now_ms=doc.now_ms, partition_racks=racks_of)
     return Scenario(topology=topo, state=state, names=names, assignor=doc.assignor)
 
 

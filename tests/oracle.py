@@ -20,9 +20,11 @@ How streamtasks' inputs map to Kafka's:
   standby tasks, client tags, and a lag for every stateful task. A lag streamtasks does not
   know (the process has no state for the task: effectively infinite) is ``Long.MAX_VALUE``;
   :data:`~assignors.types.RUNNING_LAG` is Kafka's ``Task.LATEST_OFFSET``, the same ``-2``.
-* Racks are not passed: Kafka's assignor uses racks only through its rack-aware optimiser,
-  which needs the partitions' racks and is off (``rack.aware.assignment.strategy=none``, the
-  default). ``rack_aware_assignment_tags`` and client tags are passed (its tag-aware standbys).
+* Racks: each process's rack, and with a ``rack_aware_assignment_strategy`` other than
+  ``none`` (KIP-925) the strategy, its costs, each task's input partitions and the partitions'
+  replica racks (a ``Cluster`` with one broker per rack), so that Kafka's
+  ``RackAwareTaskAssignor`` optimises the actives. ``rack_aware_assignment_tags`` and client
+  tags are passed (its tag-aware standbys).
 * Kafka Streams returns warm-ups as standbys. A task's standbys beyond
   ``min(num_standby_replicas, processes - 1)`` are counted as its warm-ups.
 * A consumer is a ``Subscription`` with its topics, owned partitions and generation (consumer
@@ -132,6 +134,8 @@ class KafkaTaskResult:
     followup: bool
     warmups: int
     seconds: tuple[float, ...]
+    #: whether Kafka's RackAwareTaskAssignor could run (KIP-925: a strategy, racks everywhere)
+    rack_aware: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,6 +171,7 @@ def _task_request(state: ApplicationState) -> tuple[dict[str, Any], list[TaskId]
                 "id": str(pid),
                 "capacity": c.capacity,
                 "tags": dict(c.client_tags),
+                "rack": c.rack,
                 "active": sorted(index[t] for t in c.previous_active),
                 "standby": sorted(index[t] for t in c.previous_standby),
                 "lags": sorted(
@@ -185,10 +190,21 @@ def _task_request(state: ApplicationState) -> tuple[dict[str, Any], list[TaskId]
             "max_warmup_replicas": configs.max_warmup_replicas,
             "probing_rebalance_interval_ms": configs.probing_rebalance_interval_ms,
             "rack_aware_assignment_tags": list(configs.rack_aware_assignment_tags),
+            "rack_aware_assignment_strategy": configs.rack_aware_assignment_strategy,
+            "rack_aware_assignment_traffic_cost": configs.rack_aware_assignment_traffic_cost,
+            "rack_aware_assignment_non_overlap_cost": configs.rack_aware_assignment_non_overlap_cost,
         },
         "missing_lag": INT64_MAX,
         "clients": clients,
     }
+    if configs.rack_aware_assignment_strategy != "none":
+        # KIP-925: each task's input partitions and their replicas' racks (Kafka's Cluster)
+        request["sources"] = [
+            [[tp.topic, tp.partition] for tp in state.tasks[t].source_partitions] for t in tasks
+        ]
+        request["partition_racks"] = [
+            [tp.topic, tp.partition, sorted(racks)] for tp, racks in sorted(state.partition_racks.items())
+        ]
     return request, tasks
 
 
@@ -230,6 +246,7 @@ def _task_result(state: ApplicationState, tasks: list[TaskId], answer: Mapping[s
         followup=bool(answer["followup"]),
         warmups=sum(max(0, n - wanted) for n in copies.values()),
         seconds=tuple(ns / 1e9 for ns in answer["assign_ns"]),
+        rack_aware=bool(answer.get("rack_aware", False)),
     )
 
 

@@ -5,7 +5,9 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
 
 1. computes the *destination* of every stateful active: balanced per thread and sticky
    (:func:`~assignors.task.quota.balanced_fill`: previous owner, then caught-up processes and
-   previous standbys, then round-robin);
+   previous standbys, then round-robin); with ``rack_aware_assignment_strategy`` set (KIP-925),
+   moves destinations between processes, each keeping its count, to the least cross-rack
+   traffic (:mod:`assignors.task.rack_aware`; stateless actives too, after step 3);
 2. keeps each stateful active whose destination is not caught up, while some other process is,
    on a caught-up process (least loaded; the one running it wins a tie; tasks with the fewest
    caught-up processes first, as Kafka orders its movements) -- a pending *movement* --
@@ -46,7 +48,18 @@ from fractions import Fraction
 from typing import ClassVar
 
 from assignors.task.indexed import IndexedState, Rows, build_assignment, index_state
+from assignors.task.quality import moved_actives
 from assignors.task.quota import balanced_fill
+from assignors.task.rack_aware import (
+    STATEFUL_NON_OVERLAP_COST,
+    STATEFUL_TRAFFIC_COST,
+    STATELESS_NON_OVERLAP_COST,
+    STATELESS_TRAFFIC_COST,
+    RackView,
+    cross_rack_traffic,
+    optimize_actives,
+    rack_view,
+)
 from assignors.task.standby import place_standbys, signatures_for
 from assignors.task.swaps import NO_LAG, RUNNING_RANK, Hop, Ranked, SwapPartners
 from assignors.types import RUNNING_LAG, ApplicationState, TaskAssignment
@@ -61,6 +74,20 @@ class HighAvailabilityTaskAssignor:
 
     def assign(self, state: ApplicationState) -> TaskAssignment:
         ix = index_state(state)
+        racks = rack_view(state, ix)
+        if racks is None:
+            return self._assign(state, ix, None, trade=False)
+        # KIP-925: with processes trading which carries the one more stateful task, and
+        # keeping every count (as Kafka Streams); the one reading less across racks, then
+        # moving fewer actives, wins (the stateless tasks' traffic depends on the counts left)
+        return min(
+            (self._assign(state, ix, racks, trade=trade) for trade in (True, False)),
+            key=lambda a: (cross_rack_traffic(state, a), moved_actives(state, a)),
+        )
+
+    def _assign(
+        self, state: ApplicationState, ix: IndexedState, racks: RackView | None, *, trade: bool
+    ) -> TaskAssignment:
         configs = state.configs
         nt = ix.num_tasks
         stateful = [i for i in range(nt) if ix.stateful[i]]
@@ -68,12 +95,36 @@ class HighAvailabilityTaskAssignor:
         # Per task, the processes reporting a lag, best rank first; caught up: rank <= 0.
         ranked = _ranked(ix, configs.acceptable_recovery_lag)
         destination, counts = _destinations(ix, ranked, stateful)  # step 1
+        if racks is not None:  # KIP-925: the least cross-rack traffic, counts kept
+            optimize_actives(
+                racks,
+                stateful,
+                destination,
+                ix.capacity,
+                traffic_cost=_or(configs.rack_aware_assignment_traffic_cost, STATEFUL_TRAFFIC_COST),
+                non_overlap_cost=_or(
+                    configs.rack_aware_assignment_non_overlap_cost, STATEFUL_NON_OVERLAP_COST
+                ),
+                trade=trade,
+            )
+            counts = [0] * ix.num_processes  # the counts' owners may have traded the one more
+            for i in stateful:
+                counts[destination[i]] += 1
         pins = _Pins(ix, ranked, stateful, destination, counts)  # step 2
         for caught, i in _to_pin(ranked, stateful, destination):
             pins.pin(caught, i)
         pins.repair()
         owner, moving = pins.owner, pins.moving
         balanced_fill(stateless, ix.capacity, counts, owner, sticky=ix.prev_active)  # step 3
+        if racks is not None:
+            optimize_actives(
+                racks,
+                stateless,
+                owner,
+                ix.capacity,
+                traffic_cost=STATELESS_TRAFFIC_COST,
+                non_overlap_cost=STATELESS_NON_OVERLAP_COST,
+            )
         # Warm-ups go, in this order, to the movements' destinations: warm-ups under way first
         # (least lag), then tasks with the fewest caught-up processes (step 4).
         order = sorted(moving, key=lambda t: (_lag_on(ix, t, moving[t]), pins.caught_count[t], t))
@@ -92,6 +143,10 @@ class HighAvailabilityTaskAssignor:
         warmups = _warmups(order, moving, slots, k, configs.max_warmup_replicas)
         followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
         return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _destinations(ix: IndexedState, ranked: Ranked, stateful: list[int]) -> tuple[list[int], list[int]]:

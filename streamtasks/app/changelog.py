@@ -17,6 +17,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
+from streamtasks.app.racks import cluster_partition_racks
 from streamtasks.app.task import StreamTask
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.aio import AioTopicPartition, from_aio, to_aio
@@ -144,6 +145,15 @@ class ChangelogReader:
             if fresh:
                 applied += task.apply_changelog(tp, fresh, records[-1].offset + 1)
         return applied
+
+    async def partition_racks(self, topics: Iterable[str]) -> dict[TopicPartition, frozenset[str]]:
+        """The racks of the replicas of ``topics``' partitions, from the end-offset reader's
+        cluster metadata (the topics are added to what it tracks, which refreshes it once)."""
+        client = self._probe._client  # aiokafka has no public accessor of its cluster metadata
+        wanted = sorted(set(topics))
+        for topic in wanted:
+            await client.add_topic(topic)
+        return cluster_partition_racks(client.cluster, wanted)
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log end offset (high watermark) of every partition.

@@ -81,6 +81,18 @@ class AppConfig(SecuritySettings):
     #: Client tag keys across which the assignor spreads standbys (Kafka Streams'
     #: ``rack.aware.assignment.tags``); empty: spread across ``client_rack`` when racks are set.
     rack_aware_assignment_tags: tuple[str, ...] = Field(default=(), alias="rack.aware.assignment.tags")
+    #: KIP-925: place actives where their input partitions have replicas (``min_traffic`` or
+    #: ``balance_subtopology``; needs ``client.rack`` on every process and brokers' racks).
+    rack_aware_assignment_strategy: Literal["none", "min_traffic", "balance_subtopology"] = Field(
+        default="none", alias="rack.aware.assignment.strategy"
+    )
+    #: KIP-925's weights (None: Kafka Streams' defaults, 10 and 1).
+    rack_aware_assignment_traffic_cost: int | None = Field(
+        default=None, alias="rack.aware.assignment.traffic_cost", ge=0, le=2**31 - 1
+    )
+    rack_aware_assignment_non_overlap_cost: int | None = Field(
+        default=None, alias="rack.aware.assignment.non_overlap_cost", ge=0, le=2**31 - 1
+    )
     #: ``host:port`` of this process's interactive-query HTTP server (Kafka Streams'
     #: ``application.server``): carried in the group metadata so that other processes route a
     #: key's query here (:mod:`streamtasks.app.queries`); None: no server, local reads only.

@@ -50,6 +50,7 @@ class Restorer:
         *,
         topics: Iterable[str],
         emit: Callable[[AppEvent], None],
+        read_racks: bool = False,
     ) -> None:
         self._reader = reader
         self._tasks = tasks
@@ -59,6 +60,10 @@ class Restorer:
         self._emit = emit
         #: Changelog end offsets as last listed (:meth:`read_lags`), for the leader's lags.
         self._ends: Mapping[TopicPartition, int] = MappingProxyType({})
+        #: KIP-925: the replica racks of the topics' partitions, refreshed with the end offsets
+        #: when ``read_racks`` (a rack-aware assignment strategy is set).
+        self._read_racks = read_racks
+        self._racks: Mapping[TopicPartition, frozenset[str]] = MappingProxyType({})
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -87,9 +92,16 @@ class Restorer:
         return await self._reader.end_offsets(partitions)
 
     async def refresh_end_offsets(self) -> Mapping[TopicPartition, int]:
-        """List the end offset of every changelog partition of the topology and keep them."""
+        """List the end offset of every changelog partition of the topology and keep them
+        (and, with ``read_racks``, the replica racks of the input partitions)."""
         self.remember_end_offsets(await self._reader.end_offsets(self._tasks.all_changelog_partitions()))
+        if self._read_racks:
+            self._racks = MappingProxyType(await self._reader.partition_racks(self._topics))
         return self._ends
+
+    def cached_partition_racks(self) -> Mapping[TopicPartition, frozenset[str]]:
+        """The input partitions' replica racks as last read (what the leader's assignor weighs)."""
+        return self._racks
 
     async def read_lags(self) -> dict[TaskId, int]:
         """Refresh the end offsets (:meth:`refresh_end_offsets`), then the lag of every standby

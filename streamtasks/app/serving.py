@@ -120,8 +120,12 @@ def streams_assignor(
             max_warmup_replicas=cfg.max_warmup_replicas,
             probing_rebalance_interval_ms=cfg.probing_rebalance_interval_ms,
             rack_aware_assignment_tags=cfg.rack_aware_assignment_tags,
+            rack_aware_assignment_strategy=cfg.rack_aware_assignment_strategy,
+            rack_aware_assignment_traffic_cost=cfg.rack_aware_assignment_traffic_cost,
+            rack_aware_assignment_non_overlap_cost=cfg.rack_aware_assignment_non_overlap_cost,
         ),
         end_offsets=restorer.cached_end_offsets,
+        partition_racks=restorer.cached_partition_racks,
         now_ms=wall_ms,
         process_id=process_id,
         task_offset_sums=tasks.offset_sums,
@@ -139,4 +143,10 @@ def changelog_restorer(
     """Changelog reading, restore progress, end offsets (the leader's lags) and lag reads."""
     settings = cfg.client_settings()
     reader = ChangelogReader(settings, client_id=cfg.client_id, isolation_level=cfg.isolation_level)
-    return Restorer(reader, tasks, topics=topology.subscribed_topics(), emit=emit)
+    return Restorer(
+        reader,
+        tasks,
+        topics=topology.subscribed_topics(),
+        emit=emit,
+        read_racks=cfg.rack_aware_assignment_strategy != "none",
+    )

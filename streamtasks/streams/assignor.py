@@ -102,6 +102,8 @@ class StreamsPartitionAssignor:
 
     ``end_offsets``: the latest known end offsets of the changelog partitions (the runtime
     refreshes them); ``now_ms``: the leader's clock. Both are called once per :meth:`assign`.
+    ``partition_racks``: the input partitions' replica racks (KIP-925's rack-aware placement),
+    used when the group's own metadata carries none.
 
     What this process writes in its subscription (:meth:`subscription_user_data`, called for
     every JoinGroup): ``process_id`` and ``task_offset_sums`` (called then), ``rack``,
@@ -130,6 +132,7 @@ class StreamsPartitionAssignor:
         endpoint: str | None = None,
         metadata_version: int | None = None,
         latest_version: int = LATEST_VERSION,
+        partition_racks: Callable[[], Mapping[TopicPartition, frozenset[str]]] | None = None,
     ) -> None:
         if not MIN_SUPPORTED_VERSION <= latest_version <= LATEST_VERSION:
             raise ConfigError(
@@ -155,6 +158,7 @@ class StreamsPartitionAssignor:
         self._task_assignor = task_assignor
         self._configs = configs
         self._end_offsets = end_offsets
+        self._partition_racks = partition_racks
         self._now_ms = now_ms
         self._fingerprint = topology.fingerprint()
         self._tables = LastTaskTable(topology)
@@ -315,7 +319,8 @@ class StreamsPartitionAssignor:
             return out.everyone_empty(AssignorErrorCode.INCOMPLETE_SOURCE_TOPIC_METADATA)
         self._check_peers(decoded, group, sources, problems)
         view = build_view(group, decoded.infos, table, self._end_offsets(), problems)
-        assignment = self._run_task_assignor(table.specs, view, self._now_ms(), problems)
+        racks = group.partition_racks or (self._partition_racks() if self._partition_racks else {})
+        assignment = self._run_task_assignor(table.specs, view, self._now_ms(), problems, racks)
         by_id = table.by_id
         planned = spread_over_members(view, assignment)
         final, withheld = withhold_moving(planned, view, by_id, members) if withhold else (planned, False)
@@ -345,12 +350,19 @@ class StreamsPartitionAssignor:
                 )
 
     def _run_task_assignor(
-        self, specs: Sequence[TaskSpec], view: GroupView, now_ms: int, problems: list[str]
+        self,
+        specs: Sequence[TaskSpec],
+        view: GroupView,
+        now_ms: int,
+        problems: list[str],
+        partition_racks: Mapping[TopicPartition, frozenset[str]],
     ) -> TaskAssignment:
         """The task assignor's answer, or every process keeping its previous actives."""
         name = getattr(self._task_assignor, "name", type(self._task_assignor).__name__)
         try:
-            state = ApplicationState.build(specs, view.clients, self._configs, now_ms=now_ms)
+            state = ApplicationState.build(
+                specs, view.clients, self._configs, now_ms=now_ms, partition_racks=partition_racks
+            )
             result = self._task_assignor.assign(state)
             if not isinstance(result, TaskAssignment):
                 verdict = f"returned {type(result).__name__}, not a TaskAssignment"

@@ -32,7 +32,11 @@ INT_FIELDS = sorted(CONFIG_BOUNDS)
 
 
 def test_every_int_field_has_bounds() -> None:
-    ints = {f.name for f in dataclasses.fields(AssignmentConfigs) if f.name != "rack_aware_assignment_tags"}
+    ints = {
+        f.name
+        for f in dataclasses.fields(AssignmentConfigs)
+        if not f.name.startswith("rack_aware_assignment_")
+    }
     assert set(CONFIG_BOUNDS) == ints
     assert CONFIG_BOUNDS == {
         "num_standby_replicas": (0, INT32_MAX),

@@ -530,3 +530,27 @@ def test_the_process_id_and_offset_sums_come_from_what_the_assignor_was_given() 
     sums[task("1_1")] = 9  # read again at the next JoinGroup
     again = decode_subscription_info(subscription_user_data(a, topics=("t",), previous=(), generation=4))
     assert dict(again.task_offset_sums) == sums
+
+
+def test_the_leader_hands_the_partitions_racks_to_the_task_assignor() -> None:
+    """KIP-925: the racks the runtime read from the cluster metadata reach the task assignor."""
+    seen: list[ApplicationState] = []
+
+    class Spy:
+        name: ClassVar[str] = "spy"
+
+        def assign(self, state: ApplicationState) -> TaskAssignment:
+            seen.append(state)
+            return HighAvailabilityTaskAssignor().assign(state)
+
+    racks = {TopicPartition("text", 0): frozenset({"eu-1a"})}
+    a = StreamsPartitionAssignor(
+        wordcount(),
+        task_assignor=Spy(),
+        configs=AssignmentConfigs(rack_aware_assignment_strategy="min_traffic"),
+        end_offsets=dict,
+        now_ms=lambda: NOW,
+        partition_racks=lambda: racks,
+    )
+    run([member("a", pid(1), of=a)], a)
+    assert [dict(s.partition_racks) for s in seen] == [racks]

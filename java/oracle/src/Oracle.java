@@ -14,18 +14,29 @@
  *   {"kind": "task", "tasks": [[subtopology, partition, stateful], ...],
  *    "configs": {"num_standby_replicas": 1, "acceptable_recovery_lag": 10000,
  *                "max_warmup_replicas": 2, "probing_rebalance_interval_ms": 600000,
- *                "rack_aware_assignment_tags": ["zone"]},
+ *                "rack_aware_assignment_tags": ["zone"],
+ *                "rack_aware_assignment_strategy": "min_traffic",
+ *                "rack_aware_assignment_traffic_cost": null, "rack_aware_assignment_non_overlap_cost": null},
  *    "missing_lag": 9223372036854775807,
- *    "clients": [{"id": "<uuid>", "capacity": 2, "tags": {"zone": "a"},
+ *    "sources": [[["topic", partition], ...], ...],            (per task; with a strategy only)
+ *    "partition_racks": [["topic", partition, ["rack", ...]], ...],            (the same)
+ *    "clients": [{"id": "<uuid>", "capacity": 2, "tags": {"zone": "a"}, "rack": "r1",
  *                 "active": [task index, ...], "standby": [task index, ...],
  *                 "lags": [[task index, lag], ...]}, ...]}
  *   -> {"clients": [{"id": "<uuid>", "active": [task index, ...], "standby": [...]}, ...],
- *       "followup": true, "assign_ns": [...]}
+ *       "followup": true, "rack_aware": false, "assign_ns": [...]}
+ *   ("rack_aware": whether the RackAwareTaskAssignor could run: racks everywhere, a strategy)
  *
  * Kafka Streams knows a lag for every stateful task on every client (ClientState.computeTaskLags
  * fills the tasks a client has no offset sum for with the task's whole end offset sum), so each
  * client gets a full TreeMap of lags: "lags" and, for the other stateful tasks, "missing_lag".
  * Warm-ups are standbys in Kafka Streams' answer (its assign() tracks them only inside).
+ *
+ * With a rack-aware strategy (KIP-925) the RackAwareTaskAssignor gets a Cluster with one broker
+ * per rack named in "partition_racks", each partition's replicas on its racks' brokers, each
+ * task's input partitions, and each client's rack (as its one consumer's). Standby
+ * optimisation needs the changelogs' racks, described through an InternalTopicManager this
+ * harness does not have: rack-aware scenarios run without standbys.
  *
  * A "partition" scenario runs kafka-clients' CooperativeStickyAssignor:
  *
@@ -51,12 +62,16 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.Subscription;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.internals.AbstractStickyAssignor;
+import org.apache.kafka.common.Cluster;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.processor.TaskId;
 import org.apache.kafka.streams.processor.assignment.AssignmentConfigs;
 import org.apache.kafka.streams.processor.assignment.ProcessId;
+import org.apache.kafka.streams.processor.internals.TopologyMetadata.Subtopology;
 import org.apache.kafka.streams.processor.internals.assignment.ClientState;
 import org.apache.kafka.streams.processor.internals.assignment.HighAvailabilityTaskAssignor;
 import org.apache.kafka.streams.processor.internals.assignment.RackAwareTaskAssignor;
@@ -143,7 +158,12 @@ public final class Oracle {
         private final List<Map<TaskId, Long>> lags = new ArrayList<>();
         private final List<Map<String, String>> tags = new ArrayList<>();
         private final List<Integer> capacities = new ArrayList<>();
+        private final List<String> racks = new ArrayList<>();
+        private final Map<TaskId, Set<TopicPartition>> sources = new HashMap<>();
+        private final Map<Subtopology, Set<TaskId>> subtopologies = new HashMap<>();
         private final AssignmentConfigs configs;
+        private final String strategy;
+        private Cluster cluster = Cluster.empty();
 
         TaskScenario(final JsonNode scenario) {
             for (final JsonNode t : scenario.path("tasks")) {
@@ -158,20 +178,23 @@ public final class Oracle {
             final JsonNode c = scenario.path("configs");
             final List<String> tagKeys = new ArrayList<>();
             c.path("rack_aware_assignment_tags").forEach(k -> tagKeys.add(k.asText()));
+            strategy = c.path("rack_aware_assignment_strategy").asText(StreamsConfig.RACK_AWARE_ASSIGNMENT_STRATEGY_NONE);
             configs = new AssignmentConfigs(
                 c.path("acceptable_recovery_lag").asLong(10_000L),
                 c.path("max_warmup_replicas").asInt(2),
                 c.path("num_standby_replicas").asInt(0),
                 c.path("probing_rebalance_interval_ms").asLong(600_000L),
                 tagKeys,
-                OptionalInt.empty(),
-                OptionalInt.empty(),
-                StreamsConfig.RACK_AWARE_ASSIGNMENT_STRATEGY_NONE
+                optionalInt(c.path("rack_aware_assignment_traffic_cost")),
+                optionalInt(c.path("rack_aware_assignment_non_overlap_cost")),
+                strategy
             );
+            readRacks(scenario);
             final Long missing = scenario.path("missing_lag").asLong(Long.MAX_VALUE);
             for (final JsonNode client : scenario.path("clients")) {
                 ids.add(new ProcessId(UUID.fromString(client.path("id").asText())));
                 capacities.add(client.path("capacity").asInt(1));
+                racks.add(client.path("rack").isTextual() ? client.path("rack").asText() : null);
                 previousActive.add(taskSet(client.path("active")));
                 previousStandby.add(taskSet(client.path("standby")));
                 final Map<TaskId, Long> lag = new TreeMap<>();
@@ -209,10 +232,48 @@ public final class Oracle {
             return clients;
         }
 
-        private RackAwareTaskAssignor noRacks() {
-            // Strategy NONE: canEnableRackAwareAssignor() is false, the rack optimisation is off.
+        private static OptionalInt optionalInt(final JsonNode value) {
+            return value.isInt() ? OptionalInt.of(value.asInt()) : OptionalInt.empty();
+        }
+
+        /** KIP-925's inputs: the tasks' input partitions and a Cluster holding their racks. */
+        private void readRacks(final JsonNode scenario) {
+            final JsonNode perTask = scenario.path("sources");
+            for (int i = 0; i < perTask.size(); i++) {
+                final TaskId task = tasks.get(i);
+                final Set<TopicPartition> set = new HashSet<>();
+                perTask.get(i).forEach(tp -> set.add(new TopicPartition(tp.get(0).asText(), tp.get(1).asInt())));
+                sources.put(task, set);
+                subtopologies.computeIfAbsent(new Subtopology(task.subtopology(), null), k -> new HashSet<>()).add(task);
+            }
+            final Map<String, Node> brokers = new TreeMap<>();
+            final List<PartitionInfo> partitions = new ArrayList<>();
+            for (final JsonNode entry : scenario.path("partition_racks")) {
+                final List<Node> replicas = new ArrayList<>();
+                for (final JsonNode rack : entry.get(2)) {
+                    replicas.add(brokers.computeIfAbsent(rack.asText(),
+                        r -> new Node(brokers.size(), "broker-" + r, 9092, r)));
+                }
+                final Node[] nodes = replicas.toArray(new Node[0]);
+                partitions.add(new PartitionInfo(entry.get(0).asText(), entry.get(1).asInt(),
+                    nodes.length > 0 ? nodes[0] : null, nodes, nodes));
+            }
+            cluster = new Cluster("oracle", brokers.values(), partitions, Set.of(), Set.of());
+        }
+
+        private RackAwareTaskAssignor racks() {
+            if (StreamsConfig.RACK_AWARE_ASSIGNMENT_STRATEGY_NONE.equals(strategy)) {
+                // canEnableRackAwareAssignor() is false, the rack optimisation is off.
+                return new RackAwareTaskAssignor(
+                    null, Map.of(), Map.of(), Map.of(), Map.of(), null, configs, Time.SYSTEM
+                );
+            }
+            final Map<ProcessId, Map<String, Optional<String>>> consumers = new HashMap<>();
+            for (int i = 0; i < ids.size(); i++) {
+                consumers.put(ids.get(i), Map.of("consumer-" + i, Optional.ofNullable(racks.get(i))));
+            }
             return new RackAwareTaskAssignor(
-                null, Map.of(), Map.of(), Map.of(), Map.of(), null, configs, Time.SYSTEM
+                cluster, sources, Map.of(), subtopologies, consumers, null, configs, Time.SYSTEM
             );
         }
 
@@ -220,13 +281,15 @@ public final class Oracle {
             final long[] times = new long[repeat];
             Map<ProcessId, ClientState> clients = null;
             boolean followup = false;
+            boolean rackAware = false;
             for (int r = -warmup; r < repeat; r++) {
                 clients = clients();
                 final HighAvailabilityTaskAssignor assignor = new HighAvailabilityTaskAssignor();
-                final RackAwareTaskAssignor racks = noRacks();
+                final RackAwareTaskAssignor racks = racks();
                 final long start = System.nanoTime();
                 followup = assignor.assign(clients, allTasks, statefulTasks, racks, configs);
                 final long took = System.nanoTime() - start;
+                rackAware = racks.canEnableRackAwareAssignor();
                 if (r >= 0) {
                     times[r] = took;
                 }
@@ -243,6 +306,7 @@ public final class Oracle {
             }
             json.writeEndArray();
             json.writeBooleanField("followup", followup);
+            json.writeBooleanField("rack_aware", rackAware);
             writeTimes(json, times);
             json.writeEndObject();
         }
