@@ -56,7 +56,7 @@ def test_a_warm_up_that_catches_up_takes_its_active_task_at_once() -> None:
     assert len(a.active) == 2
     assert h.all_active() == ALL
     assert b.warmup == frozenset()
-    assert _epoch(h) == epoch + 1  # type: ignore[union-attr]
+    assert _epoch(h) == epoch + 1
 
 
 def test_a_caught_up_warm_up_bumps_the_epoch_once() -> None:
@@ -67,9 +67,9 @@ def test_a_caught_up_warm_up_bumps_the_epoch_once() -> None:
     epoch = _epoch(h)
     b.offsets = {t: 9_950 for t in b.warmup}
     h.beat(b)
-    assert _epoch(h) == epoch + 1  # type: ignore[union-attr]
+    assert _epoch(h) == epoch + 1
     h.beat(b)
-    assert _epoch(h) == epoch + 1  # type: ignore[union-attr]
+    assert _epoch(h) == epoch + 1
 
 
 def test_the_sticky_assignor_never_bumps_for_lags() -> None:
@@ -80,7 +80,7 @@ def test_the_sticky_assignor_never_bumps_for_lags() -> None:
     a.offsets = {t: 10_000 for t in ALL}
     a.end_offsets = {t: 10_000 for t in ALL}
     h.round(2)
-    assert _epoch(h) == epoch  # type: ignore[union-attr]
+    assert _epoch(h) == epoch
 
 
 def test_a_warm_up_still_behind_stays_one_over_probing_rebalances() -> None:
@@ -95,7 +95,7 @@ def test_a_warm_up_still_behind_stays_one_over_probing_rebalances() -> None:
     h.round()
     h.advance(probing - h.now)
     h.round(3)
-    assert _epoch(h) == epoch + 1  # type: ignore[union-attr]
+    assert _epoch(h) == epoch + 1
     assert a.active == ALL
     assert b.active == frozenset()
     assert len(b.warmup) == 2
