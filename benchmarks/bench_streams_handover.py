@@ -20,11 +20,13 @@ directory) joins. Until every task is active once and ``b`` runs half of them:
   gives the tasks up and ``b`` restores them before processing.
 
 Per moved task, the time it did not process: the longest gap between consecutive processing
-times of its input records (the audit records' timestamps, written as each record is
-processed) from ``b``'s start on, which spans the old owner's last processed record to the
-new owner's first. Also: changelog records ``b`` restored before processing a moved task
-(``RestoreCompleted``; under (a) the warm-up restored the rest beforehand), and the time from
-``b``'s start until it processed all of its tasks. Not part of ``make test``.
+times of its input records (the audit records' timestamps: the audit topic is created with
+LogAppendTime, so each is when the broker appended it, just after the record was processed; a
+sink's own timestamp would be the input record's) from ``b``'s start on, which spans the old
+owner's last processed record to the new owner's first. Also: changelog records ``b`` restored
+before processing a moved task (``RestoreCompleted``; under (a) the warm-up restored the rest
+beforehand), and the time from ``b``'s start until it processed all of its tasks. Not part of
+``make test``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ with project_imports():
 
     from streamtasks.drills.stateful_demo import DrillRun
     from streamtasks.embedded import cluster_from_env
-    from streamtasks.runtime.admin import create_topics_async
+    from streamtasks.runtime.admin import TopicSpec, create_topics_async
     from tests.server.support import FAST, ServerProcess
     from topology.names import changelog_topic
 
@@ -138,8 +140,18 @@ async def scenario(kind: str, bootstrap: str, args: argparse.Namespace) -> list[
     run.worker_args = ["--standbys", "0"]  # the App sets no standby count on Kafka's group either
     stop = asyncio.Event()
     try:
-        topics = {run.topic: args.partitions, run.audit_topic: 1}
-        topics |= {changelog_topic(run.app_id, s): args.partitions for s in ("counts", "latest")}
+        # The audit records carry the input record's timestamp (as a sink does); the broker's
+        # append time is when each input record was processed (give or take the linger).
+        topics = [
+            TopicSpec(name=run.topic, partitions=args.partitions),
+            TopicSpec(
+                name=run.audit_topic, partitions=1, configs={"message.timestamp.type": "LogAppendTime"}
+            ),
+            *(
+                TopicSpec(name=changelog_topic(run.app_id, s), partitions=args.partitions)
+                for s in ("counts", "latest")
+            ),
+        ]
         await create_topics_async(bootstrap, topics)
         filled = await fill_changelogs(bootstrap, run.app_id, args.keys)
         note(f"{kind}: {args.keys:,} keys written to each of the two changelogs in {filled:.1f} s")
