@@ -51,7 +51,7 @@ class Seen:
 def _active_everywhere(run: DrillRun, names: set[str]) -> bool:
     """Every task active on one of ``names``, and each of them holding a task (an active, a
     standby or a warm-up: high_availability keeps the actives where the state is caught up
-    and warms the newcomer up first, so "active on both" may take a probing rebalance)."""
+    and warms the newcomer up first; it takes its tasks when its lag report shows it caught up)."""
     owners = run.active_owner()
     return (
         len(owners) == PARTITIONS

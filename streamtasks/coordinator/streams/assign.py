@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from assignors.task.indexed import lag_rank
 from assignors.types import (
     INT64_MAX,
     RUNNING_LAG,
@@ -25,7 +26,7 @@ from streamtasks.coordinator.streams.records import NO_TASKS, TaskSet
 from streamtasks.membership.streams.records import Task
 from topology.ids import TaskId
 
-__all__ = ["MemberTarget", "TargetComputation", "compute_target", "process_uuid"]
+__all__ = ["MemberTarget", "TargetComputation", "caught_up_warmups", "compute_target", "process_uuid"]
 
 _NAMESPACE = uuid.UUID("5f0c6d3e-8f53-4a53-9a8e-5b2f3c1a7d10")
 
@@ -80,6 +81,26 @@ def _lags(group: StreamsGroup, tasks: frozenset[Task]) -> dict[str, dict[Task, i
             lag = min(max(0, top - o.offset), INT64_MAX)
             mine[task] = min(lag, mine.get(task, lag))
     return lags
+
+
+def caught_up_warmups(group: StreamsGroup, acceptable_recovery_lag: int) -> frozenset[tuple[str, Task]]:
+    """The (member, task) pairs whose warm-up is caught up: the member's process reports a lag
+    for the task that the assignor ranks as caught up (``lag_rank``: within
+    ``acceptable_recovery_lag``), the same lags and rule :func:`compute_target` hands the
+    assignor."""
+    warming = {
+        mid: current.warmup
+        for mid in group.members
+        if (current := group.current(mid)) is not None and current.warmup
+    }
+    if not warming:
+        return frozenset()
+    lags = _lags(group, frozenset().union(*warming.values()))
+    out: set[tuple[str, Task]] = set()
+    for mid, tasks in warming.items():
+        mine = lags.get(group.members[mid].process_id, {})
+        out.update((mid, t) for t in tasks if t in mine and lag_rank(mine[t], acceptable_recovery_lag) == 0)
+    return frozenset(out)
 
 
 def compute_target(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from streamtasks.coordinator.heartbeat import identity_problem
-from streamtasks.coordinator.streams.assign import compute_target
+from streamtasks.coordinator.streams.assign import caught_up_warmups, compute_target
 from streamtasks.coordinator.streams.configured import ConfiguredTopology, validate_topology
 from streamtasks.coordinator.streams.reconcile import reconcile
 from streamtasks.coordinator.streams.records import (
@@ -272,6 +272,20 @@ def _topology(w: StreamsWrite, r: Request, member: StreamsMemberRecord) -> Respo
 
 
 def _member_metadata(
+    w: StreamsWrite, r: Request, member: StreamsMemberRecord, client_id: str, client_host: str
+) -> None:
+    """Record what the member reported; a new group epoch when its placement changed, or when
+    its report brought one of its warm-ups within the acceptable recovery lag (the lag-triggered
+    hand-over: the target is computed now, not at the next probing rebalance)."""
+    reported = r.task_offsets is not None or r.task_end_offsets is not None
+    acceptable = w.config.acceptable_recovery_lag
+    was = caught_up_warmups(w.g, acceptable) if reported else frozenset()
+    _record_metadata(w, r, member, client_id, client_host)
+    if reported and caught_up_warmups(w.g, acceptable) - was:
+        w.bump()
+
+
+def _record_metadata(
     w: StreamsWrite, r: Request, member: StreamsMemberRecord, client_id: str, client_host: str
 ) -> None:
     joining = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
