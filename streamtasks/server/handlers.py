@@ -283,46 +283,54 @@ class Handlers:
             self.stats.classic += 1
             return await self._classic(header, body, client_host, access)
         if api == offset_api.OFFSET_COMMIT:
-            request = decode_kio_request(api, version, body)
-            if access is not None and not access.allows("group", str(request.group_id), "Read"):
-                return denials.denied_commit(request, version, cid)
-            records, response = offset_api.commit(
-                request,
-                version,
-                coordinator=self.coordinator,
-                store=self.offsets,
-                now_ms=self.clock(),
-                streams=self.streams.coordinator,
-            )
-            for record in records:
-                self.offsets.replay(record)
-            self.stats.commits += 1
-            await self._durable(records)
-            return encode_kio_response(response, cid)
+            return await self._offset_commit(version, body, cid, access)
         if api == offset_api.OFFSET_FETCH:
-            request = decode_kio_request(api, version, body)
-            denied: set[str] = set()
-            if access is not None and version < 8:
-                if not access.allows("group", str(request.group_id), "Read"):
-                    return denials.denied_offset_fetch(version, cid)
-            elif access is not None:
-                denied = {
-                    str(g.group_id)
-                    for g in request.groups
-                    if not access.allows("group", str(g.group_id), "Read")
-                }
-            response = offset_api.fetch(
-                request,
-                version,
-                coordinator=self.coordinator,
-                store=self.offsets,
-                streams=self.streams.coordinator,
-            )
-            response = denials.filter_offset_fetch(response, denied)
-            self.stats.fetches += 1
-            await self._durable(())
-            return encode_kio_response(response, cid)
+            return await self._offset_fetch(version, body, cid, access)
         return self._find_coordinator(header, body, access)
+
+    async def _offset_commit(self, version: int, body: bytes, cid: int, access: Access | None) -> bytes:
+        """OffsetCommit: the records written to the log, then the answer (Kafka's order)."""
+        api = offset_api.OFFSET_COMMIT
+        request = decode_kio_request(api, version, body)
+        if access is not None and not access.allows("group", str(request.group_id), "Read"):
+            return denials.denied_commit(request, version, cid)
+        records, response = offset_api.commit(
+            request,
+            version,
+            coordinator=self.coordinator,
+            store=self.offsets,
+            now_ms=self.clock(),
+            streams=self.streams.coordinator,
+        )
+        for record in records:
+            self.offsets.replay(record)
+        self.stats.commits += 1
+        await self._durable(records)
+        return encode_kio_response(response, cid)
+
+    async def _offset_fetch(self, version: int, body: bytes, cid: int, access: Access | None) -> bytes:
+        """OffsetFetch, answered once every earlier write is durable."""
+        api = offset_api.OFFSET_FETCH
+        request = decode_kio_request(api, version, body)
+        denied: set[str] = set()
+        if access is not None and version < 8:
+            if not access.allows("group", str(request.group_id), "Read"):
+                return denials.denied_offset_fetch(version, cid)
+        elif access is not None:
+            denied = {
+                str(g.group_id) for g in request.groups if not access.allows("group", str(g.group_id), "Read")
+            }
+        response = offset_api.fetch(
+            request,
+            version,
+            coordinator=self.coordinator,
+            store=self.offsets,
+            streams=self.streams.coordinator,
+        )
+        response = denials.filter_offset_fetch(response, denied)
+        self.stats.fetches += 1
+        await self._durable(())
+        return encode_kio_response(response, cid)
 
     async def _heartbeat(
         self, header: RequestHeader, body: bytes, client_host: str, access: Access | None

@@ -4,11 +4,10 @@ No IO and no clock: the driver passes ``now_ms`` to every call, executes the ret
 order and feeds back what happened as events. :class:`ClassicMember` is the one owner of the
 member's state (frozen records, :mod:`.records`) and the only code that assigns it; the
 per-phase logic is pure (:mod:`.phases`), legal transitions are in :mod:`.transitions`, error
-reactions in :mod:`.reactions`, the leader's step in :mod:`.leader`; ``docs/membership.md`` tells
-the whole story. Components it holds (composition) own the rest: the state, actions and requests
-in flight (``Kernel``, moved by trigger through :data:`.transitions.TABLE`), what it owns
-(``Holdings``), the commit before revoking (``CommitGate``), the coordinator link
-(``CoordinatorLink``), SyncGroup (``SyncApply``) and the leader's follow-up (:mod:`.followup`).
+reactions in :mod:`.reactions`, the leader's step in :mod:`.leader` (``docs/membership.md``).
+Components it holds own the rest: state, actions, requests in flight (``Kernel``, moved through
+:data:`.transitions.TABLE`), what it owns (``Holdings``), the commit before revoking
+(``CommitGate``), the link (``CoordinatorLink``), SyncGroup (``SyncApply``), the follow-up.
 """
 
 from __future__ import annotations
@@ -291,10 +290,8 @@ class ClassicMember:
         self._round = replace(self._round, join_sent=False)
         self._gate.close()
         owned = self._held.owned
-        if self._k.state in (S.JOINING, S.SYNCING):
-            # A JoinGroup / SyncGroup in flight was the coordinator's to answer, not a silence
-            # (phases.session_checked): the session rules watch the leave from now on.
-            self._link.change(hb_last_ok_ms=now_ms, session_ok_ms=now_ms)
+        if self._k.state in (S.JOINING, S.SYNCING):  # a join / sync in flight is no silence
+            self._link.change(hb_last_ok_ms=now_ms, session_ok_ms=now_ms)  # (session_checked)
         if owned and self._membership.generation >= 0 and self._membership.member_id:
             self._k.goto("leave: commit before revoking")
             self._start_gate(Purpose.LEAVE, owned, now_ms)
