@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 import uuid
 from typing import Any
@@ -27,8 +28,9 @@ WAIT_S = 90
 
 
 def _count(server: ServerProcess, what: str) -> int:
-    status = server.status()
-    return int(status.split(f"{what}=")[1].split()[0]) if f"{what}=" in status else 0
+    """The status line's ``what=N`` (the whole word: ``heartbeats`` is not ``streams_heartbeats``)."""
+    found = re.search(rf"(?<![\w]){re.escape(what)}=(\d+)", server.status())
+    return int(found.group(1)) if found else 0
 
 
 async def client_side_bounce(kafka: Cluster, server: ServerProcess) -> tuple[Audit, Any]:
