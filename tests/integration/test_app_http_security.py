@@ -17,7 +17,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiokafka import AIOKafkaProducer
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import SecretStr
@@ -27,7 +26,7 @@ from streamtasks.embedded import Cluster
 from streamtasks.embedded.certs import make_cert_kit
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.http_security import HttpSecurity
-from tests.integration.test_app_queries import WORDS, _until_all_right, free_port, make_app
+from tests.integration.test_app_queries import WORDS, _until_all_right, free_port, make_app, start_and_feed
 from tests.integration.test_metrics_live import sample
 from tests.runtime.test_otel import read
 
@@ -62,15 +61,7 @@ async def _scenario(bootstrap: str, tmp: Path) -> dict[str, Any]:
     reader = InMemoryMetricReader()
     assert apps[0].metrics_exporter is not None
     export_otel(apps[0].metrics_exporter, MeterProvider(metric_readers=[reader]))
-    for app in apps:
-        await app.start()
-    runners = [asyncio.create_task(app.run()) for app in apps]
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    for line in lines:
-        await producer.send(source, value=line.encode())
-    await producer.flush()
-    await producer.stop()
+    runners = await start_and_feed(apps, bootstrap, source, lines)
     out: dict[str, Any] = {"words": len(expected)}
     try:
         out["tally"] = await _until_all_right(apps, expected, 120)

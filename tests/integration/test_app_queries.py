@@ -79,6 +79,22 @@ def make_app(app_id: str, source: str, state_dir: Path, port: int, settings: dic
     )
 
 
+async def start_and_feed(
+    apps: list[App], bootstrap: str, source: str, lines: list[str]
+) -> list[asyncio.Task[None]]:
+    """Start and run every App, then write ``lines`` to ``source`` (acks=all); the run tasks."""
+    for app in apps:
+        await app.start()
+    runners = [asyncio.create_task(app.run()) for app in apps]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    for line in lines:
+        await producer.send(source, value=line.encode())
+    await producer.flush()
+    await producer.stop()
+    return runners
+
+
 async def _answers(apps: list[App], expected: dict[str, int]) -> collections.Counter[str]:
     """Ask every process for every word: ``right``, ``retryable`` (by reason) or ``wrong``."""
     tally: collections.Counter[str] = collections.Counter()
@@ -123,16 +139,7 @@ async def _scenario(
         expected = {w: int(w[1:]) for w in expected}
     ports = [free_port() for _ in range(3)]
     apps = [make_app(app_id, source, tmp / str(p), p, security) for p in ports]
-    for app in apps:
-        await app.start()
-    print("started", flush=True)
-    runners = [asyncio.create_task(app.run()) for app in apps]
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    for line in lines:
-        await producer.send(source, value=line.encode())
-    await producer.flush()
-    await producer.stop()
+    runners = await start_and_feed(apps, bootstrap, source, lines)
     out: dict[str, Any] = {"words": len(expected), "records": len(lines)}
     started = time.monotonic()
     try:
