@@ -475,6 +475,14 @@ def kafka_python_worker(
             # 5 minutes). Seen once in a clean-clone CI under load (docs/testing.md).
             metadata_max_age_ms=5000,
         )
+        # ...and a shorter age did not always save it (a second clean-clone run timed out the
+        # same way): it subscribes only once its own metadata names the topic's partitions.
+        deadline = time.monotonic() + 30
+        while not c.partitions_for_topic(topic):
+            if time.monotonic() > deadline:
+                c.close()
+                raise AssertionError(f"kafka-python never saw the partitions of {topic}")
+            time.sleep(0.1)
         c.subscribe([topic], listener=Listener())
         return c
 
