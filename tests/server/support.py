@@ -5,6 +5,7 @@ stderr collected line by line."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -97,3 +98,9 @@ class ServerProcess:
                 self.terminate()
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def status_count(server: ServerProcess, what: str) -> int:
+    """The status line's ``what=N`` (the whole word: ``heartbeats`` is not ``streams_heartbeats``)."""
+    found = re.search(rf"(?<![\w]){re.escape(what)}=(\d+)", server.status())
+    return int(found.group(1)) if found else 0

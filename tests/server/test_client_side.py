@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 import uuid
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from assignors.partition.range import RangeAssignor
 from streamtasks.embedded import Cluster
 from tests.integration.harness import Audit, SteadyProducer, StreamtasksWorker, stable, wait_until
-from tests.server.support import ServerProcess
+from tests.server.support import ServerProcess, status_count
 from tests.server.test_live import describe
 from topology import TopicPartition
 
@@ -25,12 +24,6 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
 WAIT_S = 90
-
-
-def _count(server: ServerProcess, what: str) -> int:
-    """The status line's ``what=N`` (the whole word: ``heartbeats`` is not ``streams_heartbeats``)."""
-    found = re.search(rf"(?<![\w]){re.escape(what)}=(\d+)", server.status())
-    return int(found.group(1)) if found else 0
 
 
 async def client_side_bounce(kafka: Cluster, server: ServerProcess) -> tuple[Audit, Any]:
@@ -86,7 +79,7 @@ def test_streamtasks_members_assign_client_side_through_the_server(kafka: Cluste
     try:
         audit, described = asyncio.run(client_side_bounce(kafka, server))
         time.sleep(1.5)  # one more status line
-        prepares, installs = _count(server, "prepares"), _count(server, "installs")
+        prepares, installs = status_count(server, "prepares"), status_count(server, "installs")
     finally:
         server.stop()
     assert audit.ledger.report(0).violations == (), audit.timeline()

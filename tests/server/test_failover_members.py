@@ -25,9 +25,8 @@ from assignors.partition.range import RangeAssignor
 from streamtasks.embedded import Cluster
 from streamtasks.protocol.consumer_group import DescribedGroup
 from tests.integration.harness import Audit, SteadyProducer, StreamtasksWorker, stable, wait_until
-from tests.server.support import ServerProcess
+from tests.server.support import ServerProcess, status_count
 from tests.server.test_classic_migration import stable_described
-from tests.server.test_client_side import _count
 from tests.server.test_live import PARTITIONS, describe, setup
 
 pytestmark = pytest.mark.integration
@@ -101,7 +100,7 @@ async def kill_and_restart(
         await wait_until(
             stable(audit, partitions, set(workers)), WAIT_S, "two members sharing the partitions"
         )
-        await wait_until(lambda: _count(server, "commits") > 0, WAIT_S, "commits on the server")
+        await wait_until(lambda: status_count(server, "commits") > 0, WAIT_S, "commits on the server")
         before = await stable_described(server, group)
         members_before = _ids_and_epochs(workers)
         history_before = len(audit.history)
@@ -120,7 +119,7 @@ async def kill_and_restart(
         members_after = _ids_and_epochs(workers)
         history_after = len(audit.history)
         # the status line of the new process: its counters started at 0
-        commits_after, heartbeats_after = _count(server, "commits"), _count(server, "heartbeats")
+        commits_after, heartbeats_after = status_count(server, "commits"), status_count(server, "heartbeats")
         await producer.stop()
         await wait_until(lambda: not audit.records.lost(), WAIT_S, "every record consumed")
     finally:

@@ -28,7 +28,7 @@ from tests.integration.harness import (
     stop_worker,
     wait_until,
 )
-from tests.server.support import ServerProcess
+from tests.server.support import ServerProcess, status_count
 from topology import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -134,7 +134,7 @@ async def kill_and_restart(kafka: Cluster, server: ServerProcess) -> tuple[Audit
         await asyncio.sleep(2)  # a few auto-commits
         before = await describe(server, group)
         facts["history_before"] = len(audit.history)
-        facts["commits_before"] = _commits(server)
+        facts["commits_before"] = status_count(server, "commits")
         await asyncio.to_thread(server.kill)
         await asyncio.sleep(2)  # members keep consuming what they own while the coordinator is gone
         await asyncio.to_thread(server.start)
@@ -143,7 +143,7 @@ async def kill_and_restart(kafka: Cluster, server: ServerProcess) -> tuple[Audit
         again = await describe(server, group)
         facts["before"], facts["after"], facts["again"] = before, after, again
         facts["history_after"] = len(audit.history)
-        facts["commits_after"] = _commits(server)
+        facts["commits_after"] = status_count(server, "commits")
         facts["replayed"] = next(line for line in reversed(server.lines) if "listening on" in line)
         await producer.stop()
         await wait_until(lambda: not audit.records.lost(), WAIT_S, "every record consumed")
@@ -152,11 +152,6 @@ async def kill_and_restart(kafka: Cluster, server: ServerProcess) -> tuple[Audit
             with contextlib.suppress(Exception):
                 await stop_worker(w)
     return audit, facts
-
-
-def _commits(server: ServerProcess) -> int:
-    status = server.status()
-    return int(status.split("commits=")[1].split()[0]) if "commits=" in status else 0
 
 
 def _members(group: DescribedGroup) -> dict[str, tuple[int, tuple[Any, ...]]]:
