@@ -51,7 +51,12 @@ from aiokafka import AIOKafkaProducer
 
 from assignors.partition.hooks import MemberAssignment
 from streamtasks.app.changelog import ChangelogReader
-from streamtasks.app.clients import create_internal_topics, partition_count, start_producer
+from streamtasks.app.clients import (
+    create_internal_topics,
+    partition_count,
+    require_transactional_commits,
+    start_producer,
+)
 from streamtasks.app.config import AppConfig, make_app_config
 from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
@@ -255,6 +260,8 @@ class App:
         self.directory.lock()
         self.process_id = self.directory.process_id()
         try:
+            if cfg.exactly_once:  # before any transaction: a coordinator without them fails here
+                await require_transactional_commits(cfg)
             await self._start_producer()
             await self.restorer.start()
             counts = await self._source_partition_counts()

@@ -16,10 +16,15 @@ from streamtasks.app.transactions import ExactlyOnce, transactional_id
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
+from streamtasks.runtime.connection import open_any
 from streamtasks.runtime.consumer import Consumer
+from streamtasks.runtime.consumer_driver import require_api
 from topology.model import Topology
 
-__all__ = ["create_internal_topics", "partition_count", "start_producer"]
+__all__ = ["create_internal_topics", "partition_count", "require_transactional_commits", "start_producer"]
+
+#: TxnOffsetCommit v3 (KIP-447: with the member's id and epoch), what exactly-once commits send.
+TXN_OFFSET_COMMIT_API_KEY, TXN_OFFSET_COMMIT_VERSION = 28, 3
 
 
 async def start_producer(
@@ -45,6 +50,30 @@ async def start_producer(
         producer, consumer, group_id=cfg.application_id, request_timeout_ms=cfg.request_timeout_ms
     )
     return producer, eos
+
+
+async def require_transactional_commits(cfg: AppConfig) -> None:
+    """Exactly-once: raise :class:`~streamtasks.errors.BrokerError` unless the bootstrap server
+    (where the App finds its group coordinator) serves TxnOffsetCommit v3. ``streamtasks
+    coordinator`` does not (it is not part of the backing cluster's transactions:
+    docs/coordinator.md, "Exactly-once"); without this check the App would start and abort every
+    transaction at its first commit."""
+    settings = cfg.client_settings()
+    conn = await open_any(settings, cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000)
+    try:
+        await require_api(
+            conn,
+            f"the group coordinator at {settings.bootstrap_servers}",
+            api_key=TXN_OFFSET_COMMIT_API_KEY,
+            version=TXN_OFFSET_COMMIT_VERSION,
+            what="TxnOffsetCommit",
+            hint="processing_guarantee='exactly_once_v2' commits the input offsets in the producer's "
+            "transaction through the group coordinator, and a streamtasks coordinator takes no part in "
+            'the backing cluster\'s transactions (docs/coordinator.md, "Exactly-once"); run the App '
+            "at_least_once there, or exactly-once with its group on the Kafka cluster itself",
+        )
+    finally:
+        await conn.close()
 
 
 async def partition_count(producer: AIOKafkaProducer, topic: str, kind: str) -> int:

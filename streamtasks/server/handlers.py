@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from streamtasks.coordinator import GroupCoordinator, Record, Result
+from streamtasks.coordinator.kinds import for_consumer_write
 from streamtasks.coordinator.parked import ParkJoin
 from streamtasks.coordinator.streams import StreamsGroupCoordinator
 from streamtasks.errors import DecodeError
@@ -380,10 +381,11 @@ class Handlers:
         now = self.clock()
         if api == classic_api.JOIN_GROUP:
             join = classic_api.join_request(request)
-            refusal = self._refusal(join.group_id)
+            refusal = self._refusal(join.group_id, classic_join=True)
             if refusal is not None:
                 refused = JoinGroupResponse(error=refusal[0], member_id=join.member_id)
                 return encode_kio_response(classic_api.join_response(refused, version), cid)
+            self.streams.convert_to_classic(join.group_id, now)
             self._poke_for_topics(join)
             joined = self.coordinator.join_group(
                 join,
@@ -427,12 +429,14 @@ class Handlers:
             _log_error("leave", member.member_id, leave.group_id, member.error)
         return encode_kio_response(classic_api.leave_response(gone, version), cid)
 
-    def _refusal(self, group_id: str) -> tuple[KafkaErrorCode, str] | None:
+    def _refusal(self, group_id: str, *, classic_join: bool = False) -> tuple[KafkaErrorCode, str] | None:
         """A consumer group's write refused before the coordinator sees it: the id is a streams
-        group's (Kafka: GROUP_ID_NOT_FOUND), or a new group beyond ``max_groups``."""
-        if group_id in self.streams.coordinator.groups:
-            return KafkaErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group"
-        if group_id not in self.coordinator.groups and self.streams.group_count() >= self.max_groups:
+        group's (``coordinator/kinds.py``), or a new group beyond ``max_groups``."""
+        kind = for_consumer_write(self.streams.coordinator, group_id, classic_join=classic_join)
+        if kind.error is not KafkaErrorCode.NONE:
+            return kind.error, kind.message
+        new = not kind.convert and group_id not in self.coordinator.groups
+        if new and self.streams.group_count() >= self.max_groups:
             return (
                 KafkaErrorCode.GROUP_MAX_SIZE_REACHED,
                 f"this coordinator serves at most {self.max_groups} groups",

@@ -337,6 +337,7 @@ class CoordinatorServer:
             f"streams_groups={len(streams.groups)} "
             f"streams_members={sum(len(g.members) for g in streams.groups.values())} "
             f"streams_epochs=[{streams_epochs}] streams_heartbeats={self.handlers.streams.heartbeats} "
+            f"conversions={self.handlers.streams.conversions} "
             f"internal_topics_created={self.handlers.streams.created_topics} "
             f"connections={len(self._sessions)} heartbeats={s.heartbeats} classic={s.classic} "
             f"parked_joins={len(self.handlers.parked)} commits={s.commits} "

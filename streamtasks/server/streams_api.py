@@ -20,7 +20,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from streamtasks.coordinator import GroupCoordinator
-from streamtasks.coordinator.streams import StreamsGroupCoordinator, configure
+from streamtasks.coordinator.kinds import KindCheck, for_streams_heartbeat
+from streamtasks.coordinator.streams import StreamsGroupCoordinator, StreamsResult, configure
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import (
     STREAMS_GROUP_DESCRIBE_API_KEY,
@@ -84,6 +85,8 @@ class StreamsApi:
         self.max_groups = max_groups
         self.on_unknown_topics = on_unknown_topics
         self.heartbeats = 0
+        #: Empty groups converted from one kind to the other (either way).
+        self.conversions = 0
         #: Internal topics the server asked the backing cluster to create (existing ones count).
         self.created_topics = 0
 
@@ -100,12 +103,17 @@ class StreamsApi:
             return await self._heartbeat(header, body, client_host, access)
         return await self._describe(header, body, access)
 
-    def _refusal(self, request: StreamsGroupHeartbeatRequest) -> StreamsGroupHeartbeatResponse | None:
+    def _refusal(
+        self, request: StreamsGroupHeartbeatRequest, kind: KindCheck
+    ) -> StreamsGroupHeartbeatResponse | None:
         gid = request.group_id
-        error, message = KafkaErrorCode.NONE, ""
-        if gid in self.consumer.groups:
-            error, message = KafkaErrorCode.GROUP_ID_NOT_FOUND, f"group {gid} is not a streams group"
-        elif gid not in self.coordinator.groups and self.group_count() >= self.max_groups:
+        error, message = kind.error, kind.message
+        if (
+            error is KafkaErrorCode.NONE
+            and not kind.convert
+            and gid not in self.coordinator.groups
+            and self.group_count() >= self.max_groups
+        ):
             error = KafkaErrorCode.GROUP_MAX_SIZE_REACHED
             message = f"this coordinator serves at most {self.max_groups} groups"
         if error is KafkaErrorCode.NONE:
@@ -123,7 +131,8 @@ class StreamsApi:
     ) -> bytes:
         version = header.api_version
         request = decode_streams_heartbeat_request(body, version)
-        response = self._refusal(request)
+        kind = for_streams_heartbeat(self.consumer, request.group_id)
+        response = self._refusal(request, kind)
         if access is not None and not access.allows("group", request.group_id, "Read"):
             response = StreamsGroupHeartbeatResponse(
                 error=KafkaErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -143,9 +152,13 @@ class StreamsApi:
         image = self.coordinator.image.by_name
         if any(t not in image for s in topics for t in s.source_topics):
             self.on_unknown_topics()
-        result = self.coordinator.heartbeat(
-            request, self.clock(), client_id=header.client_id, client_host=client_host
-        )
+        now = self.clock()
+        result = self.coordinator.heartbeat(request, now, client_id=header.client_id, client_host=client_host)
+        if kind.convert and result.response.error is not KafkaErrorCode.NONE:
+            # Kafka drops a failed heartbeat's records, the deletion's with them: nothing changes
+            result = StreamsResult(records=(), response=result.response)
+        elif kind.convert:
+            self._convert(request.group_id, now)
         answer = self.coordinator.apply(result)
         durable = self.persist(result.records)
         if any(s.status_code in _TOPIC_STATUSES for s in answer.status or ()):
@@ -163,6 +176,27 @@ class StreamsApi:
         return response_frame(
             header.correlation_id, encode_streams_heartbeat_response(answer, version), flexible_header=True
         )
+
+    def _convert(self, group_id: str, now_ms: int) -> None:
+        """The empty consumer (classic) group ``group_id`` is deleted before the streams group's
+        first records: Apache Kafka's conversion of an empty classic group."""
+        deleted = self.consumer.delete_group(group_id, now_ms)
+        self.consumer.apply(deleted)
+        self.persist(deleted.records)
+        self.conversions += 1
+        _log.info("converted the empty group %s to a streams group", group_id)
+
+    def convert_to_classic(self, group_id: str, now_ms: int) -> None:
+        """A classic JoinGroup for an empty streams group: the streams group's records are
+        deleted before the join's (Apache Kafka's conversion back to a classic group)."""
+        group = self.coordinator.group(group_id)
+        if group is None or group.members:
+            return
+        deleted = self.coordinator.delete_group(group_id, now_ms)
+        self.coordinator.apply(deleted)
+        self.persist(deleted.records)
+        self.conversions += 1
+        _log.info("converted the empty streams group %s to a classic group", group_id)
 
     async def _describe(self, header: RequestHeader, body: bytes, access: Access | None) -> bytes:
         version = header.api_version

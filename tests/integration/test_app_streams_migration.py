@@ -25,6 +25,7 @@ import asyncio
 import collections
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,19 +208,22 @@ def test_an_emptied_classic_app_group_becomes_a_streams_group_with_nothing_lost_
     assert out["shared_wrong"] == {}, out
 
 
-async def too_early(
-    bootstrap: str, tmp: Path, settings: dict[str, Any]
-) -> tuple[float, BaseException | None]:
-    """A streams member joins while a classic member still runs: how long until it fails, and how."""
+#: An App of the test's word count: (application id, source topic, state directory, protocol).
+MakeApp = Callable[[str, str, Path, str], App]
+
+
+async def too_early(bootstrap: str, tmp: Path, make: MakeApp) -> tuple[float, BaseException | None]:
+    """A streams member joins while a classic member still runs: how long until it fails, and
+    how (``bootstrap``: the cluster the lines go to; ``make`` builds the Apps)."""
     run = uuid.uuid4().hex[:8]
     app_id, source = f"early-{run}", f"early-lines-{run}"
     await create_topics_async(bootstrap, {source: 2})
-    classic = [make_app(app_id, source, tmp / "c", "classic", settings)]
+    classic = [make(app_id, source, tmp / "c", "classic")]
     runners = await start(classic)
     try:
         await produce(bootstrap, source, 0, 10)
         await settle(classic[0], source, 10, partitions=2)
-        streams = make_app(app_id, source, tmp / "s", "streams", settings)
+        streams = make(app_id, source, tmp / "s", "streams")
         started = time.monotonic()
         error: BaseException | None = None
         try:
@@ -239,7 +243,9 @@ def test_a_streams_member_while_the_classic_group_has_members_fails_at_once_sayi
 ) -> None:
     bootstrap = streams_kafka.bootstrap_servers
     settings = {"bootstrap_servers": bootstrap, **client_settings(streams_kafka)}
-    took, error = asyncio.run(too_early(bootstrap, tmp_path, settings))
+    took, error = asyncio.run(
+        too_early(bootstrap, tmp_path, lambda app_id, source, d, p: make_app(app_id, source, d, p, settings))
+    )
     print(f"{took:.1f} s: {error!r}")
     assert isinstance(error, StreamTasksError), error
     assert "is not a streams group" in str(error)  # the broker's message

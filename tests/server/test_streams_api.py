@@ -293,38 +293,43 @@ def test_a_streams_member_commits_and_fetches_at_its_epoch_only() -> None:
     assert check_streams_fetch(group, "m1", 0) is KafkaErrorCode.STALE_MEMBER_EPOCH
 
 
+def commit_frame(member_id: str, epoch: int, offset: int) -> bytes:
+    """An OffsetCommit v9 body for partition 0 of ``input`` in group ``app``."""
+    cls = kio_request_class(OFFSET_COMMIT, 9)
+    topic_cls = element(cls, "topics")
+    partition_cls = element(topic_cls, "partitions")
+    request = cls(
+        group_id=GROUP,
+        generation_id_or_member_epoch=epoch,
+        member_id=member_id,
+        group_instance_id=None,
+        topics=(
+            topic_cls(
+                name="input",
+                partitions=(
+                    partition_cls(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    ),
+                ),
+            ),
+        ),
+    )
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, request)
+    return buf.getvalue()
+
+
 def test_an_offset_commit_of_a_streams_member_is_written() -> None:
     log, clock = MemoryLog(), Clock()
 
     async def run() -> tuple[Handlers, list[Any]]:
         h = _handlers(log, clock)
         await _beat(h, _join("m1", "p1"))
-        cls = kio_request_class(OFFSET_COMMIT, 9)
-        topic_cls = element(cls, "topics")
-        partition_cls = element(topic_cls, "partitions")
-        request = cls(
-            group_id="app",
-            generation_id_or_member_epoch=1,
-            member_id="m1",
-            group_instance_id=None,
-            topics=(
-                topic_cls(
-                    name="input",
-                    partitions=(
-                        partition_cls(
-                            partition_index=0,
-                            committed_offset=42,
-                            committed_leader_epoch=-1,
-                            committed_metadata="",
-                        ),
-                    ),
-                ),
-            ),
-        )
-        buf = io.BytesIO()
-        entity_writer(cls)(buf, request)
         before = len(log.records)
-        await h.handle(_header(OFFSET_COMMIT, 9), buf.getvalue(), "h")
+        await h.handle(_header(OFFSET_COMMIT, 9), commit_frame("m1", 1, 42), "h")
         return h, log.records[before:]
 
     h, written = asyncio.run(run())

@@ -15,14 +15,20 @@ from streamtasks.coordinator.streams.group import StreamsGroup, StreamsGroupStat
 from streamtasks.coordinator.streams.heartbeat import heartbeat
 from streamtasks.coordinator.streams.records import (
     StreamsCurrentAssignmentRecord,
+    StreamsCurrentAssignmentTombstone,
     StreamsGroupTombstone,
     StreamsMemberState,
+    StreamsMemberTombstone,
     StreamsRecord,
+    StreamsTargetMemberTombstone,
+    StreamsTargetMetadataTombstone,
+    StreamsTopologyTombstone,
 )
 from streamtasks.coordinator.streams.write import StreamsCoordinatorConfig, StreamsResult, StreamsWrite
 from streamtasks.coordinator.timers import CancelTimer, ScheduleTimer, TimerKey, TimerKind, Timers
 from streamtasks.coordinator.types import MetadataImage
 from streamtasks.protocol.consumer_group import LEAVE_GROUP_STATIC_MEMBER_EPOCH
+from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import (
     StreamsGroupDescribeRequest,
     StreamsGroupDescribeResponse,
@@ -33,6 +39,16 @@ from streamtasks.protocol.streams_group import (
 __all__ = ["StreamsGroupCoordinator"]
 
 R = TypeVar("R")
+#: The tombstones a group this coordinator does not hold ignores on replay (a compacted log
+#: may keep a deleted group's tombstones).
+_TOMBSTONES = (
+    StreamsGroupTombstone,
+    StreamsTopologyTombstone,
+    StreamsMemberTombstone,
+    StreamsTargetMetadataTombstone,
+    StreamsTargetMemberTombstone,
+    StreamsCurrentAssignmentTombstone,
+)
 
 
 class StreamsGroupCoordinator:
@@ -145,6 +161,29 @@ class StreamsGroupCoordinator:
                 w.remove_member(key.member_id)
         return w.result(None)
 
+    def delete_group(self, group_id: str, now_ms: int) -> StreamsResult[KafkaErrorCode]:
+        """Delete an empty group (every record of it tombstoned, the group's last), as Apache
+        Kafka deletes an empty streams group a classic JoinGroup takes over: NON_EMPTY_GROUP while
+        it has members (a static member that left with epoch -2 is still one),
+        GROUP_ID_NOT_FOUND for an id it does not hold."""
+        w = self._write(group_id, now_ms)
+        g = w.g
+        if group_id not in self._groups:
+            return w.result(KafkaErrorCode.GROUP_ID_NOT_FOUND)
+        if g.members:
+            return w.result(KafkaErrorCode.NON_EMPTY_GROUP)
+        for mid in sorted(g.targets):
+            w.emit(StreamsTargetMemberTombstone(group_id=group_id, member_id=mid))
+        for mid in sorted(g.currents):
+            w.emit(StreamsCurrentAssignmentTombstone(group_id=group_id, member_id=mid))
+        if g.target_meta is not None:
+            w.emit(StreamsTargetMetadataTombstone(group_id=group_id))
+        if g.topology is not None:
+            w.emit(StreamsTopologyTombstone(group_id=group_id))
+        w.emit(StreamsGroupTombstone(group_id=group_id))
+        w.timers.append(CancelTimer(key=TimerKey(TimerKind.PROBING, group_id)))
+        return w.result(KafkaErrorCode.NONE)
+
     def poll(self, now_ms: int) -> list[StreamsResult[None]]:
         """Fire every due timer (each applied before the next fires)."""
         out = []
@@ -163,6 +202,8 @@ class StreamsGroupCoordinator:
         gid = record.group_id
         group = self._groups.get(gid)
         if group is None:
+            if isinstance(record, _TOMBSTONES):
+                return
             group = self._groups[gid] = StreamsGroup(gid)
         group.replay(record)
         if isinstance(record, StreamsGroupTombstone):
