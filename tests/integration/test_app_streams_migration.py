@@ -52,7 +52,15 @@ PARTITIONS = 4
 SHARED = [f"w{k}" for k in range(20)]
 
 
-def make_app(app_id: str, source: str, state_dir: Path, protocol: str, settings: dict[str, Any]) -> App:
+def make_app(
+    app_id: str,
+    source: str,
+    state_dir: Path,
+    protocol: str,
+    settings: dict[str, Any],
+    *,
+    guarantee: str = "exactly_once_v2",
+) -> App:
     builder = TopologyBuilder(app_id)
     builder.stream(source).repartition("words").store("counts")
     return App(
@@ -66,7 +74,7 @@ def make_app(app_id: str, source: str, state_dir: Path, protocol: str, settings:
         session_timeout_ms=10_000,
         heartbeat_interval_ms=500,
         commit_interval_ms=300,
-        processing_guarantee="exactly_once_v2",
+        processing_guarantee=guarantee,
         **settings,
     )
 

@@ -27,8 +27,6 @@ from streamtasks.app import App
 from streamtasks.embedded import Cluster
 from streamtasks.errors import BrokerError, StreamTasksError
 from streamtasks.runtime.admin import create_topics_async
-from streamtasks.state.serdes import INT64, STRING
-from tests.integration.test_app_queries import count, split
 from tests.integration.test_app_streams_migration import (
     changelog_counts,
     line,
@@ -38,8 +36,8 @@ from tests.integration.test_app_streams_migration import (
     stop,
     too_early,
 )
+from tests.integration.test_app_streams_migration import make_app as make_app_on
 from tests.server.support import FAST, ServerProcess, status_count
-from topology import TopologyBuilder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,21 +54,9 @@ def make_app(
     *,
     guarantee: str = "at_least_once",
 ) -> App:
-    builder = TopologyBuilder(app_id)
-    builder.stream(source).repartition("words").store("counts")
-    return App(
-        builder.build(),
-        {0: split, 1: count},
-        stores={"counts": (STRING, INT64)},
-        application_id=app_id,
-        bootstrap_servers=bootstrap,
-        state_dir=str(state_dir),
-        group_protocol=protocol,
-        client_id=f"{protocol}-{state_dir.name}",
-        session_timeout_ms=6_000,
-        heartbeat_interval_ms=500,
-        commit_interval_ms=300,
-        processing_guarantee=guarantee,
+    """The word count of the Apache Kafka audit, bootstrapped to the coordinator."""
+    return make_app_on(
+        app_id, source, state_dir, protocol, {"bootstrap_servers": bootstrap}, guarantee=guarantee
     )
 
 
