@@ -265,13 +265,20 @@ class TaskSet:
 
     def _close(self, tid: TaskId, gone: frozenset[TopicPartition], now: int) -> None:
         task = self.tasks.pop(tid)
-        # A task whose partitions were lost (not revoked) may hold writes that never reached
-        # its changelog: close it dirty and drop its checkpoint, so that it is rebuilt from
-        # the changelog if it comes back here.
+        # A task whose partitions were lost (not revoked) is closed dirty: nothing more is
+        # written to its changelog (another member may own it now). Its stores are kept, with
+        # a checkpoint of the acknowledged changelog offsets, when they hold nothing the
+        # changelog lacks (every write sent and acknowledged: restored from there, they are
+        # what a restore from scratch would give). Otherwise, and always under exactly-once
+        # (the open transaction's writes are uncommitted), the checkpoint is dropped and the
+        # stores are rebuilt from the changelog if the task comes back here.
         clean = not (task.is_active and gone.intersection(task.info.source_partitions))
-        task.close(clean=clean)
-        if not clean:
+        keep = not clean and not self._exactly_once and task.settled()
+        task.close(clean=clean, keep_state=keep)
+        if not clean and not keep:
             self._directory.checkpoint_path(tid).unlink(missing_ok=True)
+        if not clean:
+            log.info("task %s lost: closed dirty, local state %s", tid, "kept" if keep else "dropped")
         self.running.forget(tid)
         self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
 
@@ -446,6 +453,7 @@ class TaskSet:
                 if pending:
                     keyed = ((tp, key, value, ts, ()) for tp, key, value, ts in pending)
                     for tp, tp_rows in by_partition(keyed).items():
+                        task.unacked += len(tp_rows)
                         await send_rows(producer, tp, tp_rows, self._ack_callback(task, tp))
             outbox, self._outbox = self._outbox, []
             # per partition: the rows and, at the same index, the input each was written for
@@ -485,7 +493,7 @@ class TaskSet:
             if exc is not None:
                 self._send_errors.append(exc)
             else:
-                task.acknowledged(tp, future.result().offset + count - 1)
+                task.acknowledged(tp, future.result().offset + count - 1, count)
 
         return done
 
