@@ -510,6 +510,9 @@ class App:
     async def on_assignment(self, change: AssignmentChanged) -> None:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
+        # Lost partitions: their tasks stop now, not once the lock is free (a send to a hung
+        # broker can hold it): another member may be processing them already.
+        self.tasks.fence(change.lost)
         async with self.lock:
             revive = self.eos is not None and bool(change.lost) and self._aborted is None
             if revive:  # the transaction holds the lost tasks' writes: abort, close the actives

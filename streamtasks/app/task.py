@@ -105,6 +105,9 @@ class StreamTask:
         self.restore = RestoreProgress()
         self.applied_records = 0
         self.closed = False
+        #: Its partitions were lost (:meth:`TaskSet.fence`): it processes, sends and
+        #: checkpoints nothing more, and the next reconcile closes its stores.
+        self.lost = False
 
     @property
     def id(self) -> TaskId:

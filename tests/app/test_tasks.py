@@ -700,3 +700,39 @@ def test_a_send_that_raises_keeps_the_next_commit_from_happening(fx: Fixture) ->
     asyncio.run(go())
     with pytest.raises(ProcessingError, match="refused"):
         fx.tasks.raise_send_failures()
+
+
+def test_a_fenced_task_stops_at_once_and_the_reconcile_closes_it(fx: Fixture) -> None:
+    """Lost partitions fence their tasks without the app lock (a send to a hung broker may
+    hold it): no record of theirs is processed, no changelog record sent; TaskClosed
+    (dirty) goes out now, and the reconcile that follows closes the stores
+    (dropped: a write never sent) without a second TaskClosed."""
+    running(fx, [words(0), words(1)])
+    producer = _Producer()
+    asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 0, b"a", b"1")]}))
+    fx.tasks.flush_caches()
+    before = len(fx.events)
+    assert fx.tasks.fence([words(0)]) == [t("1_0")]
+    assert [(str(e.task), e.clean) for e in fx.events[before:] if isinstance(e, TaskClosed)] == [
+        ("1_0", False)
+    ]
+    assert fx.tasks.fence([words(0)]) == []  # once
+
+    async def go() -> int:
+        done = await fx.tasks.process(
+            {
+                words(0): [consumer_record(words(0), 1, b"a", b"1")],
+                words(1): [consumer_record(words(1), 0, b"b", b"1")],
+            }
+        )
+        fx.tasks.flush_caches()
+        await fx.tasks.send_pending(producer)
+        await producer.flush()
+        return done
+
+    assert asyncio.run(go()) == 1  # only words-1's record
+    assert [(topic, p) for topic, p, *_ in producer.sent] == [(CHANGELOG, 1)]
+    events = fx.reconcile([words(1)], lost=[words(0)])
+    assert not [e for e in events if isinstance(e, TaskClosed)]  # already reported
+    assert t("1_0") not in fx.tasks.tasks
+    assert fx.directory.read_checkpoint(t("1_0")) is None  # an unsent write: state dropped
