@@ -581,7 +581,8 @@ class TaskSet:
                 self._directory.checkpoint_path(tid).unlink(missing_ok=True)
                 del self.tasks[tid]
                 self.running.forget(tid)
-                self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
+                if not task.lost:  # a fenced task's TaskClosed went out when it was fenced
+                    self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
         self._by_partition = {}
         self._processed.clear()
         self._unprocessed.clear()
@@ -591,6 +592,10 @@ class TaskSet:
     async def close_all(self, *, clean: bool) -> None:
         now = wall_ms()
         for tid, task in sorted(self.tasks.items()):
+            if task.lost:  # fenced: reported then, and never checkpointed
+                task.close(clean=False)
+                self._directory.checkpoint_path(tid).unlink(missing_ok=True)
+                continue
             task.close(clean=clean)
             self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
         self.tasks.clear()

@@ -736,3 +736,15 @@ def test_a_fenced_task_stops_at_once_and_the_reconcile_closes_it(fx: Fixture) ->
     assert not [e for e in events if isinstance(e, TaskClosed)]  # already reported
     assert t("1_0") not in fx.tasks.tasks
     assert fx.directory.read_checkpoint(t("1_0")) is None  # an unsent write: state dropped
+
+
+def test_a_fenced_task_closed_on_stop_is_reported_once(fx: Fixture) -> None:
+    running(fx, [words(0), words(1)])
+    fx.tasks.checkpoint_all()
+    fx.tasks.fence([words(0)])
+    before = len(fx.events)
+    asyncio.run(fx.tasks.close_all(clean=True))
+    closed = [(str(e.task), e.clean) for e in fx.events[before:] if isinstance(e, TaskClosed)]
+    assert closed == [("1_1", True)]
+    assert fx.directory.read_checkpoint(t("1_0")) is None  # fenced: never checkpointed clean
+    assert fx.directory.read_checkpoint(t("1_1")) == {cl(1): 0}
