@@ -417,13 +417,23 @@ class App:
             self._aborted = fatal
             raise
 
-    async def flush(self) -> None:
+    async def flush(self, *, within_ms: int | None = None) -> None:
         """Flush the record caches, deliver every pending changelog and output record, then
-        checkpoint every task (exactly-once: standbys only)."""
+        checkpoint every task (exactly-once: standbys only). ``within_ms``: give up waiting
+        for the acknowledgements after that long with :class:`CommitFailedError`, nothing
+        checkpointed (the sends go on)."""
         assert self.producer is not None
         self.tasks.flush_caches()
         await self.send_pending()
-        await self.producer.flush()
+        if within_ms is None:
+            await self.producer.flush()
+        else:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.producer.flush()), within_ms / 1000)
+            except TimeoutError:
+                raise CommitFailedError(
+                    f"commit skipped: records not acknowledged within {within_ms} ms (a broker hangs?)"
+                ) from None
         if self.tasks.has_unsent():  # dead-letter records of outputs the broker refused
             await self.send_pending()
             await self.producer.flush()
@@ -439,7 +449,13 @@ class App:
             raise CommitFailedError("exactly-once commit deferred: the group is rebalancing")
         async with self.lock:
             try:
-                await self.flush()
+                # A partition leader that hangs holds its acknowledgements for up to the
+                # producer's request timeout, and the app lock with them: the rebalance that
+                # gives up the partitions when the group coordinator hangs too (the member's
+                # session rule) would wait behind it, its member loop blocked. So the periodic
+                # commit waits half a session timeout at most, then is skipped (at-least-once:
+                # the next one commits; nothing is checkpointed meanwhile).
+                await self.flush(within_ms=None if self.eos is not None else self._flush_bound_ms)
                 offsets = self.tasks.committable(self.consumer.assignment())
                 if self.eos is not None:
                     await self._commit_transaction(offsets)
@@ -451,6 +467,11 @@ class App:
         if offsets:
             await self.consumer.commit(offsets, metadata)
             self._committed(offsets, confirmed=True)
+
+    @property
+    def _flush_bound_ms(self) -> int:
+        """How long the periodic commit waits for acknowledgements under the app lock."""
+        return min(self.config.request_timeout_ms, self.config.session_timeout_ms // 2)
 
     async def _commit_transaction(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Exactly-once, under the lock: commit the open transaction with ``offsets`` (an abort
@@ -496,6 +517,9 @@ class App:
     async def on_assignment(self, change: AssignmentChanged) -> None:
         """The member applied an assignment: reconcile the tasks (under the app lock), closing
         the tasks of lost partitions dirty, then restore and resume through the restorer."""
+        # Lost partitions: their tasks stop now, not once the lock is free (a send to a hung
+        # broker can hold it): another member may be processing them already.
+        self.tasks.fence(change.lost)
         async with self.lock:
             revive = self.eos is not None and bool(change.lost) and self._aborted is None
             if revive:  # the transaction holds the lost tasks' writes: abort, close the actives

@@ -94,6 +94,9 @@ class StreamTask:
         self._cache_budget = cache if cache is not None and cache.max_bytes > 0 else None
         self.changelog_offsets: dict[TopicPartition, int] = {}
         self.pending: list[PendingWrite] = []
+        #: Changelog records handed to the producer and not acknowledged yet (a failed send is
+        #: never taken off: the stores then hold a write the changelog may lack).
+        self.unacked = 0
         #: The timestamp of the input record being processed (set by the task set).
         self.record_timestamp: int | None = None
         #: Per cached store, the timestamp of each key's last write not yet written out.
@@ -102,6 +105,9 @@ class StreamTask:
         self.restore = RestoreProgress()
         self.applied_records = 0
         self.closed = False
+        #: Its partitions were lost (:meth:`TaskSet.fence`): it processes, sends and
+        #: checkpoints nothing more, and the next reconcile closes its stores.
+        self.lost = False
 
     @property
     def id(self) -> TaskId:
@@ -272,10 +278,17 @@ class StreamTask:
         out, self.pending = self.pending, []
         return out
 
-    def acknowledged(self, tp: TopicPartition, offset: int) -> None:
-        """The broker stored our changelog record at ``offset``."""
+    def acknowledged(self, tp: TopicPartition, offset: int, count: int = 0) -> None:
+        """The broker stored our changelog records up to ``offset`` (``count`` of them)."""
+        self.unacked -= count
         if offset + 1 > self.changelog_offsets.get(tp, 0):
             self.changelog_offsets[tp] = offset + 1
+
+    def settled(self) -> bool:
+        """Whether the stores hold nothing their changelogs lack: every write the stores took
+        was handed to the producer and acknowledged (a dirty cached entry is not in the store;
+        a dirty close drops it). Then ``changelog_offsets`` describe the stores exactly."""
+        return not self.pending and self.unacked == 0
 
     def checkpoint(self) -> None:
         """Flush the stores and record the changelog offsets they hold (commit / clean close)."""
@@ -287,8 +300,10 @@ class StreamTask:
         if self.store_of:
             self.directory.write_checkpoint(self.id, dict(self.changelog_offsets))
 
-    def close(self, *, clean: bool) -> None:
-        """Close the stores; a clean close writes the checkpoint first."""
+    def close(self, *, clean: bool, keep_state: bool = False) -> None:
+        """Close the stores; a clean close writes the checkpoint first (cached entries written
+        out). A dirty close with ``keep_state`` (a :meth:`settled` task) drops the cached
+        entries and checkpoints the acknowledged changelog offsets, which the stores match."""
         if self.closed:
             return
         try:
@@ -297,9 +312,15 @@ class StreamTask:
         finally:  # a failed checkpoint must not leave RocksDB's lock held
             for cache in self.caches.values():
                 cache.detach()  # a dirty close drops unflushed entries, as it drops ``pending``
-            for store in self.stores.values():
-                store.close()
-            self.closed = True
+            try:
+                if not clean and keep_state and self.store_of:
+                    for store in self.stores.values():
+                        store.flush()
+                    self.directory.write_checkpoint(self.id, dict(self.changelog_offsets))
+            finally:
+                for store in self.stores.values():
+                    store.close()
+                self.closed = True
 
 
 class _Stamped:

@@ -181,6 +181,8 @@ class TaskSet:
         kept as a standby until an assignment gives its next role."""
         self.info = info
         gone = frozenset(lost)
+        for tid in [tid for tid, t in self.tasks.items() if t.lost]:  # fenced: closed first
+            self._close(tid, gone, wall_ms())
         active, standby = self._roles(owned, info, gone, keep_revoked=keep_revoked)
         current = {tid: TaskKind.ACTIVE if t.is_active else TaskKind.STANDBY for tid, t in self.tasks.items()}
         plan = plan_tasks(current, active=active, standby=standby)
@@ -265,15 +267,39 @@ class TaskSet:
 
     def _close(self, tid: TaskId, gone: frozenset[TopicPartition], now: int) -> None:
         task = self.tasks.pop(tid)
-        # A task whose partitions were lost (not revoked) may hold writes that never reached
-        # its changelog: close it dirty and drop its checkpoint, so that it is rebuilt from
-        # the changelog if it comes back here.
-        clean = not (task.is_active and gone.intersection(task.info.source_partitions))
-        task.close(clean=clean)
-        if not clean:
+        # A task whose partitions were lost (not revoked) is closed dirty: nothing more is
+        # written to its changelog (another member may own it now). Its stores are kept, with
+        # a checkpoint of the acknowledged changelog offsets, when they hold nothing the
+        # changelog lacks (every write sent and acknowledged: restored from there, they are
+        # what a restore from scratch would give). Otherwise, and always under exactly-once
+        # (the open transaction's writes are uncommitted), the checkpoint is dropped and the
+        # stores are rebuilt from the changelog if the task comes back here.
+        clean = not (task.lost or (task.is_active and gone.intersection(task.info.source_partitions)))
+        keep = not clean and not self._exactly_once and task.settled()
+        task.close(clean=clean, keep_state=keep)
+        if not clean and not keep:
             self._directory.checkpoint_path(tid).unlink(missing_ok=True)
+        if not clean:
+            log.info("task %s lost: closed dirty, local state %s", tid, "kept" if keep else "dropped")
         self.running.forget(tid)
-        self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
+        if not task.lost:  # a fenced task's TaskClosed went out when it was fenced
+            self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
+
+    def fence(self, lost: Iterable[TopicPartition]) -> list[TaskId]:
+        """Partitions ``lost`` (the member's session rule, a fence): their active tasks stop
+        at once, without the app lock, which a send to a hung broker may hold for long: no
+        record of theirs is processed, no changelog record sent, no checkpoint written
+        (:class:`TaskClosed`, dirty, is emitted now), and the next :meth:`reconcile` closes
+        their stores. At-least-once only (exactly-once aborts the transaction instead)."""
+        if self._exactly_once:
+            return []
+        gone, now, fenced = frozenset(lost), wall_ms(), []
+        for tid, task in sorted(self.tasks.items()):
+            if task.is_active and not task.lost and gone.intersection(task.info.source_partitions):
+                task.lost = True
+                fenced.append(tid)
+                self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
+        return fenced
 
     def _create(self, tid: TaskId, role: Role, ends: Mapping[TopicPartition, int], now: int) -> None:
         task = StreamTask(
@@ -338,7 +364,7 @@ class TaskSet:
         done = 0
         for tp, records in batch.items():
             task = self._by_partition.get(tp)
-            if task is None or task.restoring or task.closed:
+            if task is None or task.restoring or task.closed or task.lost:
                 if records:
                     first = records[0].offset
                     self._unprocessed[tp] = min(first, self._unprocessed.get(tp, first))
@@ -442,10 +468,13 @@ class TaskSet:
         Records go out one batch per partition (:mod:`streamtasks.app.sending`), in order."""
         try:
             for task in list(self.tasks.values()):
+                if task.lost:  # its writes stay unsent (another member may own it): not settled
+                    continue
                 pending = task.take_pending()
                 if pending:
                     keyed = ((tp, key, value, ts, ()) for tp, key, value, ts in pending)
                     for tp, tp_rows in by_partition(keyed).items():
+                        task.unacked += len(tp_rows)
                         await send_rows(producer, tp, tp_rows, self._ack_callback(task, tp))
             outbox, self._outbox = self._outbox, []
             # per partition: the rows and, at the same index, the input each was written for
@@ -485,7 +514,7 @@ class TaskSet:
             if exc is not None:
                 self._send_errors.append(exc)
             else:
-                task.acknowledged(tp, future.result().offset + count - 1)
+                task.acknowledged(tp, future.result().offset + count - 1, count)
 
         return done
 
@@ -538,7 +567,7 @@ class TaskSet:
     def checkpoint_all(self) -> None:
         """Checkpoint every task (exactly-once: standbys only, see :meth:`_drop_checkpoint_if_eos`)."""
         for task in self.tasks.values():
-            if not (self._exactly_once and task.is_active):
+            if not (self._exactly_once and task.is_active) and not task.lost:
                 task.checkpoint()
 
     def close_actives_dirty(self) -> None:
@@ -552,7 +581,8 @@ class TaskSet:
                 self._directory.checkpoint_path(tid).unlink(missing_ok=True)
                 del self.tasks[tid]
                 self.running.forget(tid)
-                self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
+                if not task.lost:  # a fenced task's TaskClosed went out when it was fenced
+                    self._emit(TaskClosed(at_ms=now, task=tid, role="active", clean=False))
         self._by_partition = {}
         self._processed.clear()
         self._unprocessed.clear()
@@ -562,6 +592,10 @@ class TaskSet:
     async def close_all(self, *, clean: bool) -> None:
         now = wall_ms()
         for tid, task in sorted(self.tasks.items()):
+            if task.lost:  # fenced: reported then, and never checkpointed
+                task.close(clean=False)
+                self._directory.checkpoint_path(tid).unlink(missing_ok=True)
+                continue
             task.close(clean=clean)
             self._emit(TaskClosed(at_ms=now, task=tid, role=self._role_name(task), clean=clean))
         self.tasks.clear()

@@ -40,6 +40,7 @@ from streamtasks.membership.classic import (
     InvokeListener,
     ListenerKind,
 )
+from streamtasks.membership.consumer import ConsumerMember
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.txn_offsets import TxnOffsetCommitResponse
 from streamtasks.runtime.aio import AioTopicPartition
@@ -64,6 +65,7 @@ from streamtasks.runtime.group_member import (
     send_txn_offset_commit,
     wait_for_new_epoch,
 )
+from streamtasks.runtime.group_session import coordinator_session_timeout
 from topology.ids import TopicPartition
 
 __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
@@ -172,6 +174,16 @@ class Consumer:
             settings, cfg.group_id, client_id=cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000
         )
         self._driver = make_driver(self._member, self._client, self, cfg.metadata_max_age_ms)
+        if isinstance(self._member, ConsumerMember):  # fence at the coordinator's session timeout
+            self._driver.post(
+                await coordinator_session_timeout(
+                    self._metadata_conn,
+                    cfg.group_id,
+                    configured_ms=cfg.session_timeout_ms,
+                    where=settings.bootstrap_servers,
+                    timeout_s=cfg.request_timeout_ms / 1000,
+                )
+            )
         await self._driver.refresh_metadata()
         if self._driver.security_failure is not None:
             await self._abort_start()

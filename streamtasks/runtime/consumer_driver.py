@@ -65,6 +65,7 @@ __all__ = [
     "require_api",
     "require_consumer_group_heartbeat",
     "send_consumer_group_request",
+    "served_versions",
 ]
 
 log = logging.getLogger("streamtasks.driver")
@@ -79,19 +80,23 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+async def served_versions(conn: AsyncConnection) -> dict[int, int]:
+    """API key -> the highest version the server behind ``conn`` advertises (ApiVersions, asked
+    once per connection)."""
+    if conn.api_versions is None:
+        conn.api_versions = await conn.call(
+            ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__),
+            ApiVersionsResponse,
+        )
+    return {int(k.api_key): int(k.max_version) for k in conn.api_versions.api_keys}
+
+
 async def require_api(
     conn: AsyncConnection, where: str, *, api_key: int, version: int, what: str, hint: str
 ) -> None:
     """Raise :class:`BrokerError` unless the server behind ``conn`` advertises ``api_key`` (the
     request ``what``) at ``version`` or above in ApiVersions; the message ends with ``hint``."""
-    response = conn.api_versions
-    if response is None:
-        response = await conn.call(
-            ApiVersionsRequest(client_software_name="streamtasks", client_software_version=__version__),
-            ApiVersionsResponse,
-        )
-    served = {int(k.api_key): int(k.max_version) for k in response.api_keys}
-    highest = served.get(api_key)
+    highest = (await served_versions(conn)).get(api_key)
     if highest is None or highest < version:
         served_what = "does not serve" if highest is None else f"serves only v{highest} of"
         raise BrokerError(f"{where} {served_what} {what} (API key {api_key}, v{version} needed): {hint}")

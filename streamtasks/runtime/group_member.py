@@ -101,8 +101,8 @@ def make_member(
     writing its own user data (:mod:`assignors.partition.hooks`). KIP-848: the coordinator's
     assignor (``group_remote_assignor``), or, with ``partition_assignors`` given, client-side
     assignors (the seed KIP's, which only a streamtasks coordinator runs); the session timeout
-    is the coordinator's, and ``session_timeout_ms`` only how long the member goes without a
-    heartbeat answer before it gives its partitions up."""
+    is the coordinator's: ``Consumer.start`` reads it (:mod:`.group_session`) and
+    ``session_timeout_ms`` stands only when it cannot."""
     if partition_assignors is not None and not partition_assignors:
         raise ConfigError("partition_assignors must name at least one assignor")
     if config.group_protocol == "streams":

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from streamtasks.errors import BrokerError, DecodeError, LocalProtocolError, StreamTasksError
 from streamtasks.runtime.framing import FrameDecoder
 from streamtasks.server import trust
+from streamtasks.server.group_configs import DESCRIBE_CONFIGS, describe_group_configs
 from streamtasks.server.guard import (
     ANONYMOUS,
     Access,
@@ -232,6 +233,17 @@ class ClientSession:
                 states=self._handlers.group_states(),
                 may_describe=lambda group: access.permits("group", group, "Describe"),
             )
+        if header.api_key == DESCRIBE_CONFIGS:  # of GROUP resources: this coordinator's values
+            config = self._handlers.coordinator.config
+            answer_here = describe_group_configs(
+                header.api_version,
+                header.correlation_id,
+                body,
+                session_timeout_ms=config.session_timeout_ms,
+                heartbeat_interval_ms=config.heartbeat_interval_ms,
+            )
+            if answer_here is not None:
+                return answer_here
         if self._handlers.serves(header.api_key):
             served = await self._handlers.handle(header, body, self._client_host, access)
             if served is not None:

@@ -278,3 +278,35 @@ def test_a_retriable_failure_while_stopping_closes_the_tasks_dirty_and_is_not_ra
     assert (eos.aborts, closed) == (1, ["dirty"])
     with pytest.raises(ProcessingError, match="boom"):
         asyncio.run(app._recover(ProcessingError("boom")))
+
+
+def test_a_commit_waits_half_a_session_for_acknowledgements_then_frees_the_lock(tmp_path: Path) -> None:
+    """A partition leader that hangs keeps its acknowledgements (and the producer's flush) for
+    up to the request timeout: the periodic commit gives up after half a session timeout with
+    CommitFailedError (skipped, nothing checkpointed), and the app lock is free again, so the
+    rebalance that gives the partitions up (the coordinator hangs too) is not held behind it."""
+    from streamtasks.errors import CommitFailedError
+    from tests.app.test_tasks import _Producer
+
+    app = make(tmp_path, session_timeout_ms=1_000, heartbeat_interval_ms=100)
+    assert app._flush_bound_ms == 500
+    checkpoints: list[str] = []
+    app.tasks.checkpoint_all = lambda: checkpoints.append("checkpoint")  # type: ignore[method-assign]
+
+    class Hung(_Producer):
+        async def flush(self) -> None:
+            await asyncio.sleep(3600)
+
+    app.producer = Hung()
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(CommitFailedError, match="not acknowledged within 500 ms"):
+            await app.commit()
+        assert not app.lock.locked()
+        return loop.time() - start
+
+    took = asyncio.run(main())
+    assert 0.4 < took < 3.0
+    assert checkpoints == []

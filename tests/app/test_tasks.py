@@ -289,11 +289,12 @@ def test_an_active_task_named_as_standby_too_runs_active(fx: Fixture) -> None:
     assert fx.tasks.roles() == {t("1_0"): "active"}
 
 
-def test_tasks_of_lost_partitions_close_dirty_and_drop_their_checkpoint(fx: Fixture) -> None:
+def test_tasks_of_lost_partitions_close_dirty(fx: Fixture) -> None:
     fx.reconcile([text(0), words(0), words(1)])
     for task in fx.tasks.tasks.values():
         task.restore.finish(now_ms=0)
     fx.tasks.checkpoint_all()
+    asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 0, b"a", b"1")]}))  # unsent
     events = fx.reconcile([text(0)], lost=[words(0)])
     closed = {str(e.task): e.clean for e in events if isinstance(e, TaskClosed)}
     assert closed == {"1_0": False, "1_1": True}
@@ -301,6 +302,51 @@ def test_tasks_of_lost_partitions_close_dirty_and_drop_their_checkpoint(fx: Fixt
     assert fx.directory.read_checkpoint(t("1_1")) == {cl(1): 0}
     assert not hasattr(fx.tasks, "lost")  # lost partitions come with each reconcile; none linger
     assert t("1_0") not in fx.tasks.offset_sums()  # no checkpoint: no usable state to report
+
+
+def test_a_lost_task_whose_writes_were_all_acknowledged_keeps_its_state(fx: Fixture) -> None:
+    """Every store write reached the changelog (sent, acknowledged): the stores match the
+    changelog up to the acknowledged offsets, so they are kept with that checkpoint and a task
+    that comes back restores only what it missed; the cached entry not written out is dropped
+    (never in the store, never sent)."""
+    running(fx, [words(0)])
+    producer = _Producer()
+
+    async def go() -> None:
+        await fx.tasks.process({words(0): [consumer_record(words(0), 0, b"a", b"1")]})
+        fx.tasks.flush_caches()
+        await fx.tasks.send_pending(producer)
+        await producer.flush()  # acknowledged at changelog offset 100
+
+    asyncio.run(go())
+    task = fx.tasks.tasks[t("1_0")]
+    assert task.settled()
+    events = fx.reconcile([], lost=[words(0)])
+    assert [(str(e.task), e.clean) for e in events if isinstance(e, TaskClosed)] == [("1_0", False)]
+    assert fx.directory.read_checkpoint(t("1_0")) == {cl(0): 101}
+    fx.ends = {cl(0): 105}  # the next owner wrote 4 more
+    fx.reconcile([words(0)])
+    back = fx.tasks.tasks[t("1_0")]
+    assert back.typed["counts"].get("a") == 1  # kept, not wiped
+    assert back.changelog_offsets == {cl(0): 101}  # restores 101..105 only
+
+
+def test_a_lost_task_with_a_write_not_acknowledged_drops_its_state(fx: Fixture) -> None:
+    running(fx, [words(0)])
+    producer = _Producer()
+
+    async def go() -> None:
+        await fx.tasks.process({words(0): [consumer_record(words(0), 0, b"a", b"1")]})
+        fx.tasks.flush_caches()
+        await fx.tasks.send_pending(producer)  # in flight: no answer before the loss
+
+    asyncio.run(go())
+    task = fx.tasks.tasks[t("1_0")]
+    assert not task.pending
+    assert not task.settled()
+    fx.tasks.checkpoint_all()  # the last commit's checkpoint: the store is ahead of it now
+    fx.reconcile([], lost=[words(0)])
+    assert fx.directory.read_checkpoint(t("1_0")) is None
 
 
 def test_a_lost_task_that_comes_back_is_rebuilt_from_its_changelog(
@@ -654,3 +700,51 @@ def test_a_send_that_raises_keeps_the_next_commit_from_happening(fx: Fixture) ->
     asyncio.run(go())
     with pytest.raises(ProcessingError, match="refused"):
         fx.tasks.raise_send_failures()
+
+
+def test_a_fenced_task_stops_at_once_and_the_reconcile_closes_it(fx: Fixture) -> None:
+    """Lost partitions fence their tasks without the app lock (a send to a hung broker may
+    hold it): no record of theirs is processed, no changelog record sent; TaskClosed
+    (dirty) goes out now, and the reconcile that follows closes the stores
+    (dropped: a write never sent) without a second TaskClosed."""
+    running(fx, [words(0), words(1)])
+    producer = _Producer()
+    asyncio.run(fx.tasks.process({words(0): [consumer_record(words(0), 0, b"a", b"1")]}))
+    fx.tasks.flush_caches()
+    before = len(fx.events)
+    assert fx.tasks.fence([words(0)]) == [t("1_0")]
+    assert [(str(e.task), e.clean) for e in fx.events[before:] if isinstance(e, TaskClosed)] == [
+        ("1_0", False)
+    ]
+    assert fx.tasks.fence([words(0)]) == []  # once
+
+    async def go() -> int:
+        done = await fx.tasks.process(
+            {
+                words(0): [consumer_record(words(0), 1, b"a", b"1")],
+                words(1): [consumer_record(words(1), 0, b"b", b"1")],
+            }
+        )
+        fx.tasks.flush_caches()
+        await fx.tasks.send_pending(producer)
+        await producer.flush()
+        return done
+
+    assert asyncio.run(go()) == 1  # only words-1's record
+    assert [(topic, p) for topic, p, *_ in producer.sent] == [(CHANGELOG, 1)]
+    events = fx.reconcile([words(1)], lost=[words(0)])
+    assert not [e for e in events if isinstance(e, TaskClosed)]  # already reported
+    assert t("1_0") not in fx.tasks.tasks
+    assert fx.directory.read_checkpoint(t("1_0")) is None  # an unsent write: state dropped
+
+
+def test_a_fenced_task_closed_on_stop_is_reported_once(fx: Fixture) -> None:
+    running(fx, [words(0), words(1)])
+    fx.tasks.checkpoint_all()
+    fx.tasks.fence([words(0)])
+    before = len(fx.events)
+    asyncio.run(fx.tasks.close_all(clean=True))
+    closed = [(str(e.task), e.clean) for e in fx.events[before:] if isinstance(e, TaskClosed)]
+    assert closed == [("1_1", True)]
+    assert fx.directory.read_checkpoint(t("1_0")) is None  # fenced: never checkpointed clean
+    assert fx.directory.read_checkpoint(t("1_1")) == {cl(1): 0}

@@ -339,10 +339,11 @@ async def cut_off(
     kafka: Cluster,
 ) -> tuple[Audit, list[tuple[TopicPartition, ...]], frozenset[TopicPartition]]:
     """The heartbeats of one member stop getting through (its fetches still do), as in a network
-    partition between it and the coordinator. With no heartbeat answered for its own session
-    timeout (6 s, below the broker's 10 s) it gives its partitions up as lost; the broker hands
-    them to the other member only at its session timeout, so no partition is owned twice. When
-    the heartbeats get through again it rejoins at epoch 0."""
+    partition between it and the coordinator. When no heartbeat it sent within the broker's
+    session timeout (10 s, read at start; its own 6 s only a fallback) was answered, it gives
+    its partitions up as lost; the broker hands them to the other member only at that timeout
+    counted from when it processed the last heartbeat, later, so no partition is owned twice.
+    When the heartbeats get through again it rejoins at epoch 0."""
     topic, partitions = _topic(kafka, "kip848-cut", 4)
     audit = Audit(partitions)
     producer = SteadyProducer(kafka.bootstrap_servers, topic, audit, partitions=4, record_ids="offset")

@@ -5,12 +5,12 @@ finds the restarted server, heartbeats to it at the epoch it had and keeps its m
 partitions (no callback at all), commits resume against the new process, no partition is
 owned twice and every acknowledged (partition, offset) is consumed.
 
-``test_live.py`` has the same drill with librdkafka members. The members here give their
-partitions up only after 60 s without a heartbeat answer (``session_timeout_ms``: how long a
-KIP-848 member waits, not the coordinator's timeout), so a slow restart on a busy machine is
-not mistaken for a lost member; the server's own session timeout stays 6 s, so a member that
-never heartbeats to the restarted server is removed and its partitions move, which fails the
-test."""
+``test_live.py`` has the same drill with librdkafka members. A member gives its partitions up
+when no heartbeat it sent within the coordinator's session timeout was answered (it reads the
+server's ``--session-timeout-ms`` at start), so the server runs with 20 s here: a slow restart
+on a busy machine is not mistaken for a lost member (with 6 s, restarts under load outlasted
+it and the members fenced themselves), and a member that never heartbeats to the restarted
+server is still removed after 20 s and its partitions move, which fails the test."""
 
 from __future__ import annotations
 
@@ -32,10 +32,19 @@ from tests.server.test_live import PARTITIONS, describe, setup
 pytestmark = pytest.mark.integration
 
 WAIT_S = 90
-#: The server's session timeout (tests/server/support.py's FAST) in its status lines (one a
-#: second), with room to spare: that many lines after the restart, a member that had not
-#: heartbeated to the new process would be gone.
-SESSION_LINES = 6 + 4
+#: The server's settings here: tests/server/support.py's FAST with a 20 s session timeout.
+SESSION_MS = 20_000
+SERVER_ARGS = (
+    "--session-timeout-ms",
+    str(SESSION_MS),
+    "--heartbeat-interval-ms",
+    "500",
+    "--status-interval-s",
+    "1",
+)
+#: The server's session timeout in its status lines (one a second), with room to spare: that
+#: many lines after the restart, a member that had not heartbeated to the new process would be gone.
+SESSION_LINES = SESSION_MS // 1000 + 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +98,7 @@ async def kill_and_restart(
             bootstrap_servers=server.address,
             group_id=group,
             group_protocol="consumer",
-            session_timeout_ms=60_000,
+            session_timeout_ms=60_000,  # only if the server's could not be read
             **assignors,
         )
         for name in ("st1", "st2")
@@ -150,7 +159,7 @@ def _members(group: DescribedGroup) -> dict[str, tuple[int, tuple[Any, ...]]]:
 def test_streamtasks_members_survive_a_killed_server(
     kafka: Cluster, client_side: bool, down_s: float
 ) -> None:
-    server = ServerProcess(kafka.bootstrap_servers).start()
+    server = ServerProcess(kafka.bootstrap_servers, extra=SERVER_ARGS).start()
     try:
         audit, seen = asyncio.run(kill_and_restart(kafka, server, client_side=client_side, down_s=down_s))
     finally:

@@ -24,6 +24,7 @@ from streamtasks.membership.consumer.events import (
     PollTimerExpired,
     Response,
     ResponseReceived,
+    SessionTimeoutKnown,
 )
 from streamtasks.membership.consumer.machine import ConsumerMember
 from streamtasks.membership.consumer.transitions import TRANSITIONS
@@ -45,6 +46,7 @@ __all__ = [
     "Response",
     "ResponseReceived",
     "SendRequest",
+    "SessionTimeoutKnown",
     "TargetAssignor",
     "compute_assignment",
     "default_metadata",

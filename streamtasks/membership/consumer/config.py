@@ -62,10 +62,14 @@ class ConsumerMemberConfig:
     group's assignment (seed KIP-848). ``assignor_metadata`` is what it advertises for each
     (default :func:`default_metadata`); ``AssignorMetadataChanged`` replaces it later.
 
-    ``session_timeout_ms``: the coordinator's session timeout as the member assumes it. With
-    no heartbeat answered for that long the coordinator has removed it: its partitions are
+    ``session_timeout_ms``: the coordinator's session timeout as the member assumes it until
+    a ``SessionTimeoutKnown`` event gives the one the coordinator uses (the runtime reads the
+    group's effective ``consumer.session.timeout.ms`` at start). When no heartbeat sent that
+    long ago or later was answered, the coordinator may have removed it: its partitions are
     lost and it rejoins (the classic member's rule, kept here so that a member cut off from
-    the coordinator gives up partitions that are being handed to others).
+    the coordinator gives up partitions that are being handed to others). Counted from the
+    send time of the last answered heartbeat: the coordinator restarted its timer when it
+    processed that heartbeat, after it was sent.
 
     ``unreleased_heartbeat_ms``: while the coordinator's latest assignment names partitions
     still owned by another member (the seed KIP's pending partitions), heartbeat this soon

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from streamtasks.errors import ConfigError
 from streamtasks.membership.common.events import (
     CoordinatorDiscovered,
     CoordinatorLost,
@@ -46,6 +47,7 @@ __all__ = [
     "RequestFailed",
     "Response",
     "ResponseReceived",
+    "SessionTimeoutKnown",
     "Subscribe",
 ]
 
@@ -120,6 +122,21 @@ class ApplicationPolled:
     """The application polls again: a ``STALE`` member rejoins (otherwise nothing happens)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionTimeoutKnown:
+    """The coordinator's session timeout for this group, as the runtime read it at start (the
+    group's effective ``consumer.session.timeout.ms``): the member gives its partitions up
+    when no heartbeat sent within that long before now was answered (it replaces
+    ``ConsumerMemberConfig.session_timeout_ms``). ``source``: where it was read, for the log."""
+
+    session_timeout_ms: int
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.session_timeout_ms <= 0:
+            raise ConfigError(f"session_timeout_ms must be positive, got {self.session_timeout_ms}")
+
+
 #: Every event the member accepts.
 Event = (
     ResponseReceived
@@ -134,4 +151,5 @@ Event = (
     | AssignorMetadataChanged
     | PollTimerExpired
     | ApplicationPolled
+    | SessionTimeoutKnown
 )

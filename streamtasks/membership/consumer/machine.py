@@ -266,6 +266,7 @@ class ConsumerMember:
         self._membership = replace(self._membership, in_group=True)
         if self._round.ack_rid == 0:
             self._round = replace(self._round, ack_rid=rid)
+        self._link.change(hb_sent_ms=now_ms)
         self._link.beat_at(now_ms + self._link.record.interval_ms)
 
     def _on_heartbeat(
@@ -297,7 +298,10 @@ class ConsumerMember:
             self._link.beat_at(now_ms + self._config.retry_backoff_ms)
 
     def _heartbeat_ok(self, resp: ConsumerGroupHeartbeatResponse, rid: int, now_ms: int) -> None:
-        self._link.heard(now_ms)
+        # The session counts from when the answered heartbeat was sent (the safe side of the
+        # coordinator's timer, restarted when it processed it), never backwards.
+        link = self._link.record
+        self._link.heard(max(link.hb_last_ok_ms, link.hb_sent_ms))
         if resp.heartbeat_interval_ms > 0:
             self._link.change(interval_ms=resp.heartbeat_interval_ms)
             self._link.beat_by(now_ms + resp.heartbeat_interval_ms)
@@ -507,6 +511,9 @@ class ConsumerMember:
         if self._k.state is S.STALE:
             self._start_joining(now_ms, "application polled: rejoin at epoch 0")
 
+    def _on_session_timeout(self, event: ev.SessionTimeoutKnown, now_ms: int) -> None:
+        self._config = replace(self._config, session_timeout_ms=event.session_timeout_ms)
+
     def _on_lost(self, event: ev.CoordinatorLost, now_ms: int) -> None:
         self._coordinator_lost(now_ms, event.reason or "coordinator lost")
 
@@ -584,5 +591,6 @@ _ON: Mapping[type, Callable[[ConsumerMember, Any, int], object]] = MappingProxyT
         ev.PollTimerExpired: ConsumerMember._on_poll_timer,
         ev.ApplicationPolled: ConsumerMember._on_polled,
         ev.ListenerCompleted: ConsumerMember._on_listener_completed,
+        ev.SessionTimeoutKnown: ConsumerMember._on_session_timeout,
     }
 )

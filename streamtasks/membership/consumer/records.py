@@ -177,7 +177,11 @@ class Link:
     find_failures: int = 0
     interval_ms: int
     hb_next_ms: int
+    #: When the last answered heartbeat was SENT (the coordinator's session timer restarted
+    #: when it processed it, later): the session deadline counts from here.
     hb_last_ok_ms: int
+    #: When the heartbeat in flight was sent (one at a time).
+    hb_sent_ms: int = 0
 
     @classmethod
     def starting(cls, now_ms: int, interval_ms: int) -> Link:
