@@ -21,7 +21,7 @@ from streamtasks.groups.offsets import (
     render_reset,
     task_lags,
 )
-from streamtasks.groups.streams_view import render_streams, streams_group_view
+from streamtasks.groups.streams_view import render_streams, streams_group_view, streams_owners
 from streamtasks.groups.view import (
     classic_group_view,
     consumer_group_view,
@@ -135,6 +135,7 @@ def _describe(settings: ClientSettings, args: argparse.Namespace) -> tuple[str, 
     else:
         streams = streams_group_view(described)
         text, document = render_streams(streams, members=args.members), streams.to_json()
+        owners, tasks = streams_owners(streams)
     if args.offsets:
         rows = asyncio.run(_offset_rows(settings, args.group, owners, tasks, args.timeout))
         text += "\n" + render_offsets(rows)
