@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -80,17 +81,25 @@ _ERRNO = re.compile(r"\[Errno -?\d+\] [^'\")\]]+")
 _CODE = re.compile(r"code: (\d+), reason: ([^,]+)$")
 
 
-def _cause(held: list[logging.LogRecord]) -> str:
-    """The reason an export failed, from what the exporter logged (the first informative line)."""
+def _cause(held: list[logging.LogRecord], endpoint: str) -> str:
+    """Why an export failed: from what the exporter logged (an errno, an HTTP status) or, when
+    it only said it gave up (its timeout came before a retry), from one TCP connect to the
+    endpoint."""
     for record in held:
         message = record.getMessage()
         if errno := _ERRNO.search(message):
             return errno.group(0).strip()
         if (code := _CODE.search(message)) and code.group(1) != "None":
             return f"HTTP {code.group(1)} {code.group(2).strip()}"
-    for record in reversed(held):
-        return record.getMessage()[:200]
-    return "no answer"
+    parts = urlsplit(endpoint)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=2.0):
+            pass
+    except (OSError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    last = held[-1].getMessage().rstrip(".")[:200] if held else "no answer"
+    return f"{last} (the port accepts connections: no answer within OTEL_EXPORTER_OTLP_TIMEOUT?)"
 
 
 class ReportingExporter(MetricExporter):
@@ -129,7 +138,7 @@ class ReportingExporter(MetricExporter):
                 "OTLP metrics export to %s failed: %s; /metrics is unaffected, each export interval retries "
                 "(logged again once it works)",
                 self.endpoint,
-                _cause(held),
+                _cause(held, self.endpoint),
             )
         return result
 

@@ -140,13 +140,15 @@ class VictoriaMetrics:
 
 
 @contextmanager
-def victoria_metrics(tmp_path: Path, *, user: str = "otel", password: str) -> Iterator[VictoriaMetrics]:
-    """A VictoriaMetrics on a free loopback port asking basic authentication; skips the test
+def victoria_metrics(
+    tmp_path: Path, *, user: str = "otel", password: str, port: int | None = None
+) -> Iterator[VictoriaMetrics]:
+    """A VictoriaMetrics on ``port`` (a free loopback one) asking basic authentication; skips the test
     when the binary cannot be had (:func:`binary`)."""
     exe, why = binary()
     if exe is None:
         pytest.skip(f"no VictoriaMetrics to receive OTLP: {why}")
-    port = free_port("127.0.0.1")
+    port = free_port("127.0.0.1") if port is None else port
     log = open(tmp_path / "victoria-metrics.log", "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
         [str(exe), f"-storageDataPath={tmp_path / 'vm-data'}", f"-httpListenAddr=127.0.0.1:{port}",
