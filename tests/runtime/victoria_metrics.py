@@ -90,7 +90,10 @@ def binary() -> tuple[Path | None, str]:
         except (subprocess.SubprocessError, ValueError, OSError) as exc:
             detail = getattr(exc, "stderr", "") or ""
             return None, f"fetching Debian's victoria-metrics package failed: {exc} {detail[-300:]}"
-        shutil.rmtree(apt / "download", ignore_errors=True)
+        shutil.rmtree(apt, ignore_errors=True)  # the package lists and the .deb: not needed again
+        for other in exe.parent.iterdir():  # vmagent, vmalert, vmctl...: only the server is used
+            if other != exe:
+                other.unlink()
     return (exe, "fetched") if exe.exists() else (None, f"the package holds no {exe.relative_to(root)}")
 
 
