@@ -56,6 +56,10 @@ class StreamsTasks:
             warmup=_tasks(assignment.warmup_tasks),
         )
 
+    def roles(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """(active, standby, warm-up)."""
+        return self.active, self.standby, self.warmup
+
     def to_json(self) -> dict[str, list[str]]:
         return {"active": list(self.active), "standby": list(self.standby), "warmup": list(self.warmup)}
 
