@@ -21,7 +21,8 @@ from streamtasks.groups.offsets import (
     render_reset,
     task_lags,
 )
-from streamtasks.groups.streams_view import render_streams, streams_group_view
+from streamtasks.groups.streams_view import render_streams, streams_group_view, streams_owners
+from streamtasks.groups.tasks_view import Holder, classic_tasks, render_tasks, task_rows
 from streamtasks.groups.view import (
     classic_group_view,
     consumer_group_view,
@@ -108,6 +109,12 @@ def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
         "--members", action="store_true", help="show the members (default: the summary line)"
     )
     describe.add_argument(
+        "--tasks",
+        action="store_true",
+        help="one row per task of an App or streams group: the members running it active, as a "
+        "standby and warming it up (with --offsets: its lag)",
+    )
+    describe.add_argument(
         "--offsets",
         action="store_true",
         help="committed offset, log end offset and lag per partition (and per task for an App group)",
@@ -124,10 +131,12 @@ def _describe(settings: ClientSettings, args: argparse.Namespace) -> tuple[str, 
     described = asyncio.run(describe_group(settings, args.group, timeout_s=args.timeout))
     owners: dict[TopicPartition, str] = {}
     tasks: dict[TopicPartition, str] = {}
+    holders: list[Holder] = []
     if isinstance(described, cg.DescribeGroupResponse):
         classic = classic_group_view(args.group, described)
         text, document = render_classic(classic, members=args.members), classic.to_json()
         owners, tasks = owners_of(classic)
+        holders = classic_tasks(classic)
     elif isinstance(described, kip848.DescribedGroup):
         consumer = consumer_group_view(described)
         text, document = render_consumer(consumer, members=args.members), consumer.to_json()
@@ -135,6 +144,9 @@ def _describe(settings: ClientSettings, args: argparse.Namespace) -> tuple[str, 
     else:
         streams = streams_group_view(described)
         text, document = render_streams(streams, members=args.members), streams.to_json()
+        owners, tasks = streams_owners(streams)
+        holders = [(m.client_id, *m.current.roles()) for m in streams.members]
+    lags: dict[str, int] | None = None
     if args.offsets:
         rows = asyncio.run(_offset_rows(settings, args.group, owners, tasks, args.timeout))
         text += "\n" + render_offsets(rows)
@@ -143,6 +155,10 @@ def _describe(settings: ClientSettings, args: argparse.Namespace) -> tuple[str, 
             lags = task_lags(rows)
             document["task_lags"] = lags
             text += "\nTASK-LAGS " + (",".join(f"{t}={lag}" for t, lag in lags.items()) or "-")
+    if args.tasks:
+        by_task = task_rows(holders, lags)
+        text += "\n" + render_tasks(by_task)
+        document["tasks"] = [r.to_json() for r in by_task]
     return text, document
 
 

@@ -2,7 +2,8 @@
 one StreamsGroupDescribe group: the topology the broker configured (subtopologies with their
 source, repartition and changelog topics), the group, assignment and topology epochs, and per
 member its process id, endpoint, current against target tasks (active, standby, warm-up) and the
-task offsets it last reported, with the lag of each (end offset minus offset)."""
+task offsets it last reported, with the lag of each (end offset minus offset); and which
+member's active task reads each input partition (``--offsets``' OWNER and TASK columns)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from streamtasks.protocol.streams_group import (
     TaskIds,
     TaskOffset,
 )
+from topology.ids import TopicPartition
 
 __all__ = [
     "StreamsGroupView",
@@ -26,6 +28,7 @@ __all__ = [
     "StreamsTasks",
     "render_streams",
     "streams_group_view",
+    "streams_owners",
 ]
 
 
@@ -52,6 +55,10 @@ class StreamsTasks:
             standby=_tasks(assignment.standby_tasks),
             warmup=_tasks(assignment.warmup_tasks),
         )
+
+    def roles(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """(active, standby, warm-up)."""
+        return self.active, self.standby, self.warmup
 
     def to_json(self) -> dict[str, list[str]]:
         return {"active": list(self.active), "standby": list(self.standby), "warmup": list(self.warmup)}
@@ -187,6 +194,26 @@ def streams_group_view(group: DescribedStreamsGroup) -> StreamsGroupView:
         subtopologies=subtopologies,
         members=tuple(sorted((_member(m) for m in group.members), key=lambda m: (m.client_id, m.member_id))),
     )
+
+
+def streams_owners(view: StreamsGroupView) -> tuple[dict[TopicPartition, str], dict[TopicPartition, str]]:
+    """Each input partition of a member's current active task: its owner (client id) and task.
+
+    Task ``<subtopology>_<p>`` reads partition ``p`` of each of its subtopology's source and
+    repartition source topics (the topology the broker configured; none before it has one)."""
+    inputs = {
+        s.subtopology_id: (*s.source_topics, *s.repartition_source_topics) for s in view.subtopologies or ()
+    }
+    owners: dict[TopicPartition, str] = {}
+    tasks: dict[TopicPartition, str] = {}
+    for m in view.members:
+        for task in m.current.active:
+            subtopology, _, partition = task.rpartition("_")
+            for topic in inputs.get(subtopology, ()):
+                tp = TopicPartition(topic, int(partition))
+                owners[tp] = m.client_id
+                tasks[tp] = task
+    return owners, tasks
 
 
 def render_streams(view: StreamsGroupView, *, members: bool = True) -> str:

@@ -274,6 +274,8 @@ class Consumer:
 
     def metrics(self) -> dict[str, float]:
         out = member_metrics(self._member)
+        if self._driver is not None and not isinstance(self._member, ClassicMember):
+            out.update(self._driver.rebalance_metrics())  # KIP-848 / streams: from its states
         for name, n in self._gaps.stats.items():
             out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
         return out

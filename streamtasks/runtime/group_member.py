@@ -142,7 +142,8 @@ def make_member(
             request_timeout_ms=config.request_timeout_ms,
             rack=config.client_rack,
             lose_on_missed_generation=config.lose_on_missed_generation,
-        )
+        ),
+        now_ms=monotonic_ms(),  # its rebalance rates extrapolate over its first hour, as Kafka's
     )
 
 

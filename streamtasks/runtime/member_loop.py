@@ -34,6 +34,7 @@ from streamtasks.membership.classic import (
 from streamtasks.membership.common import MemberState, lookup_backoff_ms
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.connection import GroupCoordinatorClient
+from streamtasks.runtime.epoch_rebalances import EpochRebalances
 from topology.ids import TopicPartition
 
 __all__ = ["DriverHost", "EpochMemberLoop", "LoopMember", "MemberLoop", "monotonic_ms"]
@@ -120,6 +121,12 @@ class MemberLoop(Generic[M]):
         #: A TLS or authentication failure: fatal, the loop ends raising it (no retry).
         self.security_failure: ConnectionSecurityError | None = None
         self.done = asyncio.Event()
+        #: A KIP-848 / streams member's rebalance metrics, from its states after each step.
+        self.rebalances = EpochRebalances(clock())
+
+    def rebalance_metrics(self) -> Mapping[str, float]:
+        """An epoch member's ``rebalance-*`` metrics (a classic member keeps its own)."""
+        return self.rebalances.snapshot(self._clock())
 
     # -- what a protocol's driver supplies ---------------------------------------------------
 
@@ -213,6 +220,7 @@ class MemberLoop(Generic[M]):
             await self._execute(self.member.handle(event, self._clock()))
         await self._execute(self.member.poll(self._clock()))
         state, member_id, epoch = self.describe()
+        self.rebalances.observe(state, self._clock())
         if state is not before:
             log.info(
                 "member %s: %s -> %s (epoch %d)",

@@ -19,7 +19,9 @@ first time a refresh sees it (never from a callback: the SDK collects under its 
 
 :func:`sdk_meter_provider` builds an SDK ``MeterProvider`` exporting to the console or over OTLP
 (``opentelemetry-exporter-otlp-proto-http``, configured by the standard ``OTEL_EXPORTER_OTLP_*``
-environment variables) for a process that has none (``streamtasks coordinator --otel-metrics``).
+environment variables) for a process that has none (``streamtasks coordinator --otel-metrics``);
+its OTLP exporter logs a receiver that is down in one line
+(:class:`streamtasks.runtime.otel_export.ReportingExporter`).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ class OtelBridge:
 
 def sdk_meter_provider(exporter: Literal["console", "otlp"], *, out: IO[str] | None = None) -> MeterProvider:
     """An SDK ``MeterProvider`` whose periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, default
-    60 s) exports to the console or over OTLP/HTTP; a :class:`ConfigError` when the SDK or the
+    60 s) exports to the console or over OTLP/HTTP (a failing receiver: one log line, the
+    export retried each interval); a :class:`ConfigError` when the SDK or the
     OTLP exporter is not installed. ``out``: where the console exporter writes (stdout)."""
     try:
         from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
@@ -134,7 +137,10 @@ def sdk_meter_provider(exporter: Literal["console", "otlp"], *, out: IO[str] | N
             raise ConfigError(
                 f"OTLP export needs pip install opentelemetry-exporter-otlp-proto-http ({exc})"
             ) from None
-        chosen = OTLPMetricExporter()
+        from streamtasks.runtime.otel_export import ReportingExporter
+
+        otlp = OTLPMetricExporter()  # the OTEL_EXPORTER_OTLP_* variables (headers too)
+        chosen = ReportingExporter(otlp, str(getattr(otlp, "_endpoint", "the OTLP endpoint")))
     else:
         chosen = ConsoleMetricExporter(out=out if out is not None else sys.stdout)
     return SdkMeterProvider(metric_readers=[PeriodicExportingMetricReader(chosen)])

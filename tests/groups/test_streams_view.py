@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from streamtasks.groups.streams_view import render_streams, streams_group_view
+from streamtasks.groups.offsets import offset_rows, task_lags
+from streamtasks.groups.streams_view import render_streams, streams_group_view, streams_owners
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.protocol.streams_group import (
     DescribedStreamsGroup,
@@ -17,6 +18,7 @@ from streamtasks.protocol.streams_group import (
     TaskOffset,
     TopicInfo,
 )
+from topology.ids import TopicPartition
 
 
 def _group(subtopologies: tuple[DescribedSubtopology, ...] | None) -> DescribedStreamsGroup:
@@ -69,3 +71,26 @@ def test_a_group_without_a_configured_topology_says_so() -> None:
     assert view.subtopologies is None
     assert view.to_json()["subtopologies"] is None
     assert "topology: not configured yet" in render_streams(view)
+
+
+def test_the_offsets_of_a_streams_group_name_their_owner_and_task() -> None:
+    """``--offsets`` of a live streams group showed OWNER and TASK as ``-`` on every row (and no
+    per-task lag): the topology names each subtopology's input topics, a member's active
+    tasks their partitions."""
+    subs = (
+        DescribedSubtopology(subtopology_id="0", source_topics=("in",), repartition_sink_topics=("s-rep",)),
+        DescribedSubtopology(subtopology_id="1", source_topics=(), repartition_source_topics=(
+            TopicInfo(name="s-rep", partitions=2),)),
+    )  # fmt: skip
+    view = streams_group_view(_group(subs))
+    owners, tasks = streams_owners(view)  # m1 (client c1) runs active 0_0 and 0_1
+    assert owners == {TopicPartition("in", 0): "c1", TopicPartition("in", 1): "c1"}
+    assert tasks == {TopicPartition("in", 0): "0_0", TopicPartition("in", 1): "0_1"}
+    committed = {TopicPartition("in", 0): 5, TopicPartition("in", 1): 9, TopicPartition("s-rep", 0): 3}
+    ends = {TopicPartition("in", 0): 8, TopicPartition("in", 1): 9, TopicPartition("s-rep", 0): 4}
+    rows = offset_rows(committed, ends, owners, tasks)
+    assert [(r.partition.topic, r.owner, r.task, r.lag) for r in rows] == [
+        ("in", "c1", "0_0", 3), ("in", "c1", "0_1", 0), ("s-rep", None, None, 1),
+    ]  # fmt: skip
+    assert task_lags(rows) == {"0_0": 3, "0_1": 0}
+    assert streams_owners(streams_group_view(_group(None))) == ({}, {})

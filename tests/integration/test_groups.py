@@ -175,13 +175,14 @@ def test_an_app_group_shows_each_members_active_and_standby_tasks(
                 if "state Stable" in table.splitlines()[0]:
                     print(table)
                     code, out, err = await asyncio.to_thread(
-                        _groups, capsys, kafka, "describe", topic, "--offsets", "--json"
+                        _groups, capsys, kafka, "describe", topic, "--offsets", "--tasks", "--json"
                     )
                     assert code == 0, err
                     offsets: dict[str, Any] = json.loads(out)
                     if offsets["state"] == "Stable":
                         document["task_lags"] = offsets["task_lags"]
                         document["offsets"] = offsets["offsets"]
+                        document["by_task"] = offsets["tasks"]
                         return document, table
             raise AssertionError(f"no Stable table: {table}")
         finally:
@@ -215,6 +216,12 @@ def test_an_app_group_shows_each_members_active_and_standby_tasks(
     assert table.splitlines()[1].split()[-3:] == ["ACTIVE", "STANDBY", "WARMUP"]
     for member in document["members"]:
         assert member["member_id"] in table
+    # --tasks: a row per task, one member running it active, its replica on the other
+    assert [r["task"] for r in document["by_task"]] == everything
+    for row in document["by_task"]:
+        (runner,) = row["active"]
+        assert [*row["standby"], *row["warmup"]] == [{"a": "b", "b": "a"}[runner]], row
+        assert row["lag"] == document["task_lags"][row["task"]]
 
 
 def test_a_kip848_group_shows_epochs_and_current_and_target_assignments(

@@ -204,7 +204,11 @@ def test_a_live_streams_group_is_described_with_its_topology_and_tasks(
     assert member["process_id"] == document["member_process"]
     assert member["target_assignment"]["active"] == ["0_0", "0_1"]
     assert member["current_assignment"]["active"] == ["0_0", "0_1"]
-    assert document["offsets"] == []  # nothing committed, no consumer-protocol owner
+    # --offsets: each partition of the member's active tasks, its owner and task (nothing committed)
+    rows = [(r["partition"], r["task"], r["committed_offset"], r["lag"]) for r in document["offsets"]]
+    assert rows == [(0, "0_0", None, 0), (1, "0_1", None, 0)]
+    assert {r["owner"] for r in document["offsets"]} == {member["client_id"]}
+    assert document["task_lags"] == {"0_0": 0, "0_1": 0}
 
 
 def test_a_debug_describe_on_the_secured_broker_prints_no_password(

@@ -22,6 +22,7 @@ from streamtasks.app.app import App
 from streamtasks.drills.stateful_app import make_app, record_for
 from streamtasks.embedded import Cluster, client_settings
 from streamtasks.runtime.security import ClientSettings
+from tests.integration.streams_cluster import require_streams_groups
 
 pytestmark = pytest.mark.integration
 
@@ -59,10 +60,18 @@ async def until(check: Any, what: str) -> Any:
         await asyncio.sleep(0.5)
 
 
-def test_metrics_are_scraped_from_live_apps_during_a_bounce(kafka: Cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
+def test_metrics_are_scraped_from_live_apps_during_a_bounce(
+    kafka: Cluster, tmp_path: Path, protocol: str
+) -> None:
+    """The rebalance families under both protocols (a streams group's App had only its member
+    epoch before: its rebalances are its moves to a new assignment)."""
+    if protocol == "streams":
+        require_streams_groups(kafka)
     topic = f"metrics-{uuid.uuid4().hex[:6]}"
     kafka.create_topics({topic: PARTITIONS})
     settings = {
+        **({"group_protocol": "streams"} if protocol == "streams" else {}),
         "bootstrap_servers": kafka.bootstrap_servers,
         "session_timeout_ms": 6_000,
         "heartbeat_interval_ms": 500,
@@ -101,9 +110,14 @@ def test_metrics_are_scraped_from_live_apps_during_a_bounce(kafka: Cluster, tmp_
                 text = await scrape(a)
                 processed = sample(text, "kafka_streams_stream_thread_metrics_process_total")
                 active = sample(text, "streamtasks_active_tasks")
-                return text if processed and active and 0 < active < PARTITIONS else None
+                # its first rebalance done (a streams member processes while it acknowledges) and
+                # its replicas placed (a streams group's broker may place them a heartbeat later)
+                done = (sample(text, "kafka_consumer_coordinator_metrics_rebalance_total") or 0) >= 1
+                replicas = re.search(r'_changelog_lag_records\{[^}]*role="(standby|warmup)"', text)
+                halved = bool(processed and active and 0 < active < PARTITIONS)
+                return text if halved and done and replicas else None
 
-            before = await until(settled, "a to process records with half the tasks")
+            before = await until(settled, "a to process records with half the tasks and a replica")
             await b.stop()
             await runners.pop("b")
             during = await until(

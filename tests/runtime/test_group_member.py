@@ -23,6 +23,7 @@ from streamtasks.runtime.group_member import (
     member_epoch,
     send_offset_commit_retrying,
 )
+from streamtasks.runtime.member_loop import monotonic_ms
 from tests.runtime.fake_coordinator import FakeCoordinator
 from topology import TopicPartition
 
@@ -35,6 +36,19 @@ def _config(address: str, **kw: object) -> ConsumerConfig:
         "session_timeout_ms": 6_000, "heartbeat_interval_ms": 1_000,
     }  # fmt: skip
     return make_config({**settings, **kw})
+
+
+def test_a_classic_member_is_made_knowing_when_for_its_rebalance_rates() -> None:
+    """A live App's ``rebalance_rate_per_hour`` read 6.0 after 6 rebalances in under a minute:
+    the member was made with creation time 0, so its rates never extrapolated over its first
+    hour (the metric's docs and Kafka's windowed rate do)."""
+    member = make_member(_config("127.0.0.1:9"), ("t",), None)
+    assert isinstance(member, ClassicMember)
+    now = monotonic_ms()
+    for _ in range(6):  # six rebalances in its first minute (the only way in: its metrics owner)
+        member._metrics.rebalance_completed(now)
+    rate = member.metrics(now + 60_000)["rebalance-rate-per-hour"]
+    assert rate == pytest.approx(6 * 60, rel=0.01)  # 6 per minute, not 6 per hour
 
 
 def test_offset_fetch_answers_that_are_not_final() -> None:
