@@ -45,11 +45,12 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
 from assignors.partition.hooks import MemberAssignment
+from streamtasks.app.app_setup import check_app, faust_assignor, resolve_config
 from streamtasks.app.changelog import ChangelogReader
 from streamtasks.app.clients import (
     create_internal_topics,
@@ -57,7 +58,7 @@ from streamtasks.app.clients import (
     require_transactional_commits,
     start_producer,
 )
-from streamtasks.app.config import AppConfig, make_app_config
+from streamtasks.app.config import AppConfig
 from streamtasks.app.context import SourceSerdes
 from streamtasks.app.events import AppEvent, OffsetsCommitted, SubscriptionVersionChanged, wall_ms
 from streamtasks.app.loops import Loops, LoopTimes
@@ -71,7 +72,6 @@ from streamtasks.app.tasks import TaskSet
 from streamtasks.app.transactions import ExactlyOnce
 from streamtasks.errors import (
     CommitFailedError,
-    ConfigError,
     ProcessingError,
     StreamTasksError,
     TransactionAbortedError,
@@ -83,52 +83,17 @@ from streamtasks.state import StateDirectory
 from streamtasks.state.serdes import Serde
 from streamtasks.streams import AssignmentRead, LagTrigger
 from streamtasks.streams.assignment_reader import AssignmentReaders
-from streamtasks.streams.faust_protocol import FaustProtocolAssignor, faust_topics
+from streamtasks.streams.faust_protocol import faust_topics
 from streamtasks.streams.wiring import streams_wire
 from topology.ids import TopicPartition
 from topology.model import Topology
 
 __all__ = ["App"]
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger("streamtasks.app")
 
 #: How many of its latest events an app keeps in :attr:`App.events`.
 EVENT_HISTORY = 10_000
-
-
-def _check_app(config: AppConfig, topology: Topology, processors: Mapping[int, AnyProcessor]) -> None:
-    """The topology is the configured application's and the processors cover its subtopologies
-    exactly (a :class:`ConfigError` otherwise)."""
-    if config.application_id != topology.application_id:
-        raise ConfigError(
-            f"application_id {config.application_id!r} differs from the topology's "
-            f"{topology.application_id!r}"
-        )
-    missing = sorted(s.id for s in topology.subtopologies if s.id not in processors)
-    unknown = sorted(set(processors) - {s.id for s in topology.subtopologies})
-    if missing or unknown:
-        raise ConfigError(
-            f"processors must cover every subtopology exactly: missing {missing}, unknown {unknown}"
-        )
-
-
-def _resolve_config(config: Mapping[str, Any] | AppConfig | None, settings: Mapping[str, Any]) -> AppConfig:
-    """The App's config: ``config`` (a mapping or an :class:`AppConfig`) with ``settings`` over it."""
-    if isinstance(config, AppConfig):
-        return config if not settings else make_app_config(config.model_dump(), **settings)
-    return make_app_config(dict(config or {}), **settings)
-
-
-def _faust_assignor(topology: Topology, cfg: AppConfig) -> FaustProtocolAssignor:
-    """faust's protocol for ``upgrade_from="faust"`` (this process's URL made unique)."""
-    return FaustProtocolAssignor(
-        topology,
-        url=f"streamtasks://{cfg.client_id}-{uuid.uuid4().hex[:12]}/",
-        replicas=cfg.num_standby_replicas,
-    )
 
 
 class App:
@@ -145,12 +110,12 @@ class App:
         on_event: Callable[[AppEvent], None] | None = None,
         **settings: Any,
     ) -> None:
-        self.config = cfg = _resolve_config(config, settings)
-        _check_app(cfg, topology, processors)
+        self.config = cfg = resolve_config(config, settings)
+        check_app(cfg, topology, processors)
         self.topology = topology
         wire = streams_wire(cfg.upgrade_from, cfg.emulate_release)
         #: ``upgrade_from="faust"``: faust's protocol, offered first while faust members remain.
-        self.faust = _faust_assignor(topology, cfg) if wire.advertise_faust else None
+        self.faust = faust_assignor(topology, cfg) if wire.advertise_faust else None
         self.directory = StateDirectory(cfg.state_dir, cfg.application_id)
         #: This process's id, kept in the state directory across restarts (read once locked).
         self.process_id: uuid.UUID | None = None

@@ -36,12 +36,9 @@ from streamtasks.app.poison import PoisonRecords
 from streamtasks.app.processor import AnyProcessor, Processor, resolve_processor
 from streamtasks.app.punctuation import PunctuationType
 from streamtasks.app.running import RunningTasks
+from streamtasks.app.send_callbacks import changelog_done, group_outputs, output_done
 from streamtasks.app.sending import (
-    Row,
     by_partition,
-    is_retriable,
-    partition_for,
-    partitions_of,
     send_failure,
     send_rows,
 )
@@ -475,76 +472,25 @@ class TaskSet:
                     keyed = ((tp, key, value, ts, ()) for tp, key, value, ts in pending)
                     for tp, tp_rows in by_partition(keyed).items():
                         task.unacked += len(tp_rows)
-                        await send_rows(producer, tp, tp_rows, self._ack_callback(task, tp))
+                        await send_rows(producer, tp, tp_rows, changelog_done(task, tp, self._send_errors))
             outbox, self._outbox = self._outbox, []
-            # per partition: the rows and, at the same index, the input each was written for
-            groups: dict[TopicPartition, tuple[list[Row], list[ConsumerRecord[Any, Any] | None]]] = {}
-            parts: dict[str, list[int]] = {}  # metadata looked up once per topic, not per record
-            for out, origin in outbox:
-                part = out.partition
-                if part is None:
-                    known = parts.get(out.topic)
-                    if known is None:
-                        known = parts[out.topic] = await partitions_of(producer, out.topic)
-                    part = partition_for(out.key, known)
-                tp = TopicPartition(out.topic, part)
-                timestamp = out.timestamp if out.timestamp is not None or origin is None else origin.timestamp
-                headers = out.headers if out.headers is not None or origin is None else tuple(origin.headers)
-                group = groups.get(tp)
-                if group is None:
-                    group = groups[tp] = ([], [])
-                group[0].append((out.key, out.value, timestamp, headers or ()))
-                group[1].append(origin)
+            groups = await group_outputs(producer, outbox)
             for tp, (tp_rows, origins) in groups.items():
-                await send_rows(producer, tp, tp_rows, self._output_callback(tp, origins))
+                await send_rows(
+                    producer,
+                    tp,
+                    tp_rows,
+                    output_done(tp, origins, self._send_errors, self._poison, self._task_of),
+                )
         except Exception as exc:
             self._send_errors.append(exc)
             raise
 
-    def _ack_callback(self, task: StreamTask, tp: TopicPartition) -> Callable[[int, int, Any], None]:
-        """A changelog batch's callback: its acknowledgement moves the task's changelog offset;
-        its failure revives the tasks when retriable, and is fatal otherwise (no handler may
-        skip a store's write)."""
-
-        def done(first: int, count: int, future: Any) -> None:
-            if future.cancelled():
-                self._send_errors.append(ProcessingError("a record send was cancelled"))
-                return
-            exc = future.exception()
-            if exc is not None:
-                self._send_errors.append(exc)
-            else:
-                task.acknowledged(tp, future.result().offset + count - 1, count)
-
-        return done
-
-    def _output_callback(
-        self, tp: TopicPartition, origins: list[ConsumerRecord[Any, Any] | None]
-    ) -> Callable[[int, int, Any], None]:
-        """An output batch's callback: each record of a failed batch goes to the production
-        handler (a dead-letter record, or one written outside processing, fails the app); a
-        retriable failure does not: it revives the tasks (Kafka Streams' rule)."""
-
-        def done(first: int, count: int, future: Any) -> None:
-            if future.cancelled():
-                self._send_errors.append(ProcessingError("a record send was cancelled"))
-                return
-            exc = future.exception()
-            if exc is None:
-                return
-            if is_retriable(exc):
-                self._send_errors.append(exc)
-                return
-            for origin in origins[first : first + count]:
-                task = (
-                    None
-                    if origin is None
-                    else self._by_partition.get(TopicPartition(origin.topic, origin.partition))
-                )
-                if self._poison.output_refused(None if task is None else task.id, origin, tp.topic, exc):
-                    self._send_errors.append(exc)
-
-        return done
+    def _task_of(self, origin: ConsumerRecord[Any, Any] | None) -> TaskId | None:
+        task = (
+            None if origin is None else self._by_partition.get(TopicPartition(origin.topic, origin.partition))
+        )
+        return None if task is None else task.id
 
     def raise_send_failures(self) -> None:
         """Raise while any changelog or output record was not delivered, on every call: the

@@ -50,6 +50,7 @@ from streamtasks.runtime.committed import CommittedOffsets
 from streamtasks.runtime.config import ConsumerConfig, make_config
 from streamtasks.runtime.connection import AsyncConnection, ConnectionLost, GroupCoordinatorClient, open_any
 from streamtasks.runtime.consumer_driver import ConsumerGroupDriver, TopicMetadata
+from streamtasks.runtime.driver_task import log_driver_end, task_failure
 from streamtasks.runtime.fetch_gaps import FetchGaps
 from streamtasks.runtime.group_member import (
     USER_DATA_PROVIDER_REMOVED,
@@ -71,19 +72,6 @@ from topology.ids import TopicPartition
 __all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
 
 log = logging.getLogger("streamtasks.consumer")
-
-
-def _failure(task: asyncio.Task[None] | None) -> BaseException | None:
-    """The exception a finished task raised (``None``: running, cancelled or ended cleanly)."""
-    if task is None or not task.done() or task.cancelled():
-        return None
-    return task.exception()
-
-
-def _log_driver_end(task: asyncio.Task[None]) -> None:
-    crash = _failure(task)
-    if crash is not None:
-        log.error("the group member's driver failed; no more heartbeats: %r", crash, exc_info=crash)
 
 
 class Consumer:
@@ -189,7 +177,7 @@ class Consumer:
             await self._abort_start()
             raise self._driver.security_failure
         self._driver_task = asyncio.get_running_loop().create_task(self._driver.run())
-        self._driver_task.add_done_callback(_log_driver_end)
+        self._driver_task.add_done_callback(log_driver_end)
         if cfg.enable_auto_commit:
             self._commit_task = asyncio.get_running_loop().create_task(self._auto_commit())
 
@@ -350,7 +338,7 @@ class Consumer:
             raise StreamTasksError("consumer is closed")
         if self._fatal is not None:
             raise ConsumerFailedError(f"group membership failed: {self._fatal.reason}")
-        crash = _failure(self._driver_task)
+        crash = task_failure(self._driver_task)
         if isinstance(crash, ConnectionSecurityError):  # TLS or SASL: the cause, as it is
             raise type(crash)(str(crash))
         if crash is not None:  # no more heartbeats or commits: say so instead of fetching on

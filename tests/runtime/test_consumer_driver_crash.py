@@ -28,7 +28,7 @@ def test_getmany_raises_once_the_driver_has_crashed() -> None:
 
 
 def test_a_driver_that_ended_cleanly_or_was_cancelled_is_no_failure() -> None:
-    from streamtasks.runtime.consumer import _failure
+    from streamtasks.runtime.driver_task import task_failure as _failure
 
     async def go() -> tuple[object, object, object]:
         async def ends() -> None:
