@@ -22,10 +22,29 @@ from streamtasks.membership.classic import (
 )
 from streamtasks.membership.classic.readopt import lapsed
 from streamtasks.membership.classic.records import Membership, Ownership
-from streamtasks.protocol.classic_group import HeartbeatRequest, HeartbeatResponse, JoinGroupRequest
-from streamtasks.protocol.consumer_protocol import decode_subscription
+from streamtasks.protocol.classic_group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    SyncGroupResponse,
+)
+from streamtasks.protocol.consumer_protocol import (
+    ConsumerProtocolAssignment,
+    decode_subscription,
+    encode_assignment,
+)
 from streamtasks.protocol.errors import KafkaErrorCode as E
-from tests.membership.classic.helpers import cooperative, eager, listeners, one, request, stable, tps
+from tests.membership.classic.helpers import (
+    cooperative,
+    eager,
+    join,
+    join_ok,
+    listeners,
+    one,
+    request,
+    stable,
+    tps,
+)
 
 
 def lapse(member: ClassicMember) -> int:
@@ -164,3 +183,22 @@ def test_only_a_stable_member_owning_its_generation_s_assignment_takes_it_back()
         assert lapsed(state, m, owns) is None
     assert lapsed(MemberState.STABLE, m, Ownership(owned=frozenset(tps("t0")), owned_generation=2)) is None
     assert lapsed(MemberState.STABLE, Membership(generation=3), owns) is None
+
+
+def test_the_assignment_s_user_data_comes_back_with_it() -> None:
+    """The App reads its tasks from the assignment's user data: the loss drops it, the
+    assignment taken back carries it again."""
+    member = cooperative()
+    rid, _ = join(member)
+    _, sid, _ = join_ok(member, rid)
+    data = encode_assignment(ConsumerProtocolAssignment(assigned_partitions=tps("t0"), user_data=b"tasks"))
+    response = SyncGroupResponse(
+        error=E.NONE, protocol_type="consumer", protocol_name=member.protocol_name, assignment=data
+    )
+    member.handle(ResponseReceived(request_id=sid, response=response), 0)
+    assert member.assignment_user_data == b"tasks"
+    now = lapse(member)
+    assert member.assignment_user_data == b""
+    rid, _ = request(member.poll(now + 500), HeartbeatRequest)
+    change = one(answered(member, rid, E.NONE, now + 600), AssignmentChanged)
+    assert (change.owned, change.user_data) == (tps("t0"), b"tasks")
