@@ -30,6 +30,9 @@ from streamtasks.sim.scenario import Scenario, Step
 from streamtasks.sim.world import RunFigures, RunSettings, World
 from topology.ids import TopicPartition
 
+#: The classic member's count of lapsed assignments it took back (its metrics).
+_READOPTED = "lapsed-assignments-taken-back-total"
+
 __all__ = [
     "ClassicSide",
     "RunResult",
@@ -61,6 +64,8 @@ class RunResult(RunFigures):
     rebalances_after_quiet: int
     returned: int
     kip814_blind: int
+    #: Lapsed generations' assignments members took back without a rebalance (membership/classic/readopt.py).
+    readopted: int = 0
     #: Runs with applications (``Step.app``): each live one at the end, every generation as
     #: they saw it, and the problems any incarnation's application had.
     apps: tuple[AppOutcome, ...] = ()
@@ -368,6 +373,7 @@ class ClassicSide:
             orphan_partition_ms=ledger.orphan_total_ms(host.now),
             handover_without_commit=host.invariants.handover_without_commit,
             kip814_blind=len(self.kip814_blind),
+            readopted=sum(int(p.member.metrics(host.now)[_READOPTED]) for p in procs),
             apps=tuple(
                 p.app.outcome(p.name, p.member.protocol_name) for p in host.live() if p.app is not None
             ),

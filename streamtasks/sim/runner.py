@@ -33,8 +33,12 @@ class BatchSummary(BatchTotals):
     handover_without_commit: int = 0
     kip814_blind: int = 0
     max_rebalances_after_quiet: int = 0
+    readopted: int = 0
 
-    SUMMED = ("rebalances", "returned", "orphan_partition_ms", "handover_without_commit", "kip814_blind")
+    SUMMED = (
+        "rebalances", "returned", "orphan_partition_ms", "handover_without_commit", "kip814_blind",
+        "readopted",
+    )  # fmt: skip
 
     def add(self, result: RunFigures) -> None:
         super(BatchSummary, self).add(result)
@@ -61,6 +65,7 @@ class BatchSummary(BatchTotals):
             ),
             "handovers_without_commit": self.handover_without_commit,
             "kip814_unmonitored_partitions": self.kip814_blind,
+            "lapsed_assignments_taken_back": self.readopted,
             "max_ms_to_converge_after_last_step": self.max_converged_after_ms,
             "max_rebalances_after_last_step": self.max_rebalances_after_quiet,
             "failures": [f.as_dict() for f in self.failures],

@@ -28,6 +28,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("unowned partition-s / change", "unowned_partition_seconds_per_membership_change"),
     ("handovers without commit", "handovers_without_commit"),
     ("KIP-814 unmonitored partitions", "kip814_unmonitored_partitions"),
+    ("lapsed assignments taken back", "lapsed_assignments_taken_back"),
     ("max ms to converge after last step", "max_ms_to_converge_after_last_step"),
     ("max rebalances after last step", "max_rebalances_after_last_step"),
 )

@@ -1,13 +1,13 @@
 """The classic group member: a sans-IO state machine (KIP-429, KIP-341, KIP-568, KIP-814).
 
-No IO and no clock: the driver passes ``now_ms`` to every call, executes the returned actions in
-order and feeds back what happened as events. :class:`ClassicMember` is the one owner of the
-member's state (frozen records, :mod:`.records`) and the only code that assigns it; the
-per-phase logic is pure (:mod:`.phases`), legal transitions are in :mod:`.transitions`, error
-reactions in :mod:`.reactions`, the leader's step in :mod:`.leader` (``docs/membership.md``).
-Components it holds own the rest: state, actions, requests in flight (``Kernel``, moved through
-:data:`.transitions.TABLE`), what it owns (``Holdings``), the commit before revoking
-(``CommitGate``), the link (``CoordinatorLink``), SyncGroup (``SyncApply``), the follow-up.
+No IO and no clock: the driver passes ``now_ms`` to every call, executes the returned actions in order and
+feeds back what happened as events. :class:`ClassicMember` is the one owner of the member's state (frozen
+records, :mod:`.records`) and the only code that assigns it; the per-phase logic is pure (:mod:`.phases`),
+legal transitions are in :mod:`.transitions`, error reactions in :mod:`.reactions`, the leader's step in
+:mod:`.leader`, a lapsed member's question in :mod:`.readopt` (``docs/membership.md``). Components it holds
+own the rest: state, actions, requests in flight (``Kernel``, moved through :data:`.transitions.TABLE`),
+what it owns (``Holdings``), the commit before revoking (``CommitGate``), the link (``CoordinatorLink``),
+SyncGroup (``SyncApply``), the follow-up; its read-only view is :class:`.view.MemberView`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from assignors.partition.types import RebalanceProtocol
 from streamtasks.errors import LocalProtocolError
 from streamtasks.membership.classic import events as ev
 from streamtasks.membership.classic import phases as P
@@ -26,6 +25,7 @@ from streamtasks.membership.classic.config import MemberConfig
 from streamtasks.membership.classic.followup import FollowUp
 from streamtasks.membership.classic.metrics import RebalanceMetrics
 from streamtasks.membership.classic.reactions import ANSWERS, Api, Reaction, reaction
+from streamtasks.membership.classic.readopt import Lapsed, lapsed
 from streamtasks.membership.classic.records import (
     Link,
     Membership,
@@ -39,9 +39,11 @@ from streamtasks.membership.classic.states import HAS_GENERATION, REBALANCING
 from streamtasks.membership.classic.states import MemberState as S
 from streamtasks.membership.classic.sync_apply import SyncApply
 from streamtasks.membership.classic.transitions import TABLE
-from streamtasks.membership.common import CommitGate, CoordinatorLink, Holdings, Kernel, ReadOnly
+from streamtasks.membership.classic.view import MemberView
+from streamtasks.membership.common import CommitGate, CoordinatorLink, Holdings, Kernel
 from streamtasks.membership.common.kernel import handler_for
 from streamtasks.protocol import classic_group as cg
+from streamtasks.protocol.classic_group import UNKNOWN_GENERATION
 from streamtasks.protocol.errors import KafkaErrorCode
 from topology.ids import TopicPartition
 
@@ -49,9 +51,10 @@ __all__ = ["ClassicMember"]
 
 _FENCED = "fenced: partitions lost"
 _ESCALATE = (Reaction.FATAL, Reaction.RESET_MEMBER, Reaction.RESET_GENERATION, Reaction.COORDINATOR)
+_TPs = frozenset[TopicPartition]
 
 
-class ClassicMember:
+class ClassicMember(MemberView):
     """One member of a classic (JoinGroup/SyncGroup) consumer group.
 
     ``handle(event, now_ms)`` and ``poll(now_ms)`` return the actions to execute, in order;
@@ -61,8 +64,8 @@ class ClassicMember:
     """
 
     __slots__ = (
-        "_config", "_followup", "_gate", "_held", "_k", "_link", "_membership", "_metrics", "_protocol",
-        "_rejoin", "_round", "_sub", "_sync",
+        "_config", "_followup", "_gate", "_held", "_k", "_lapsed", "_link", "_membership", "_metrics",
+        "_protocol", "_rejoin", "_round", "_sub", "_sync",
     )  # fmt: skip
 
     def __init__(self, config: MemberConfig, now_ms: int = 0) -> None:
@@ -81,35 +84,7 @@ class ClassicMember:
         self._held = Holdings(self._k, Ownership(), cg.UNKNOWN_GENERATION)
         self._metrics = RebalanceMetrics(created_ms=now_ms)  # its own owner: counters only
         self._sync = SyncApply(config, self._held, self._followup, self._link, self._metrics)
-
-    # ------------------------------------------------------------------ read-only view
-
-    state = ReadOnly[S]("_k.state")
-    member_id = ReadOnly[str]("_membership.member_id", "The coordinator's id for it ('': not joined yet).")
-    generation = ReadOnly[int]("_membership.generation", "Of the last JoinGroup that succeeded (-1: none).")
-    owned_generation = ReadOnly[int]("_held.record.owned_generation", "The generation of what it owns (-1).")
-    protocol_name = ReadOnly[str | None]("_membership.protocol_name", "The assignor the coordinator chose.")
-    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_held.record.owned")
-    assignment_user_data = ReadOnly[bytes]("_held.record.user_data", "Of the assignment it owns (b'': none).")
-    is_leader = ReadOnly[bool]("_membership.is_leader", "The last JoinGroup answer named it the leader.")
-    leader_id = ReadOnly[str]("_membership.leader_id", "The leader the last JoinGroup answer named.")
-    group_topics = ReadOnly[tuple[str, ...]]("_followup.view.group_topics", "Leader: the group's topics.")
-    subscription = ReadOnly[tuple[str, ...]]("_sub.topics")
-    rejoin_needed = ReadOnly[bool]("_rejoin.needed", "A rejoin was asked for and is not sent yet.")
-    coordinator_known = ReadOnly[bool]("_link.known")
-
-    @property
-    def config(self) -> MemberConfig:  # a property: the runtime's LoopMember protocol reads it
-        return self._config
-
-    @property
-    def protocol(self) -> RebalanceProtocol | None:
-        """The rebalance protocol this member follows; ``None`` once it left the group."""
-        return None if self._k.state is S.CLOSED else self._protocol
-
-    def metrics(self, now_ms: int) -> Mapping[str, float]:
-        """KIP-429's rebalance metrics by name (see :mod:`.metrics`)."""
-        return self._metrics.snapshot(now_ms)
+        self._lapsed: Lapsed | None = None  # what the session rule ended, until the coordinator says
 
     # ------------------------------------------------------------------ entry points
 
@@ -133,6 +108,7 @@ class ClassicMember:
         if P.session_lapsed(self._k.state, self._membership, self._link.record, self._config, now_ms):
             silent = self._link.known and self._link.silent(now_ms, self._config.session_timeout_ms)
             self._report("no answer from the coordinator within the session timeout: partitions lost", None)
+            self._lapsed = lapsed(self._k.state, self._membership, self._held.record)
             self._reset(now_ms, member_id=False, trigger=_FENCED)
             if silent:
                 self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
@@ -222,6 +198,7 @@ class ClassicMember:
         self._k.keep(())
         self._metrics.rebalance_abandoned()
         self._membership = replace(self._membership, is_leader=False)
+        self._lapsed = None
         self._k.goto("fatal error")
 
     def _new_round(self) -> None:
@@ -233,7 +210,7 @@ class ClassicMember:
         self._new_round()
         self._k.keep({Api.LEAVE_GROUP})
         self._membership = P.reset(self._membership, member_id=True)
-        self._rejoin = replace(self._rejoin, needed=False)
+        self._rejoin, self._lapsed = replace(self._rejoin, needed=False), None
         self._metrics.rebalance_abandoned()
         self._k.goto(trigger)
 
@@ -278,7 +255,7 @@ class ClassicMember:
             return
         if event.topics == self._sub.topics:
             return
-        self._sub = replace(self._sub, topics=event.topics)
+        self._sub, self._lapsed = replace(self._sub, topics=event.topics), None
         if self._k.state is not S.UNJOINED:
             self._request_rejoin("subscription changed")
 
@@ -332,6 +309,8 @@ class ClassicMember:
             self._on_join(resp, now_ms)
         elif isinstance(resp, cg.SyncGroupResponse):
             self._on_sync(resp, now_ms)
+        elif isinstance(resp, cg.HeartbeatResponse) and self._k.state is S.UNJOINED:
+            self._on_probe(resp, now_ms)
         elif isinstance(resp, cg.HeartbeatResponse):
             self._on_heartbeat(resp, pending.generation, now_ms)
         elif isinstance(resp, cg.OffsetCommitResponse):
@@ -376,6 +355,10 @@ class ClassicMember:
             return
         if not self._link.known or now_ms < self._link.record.join_retry_ms:
             return
+        if self._k.state is S.UNJOINED and self._lapsed is not None:  # ask first (.readopt)
+            if not self._k.requests.in_flight(Api.HEARTBEAT):
+                self._send(Api.HEARTBEAT, P.heartbeat_request(self._config, self._lapsed.membership), now_ms)
+            return
         if self._k.state in (S.UNJOINED, S.STABLE) and self._round.needs_join_prepare:
             self._metrics.rebalance_started(now_ms)
             self._membership = replace(self._membership, is_leader=False)
@@ -403,7 +386,7 @@ class ClassicMember:
         self._send(Api.JOIN_GROUP, request, now_ms)
         self._round = replace(self._round, join_sent=True)
         self._followup.join_sent()
-        self._rejoin = Rejoin()
+        self._rejoin, self._lapsed = Rejoin(), None
 
     def _on_join(self, resp: cg.JoinGroupResponse, now_ms: int) -> None:
         self._round = replace(self._round, join_sent=False)
@@ -475,12 +458,10 @@ class ClassicMember:
         self._k.goto("SyncGroup ok: assignment applied")
         self._apply(assigned, frozenset(), now_ms, user_data)
 
-    def _apply(
-        self, assigned: frozenset[TopicPartition], revoked: frozenset[TopicPartition], now_ms: int, ud: bytes
-    ) -> None:
+    def _apply(self, assigned: _TPs, revoked: _TPs, now_ms: int, ud: bytes, readopted: bool = False) -> None:
         """Take the assignment (:class:`.SyncApply`), then what follows it."""
-        m, metadata = self._membership, self._sub.metadata
-        then = self._sync.apply(assigned, revoked, now_ms, user_data=ud, membership=m, metadata=metadata)
+        m, md = self._membership, self._sub.metadata
+        then = self._sync.apply(assigned, revoked, now_ms, ud, m, metadata=md, readopted=readopted)
         self._round = replace(self._round, needs_join_prepare=True)
         for reason in then.rejoin:
             self._request_rejoin(reason)
@@ -502,9 +483,9 @@ class ClassicMember:
     def _start_gate(
         self,
         purpose: Purpose,
-        partitions: frozenset[TopicPartition],
+        partitions: _TPs,
         now_ms: int,
-        assignment: frozenset[TopicPartition] = frozenset(),
+        assignment: _TPs = frozenset(),
         user_data: bytes = b"",
     ) -> None:
         deadline = now_ms + self._config.rebalance_timeout_ms
@@ -582,6 +563,22 @@ class ClassicMember:
             self._link.beat_at(now_ms + self._config.retry_backoff_ms)
             if act is Reaction.REPORT:
                 self._report(f"Heartbeat failed with {resp.error.name}", resp.error)
+
+    def _on_probe(self, resp: cg.HeartbeatResponse, now_ms: int) -> None:
+        """A lapsed member's heartbeat answered (:mod:`.readopt`): NONE takes the assignment back."""
+        back, act = self._lapsed, reaction(Api.HEARTBEAT, resp.error)
+        if act in (Reaction.FATAL, Reaction.COORDINATOR):  # fail, or ask the next coordinator
+            self._on_heartbeat(resp, UNKNOWN_GENERATION, now_ms)
+        elif act is Reaction.PROCEED and back is not None:
+            self._membership, self._lapsed = back.membership, None
+            self._vouched(now_ms)
+            self._link.beat_at(now_ms + self._config.heartbeat_interval_ms)
+            self._k.goto("Heartbeat ok: lapsed assignment taken back")
+            self._apply(back.assignment, frozenset(), now_ms, back.user_data, readopted=True)
+        else:
+            self._lapsed = None
+            self._membership = P.reset(self._membership, member_id=act is Reaction.RESET_MEMBER)
+            self._maybe_join(now_ms)
 
 
 #: What :meth:`ClassicMember.handle` calls for each event type.

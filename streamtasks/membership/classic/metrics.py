@@ -69,6 +69,7 @@ class RebalanceMetrics:
         "_last_ms",
         "_latency",
         "_listeners",
+        "_readopted",
         "_stale",
         "_started_ms",
     )
@@ -83,6 +84,7 @@ class RebalanceMetrics:
         self._started_ms: int | None = None
         self._errors = 0
         self._stale = 0
+        self._readopted = 0
 
     def rebalance_started(self, now_ms: int) -> None:
         """A rebalance begins (join prepare); a later call while one runs keeps the first start."""
@@ -115,9 +117,13 @@ class RebalanceMetrics:
     def stale_response(self) -> None:
         self._stale += 1
 
+    def readopted(self) -> None:
+        """A lapsed generation's assignment was taken back without a rebalance (:mod:`.readopt`)."""
+        self._readopted += 1
+
     def snapshot(self, now_ms: int) -> Mapping[str, float]:
-        """Every metric by its Kafka name, plus ``errors-reported-total`` and
-        ``stale-responses-total`` (streamtasks' own)."""
+        """Every metric by its Kafka name, plus ``errors-reported-total``,
+        ``stale-responses-total`` and ``lapsed-assignments-taken-back-total`` (streamtasks' own)."""
         out: dict[str, float] = {
             "rebalance-latency-avg": self._latency.avg,
             "rebalance-latency-max": self._latency.maximum,
@@ -136,4 +142,5 @@ class RebalanceMetrics:
             out[f"{prefix}-max"] = stat.maximum
         out["errors-reported-total"] = float(self._errors)
         out["stale-responses-total"] = float(self._stale)
+        out["lapsed-assignments-taken-back-total"] = float(self._readopted)
         return dict(sorted(out.items()))

@@ -415,7 +415,8 @@ def next_deadline(
         if not requests.finds_in_flight():
             times.append(link.find_retry_ms)
         return min(times)
-    if wants_join(state, round_, rejoin):
+    asking = state is S.UNJOINED and requests.in_flight(Api.HEARTBEAT)  # a lapsed member (.readopt)
+    if wants_join(state, round_, rejoin) and not asking:
         times.append(link.join_retry_ms)
     if followup_due_ms is not None and state is S.STABLE:
         times.append(followup_due_ms)

@@ -82,13 +82,15 @@ class SyncApply:
         assigned: frozenset[TopicPartition],
         revoked: frozenset[TopicPartition],
         now_ms: int,
-        *,
         user_data: bytes,
         membership: Membership,
+        *,
         metadata: Mapping[str, int] | None,
+        readopted: bool = False,
     ) -> Applied:
         """KIP-429 listener order: revoked (if any) → assignment → assigned (always).
-        ``user_data``: the assignment's user data, carried by the AssignmentChanged."""
+        ``user_data``: the assignment's user data, carried by the AssignmentChanged;
+        ``readopted``: a lapsed generation's assignment taken back, no rebalance (:mod:`.readopt`)."""
         generation = membership.generation
         self._held.assign(
             assigned,
@@ -99,7 +101,10 @@ class SyncApply:
             previous=P.sorted_tps(assigned),
             previous_generation=generation,
         )
-        self._metrics.rebalance_completed(now_ms)
+        if readopted:
+            self._metrics.readopted()
+        else:
+            self._metrics.rebalance_completed(now_ms)
         probe = self._config.followup_heartbeat_ms
         if probe and self._config.protocol is RebalanceProtocol.COOPERATIVE:
             # Hear of a follow-up rebalance (another member revoked and rejoined) soon, not an

@@ -30,6 +30,7 @@ TRANSITIONS: tuple[tuple[S, str, S], ...] = (
     (S.SYNCING, "SyncGroup ok: commit before revoking", S.REVOKING),
     (S.REVOKING, "commit done: revoked, assignment applied", S.STABLE),
     (S.SYNCING, "SyncGroup failed: rejoin", S.JOINING),
+    (S.UNJOINED, "Heartbeat ok: lapsed assignment taken back", S.STABLE),
     *each((S.STABLE, *_REBALANCING), "fenced: partitions lost", S.UNJOINED),
     *each((*_LIVE, S.LEAVING), "fatal error", S.FAILED),
     *each((S.STABLE, *_REBALANCING), "leave: commit before revoking", S.LEAVING),

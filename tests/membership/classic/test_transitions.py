@@ -43,7 +43,7 @@ def test_every_state_is_reachable_and_left() -> None:
     [
         (MemberState.CLOSED, MemberState.STABLE),
         (MemberState.FAILED, MemberState.JOINING),
-        (MemberState.UNJOINED, MemberState.STABLE),
+        (MemberState.UNJOINED, MemberState.SYNCING),
     ],
 )
 def test_transitions_outside_the_table_are_refused(src: MemberState, dst: MemberState) -> None:
