@@ -112,46 +112,58 @@ def optimize_jointly(
         room_s = [r if capacity[p] == keep else (count_s[p], count_s[p]) for p, r in enumerate(room_s)]
     ranges_t = class_ranges(count_t, capacity)
     proc_rack, cross, racks = view.proc_rack, view.cross, view.num_racks
-    tasks = [*stateful, *stateless]
-    n, n_s = len(tasks), len(stateful)
-    # nodes: tasks, stateful hubs, stateless hubs, S_p, T_p, pools, sink
-    hub_s, hub_l = n, n + racks
-    node_s, node_t = n + 2 * racks, n + 2 * racks + num_p
+    n_s = len(stateful)
+    # tasks alike (kind, cross-rack row, the process an anchored one would leave) form a class
+    classes: dict[tuple[bool, tuple[int, ...], int], list[int]] = {}
+    for kind, group in ((True, stateful), (False, stateless)):
+        for i in group:
+            home = owner[i] if kind and anchored[i] and non_overlap_cost else -1
+            classes.setdefault((kind, tuple(cross[i]), home), []).append(i)
+    n = len(classes)
+    # nodes: source, classes, stateful hubs, stateless hubs, S_p, T_p, pools, sink
+    source, hub_s, hub_l = n, n + 1, n + 1 + racks
+    node_s, node_t = n + 1 + 2 * racks, n + 1 + 2 * racks + num_p
     pool = {c: node_t + num_p + k for k, c in enumerate(sorted(ranges_t[1]))}
     sink = node_t + num_p + len(pool)
     net = FlowNetwork(sink + 1)
-    worst = sum(traffic_cost * max(cross[i]) + non_overlap_cost for i in tasks)
-    big = worst + 1
+    big = 1 + sum(traffic_cost * max(cross[i]) + non_overlap_cost for i in (*stateful, *stateless))
     for p in range(num_p):
         r = proc_rack[p]
         net.add_edge(hub_s + r, node_s + p, n_s, 0)
-        net.add_edge(hub_l + r, node_t + p, n - n_s, 0)
+        net.add_edge(hub_l + r, node_t + p, len(stateless), 0)
         lo, hi = room_s[p]
         net.add_edge(node_s + p, node_t + p, lo, 0)
         if hi > lo:
             net.add_edge(node_s + p, node_t + p, hi - lo, big)
     add_balanced_sinks(net, range(node_t, node_t + num_p), ranges_t, capacity, pool=pool, sink=sink)
-    direct: dict[int, int] = {}
-    hub_edges: list[list[int]] = []
-    for k, i in enumerate(tasks):
-        move = non_overlap_cost if k < n_s and anchored[i] else 0
-        hub = hub_s if k < n_s else hub_l
-        row = cross[i]
-        hub_edges.append([net.add_edge(k, hub + r, 1, traffic_cost * row[r] + move) for r in range(racks)])
-        if move:
-            home = owner[i]
-            direct[k] = net.add_edge(k, node_s + home, 1, traffic_cost * cross[i][proc_rack[home]])
-    for k in range(n):
-        if not net.augment(k, sink):  # cannot happen: the start is a flow of every task
+    out: list[list[int]] = []  # per class: its edge home (or -1), then its edges to the hubs
+    for c, ((kind, row, home), members) in enumerate(classes.items()):
+        size = len(members)
+        net.add_edge(source, c, size, 0)
+        move = non_overlap_cost if home >= 0 else 0
+        hub = hub_s if kind else hub_l
+        edges = [
+            net.add_edge(c, node_s + home, size, traffic_cost * row[proc_rack[home]]) if home >= 0 else -1
+        ]
+        edges += [net.add_edge(c, hub + r, size, traffic_cost * row[r] + move) for r in range(racks)]
+        out.append(edges)
+    left = n_s + len(stateless)
+    while left:
+        sent = net.push(source, sink, left)
+        if not sent:  # cannot happen: the start is a flow of every task
             raise AssertionError("rack-aware placement: no room left for a task")
-    # per hub, its tasks in order and its units to each process in process order
+        left -= sent
+    # per class, its tasks in order: those staying first, then into the hubs in rack order;
+    # per hub, its tasks in order to its units, processes in order
     comers: dict[int, list[int]] = {}
-    for k, i in enumerate(tasks):
-        e = direct.get(k, -1)
-        if e >= 0 and net.flow(e):
-            continue  # stays on its process
-        (e,) = (e for e in hub_edges[k] if net.flow(e))
-        comers.setdefault(net.to[e], []).append(i)
+    for c, members in enumerate(classes.values()):
+        edges, rest = out[c], sorted(members)
+        if edges[0] >= 0:
+            rest = rest[net.flow(edges[0]) :]
+        for e in edges[1:]:
+            units = net.flow(e)
+            comers.setdefault(net.to[e], []).extend(rest[:units])
+            rest = rest[units:]
     for h, arriving in comers.items():
         slots = [
             net.to[e] - (node_s if h < hub_l else node_t)

@@ -15,7 +15,8 @@ count (processes of one capacity whose counts differ by one may trade the one mo
 tags each task keeps the same number of standbys on each tag signature (so the same distinct
 values; stricter than Kafka's rule). A standby costs what it costs in Kafka, ``non_overlap_cost``
 only off a process that holds state for the task. The least cost over these placements is never
-above what pairwise swaps from the same start reach.
+above what pairwise swaps from the same start reach. Beyond :data:`MAX_PAIRS` (standby,
+process) pairs it is skipped.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from assignors.task.rack_aware import RackView
 from assignors.task.rack_joint import add_balanced_sinks, class_ranges
 from assignors.types import ApplicationState
 
-__all__ = ["changelog_cross", "optimize_standbys"]
+__all__ = ["MAX_PAIRS", "changelog_cross", "optimize_standbys"]
+
+#: Above this many (standby, process) pairs the flow is not run (it would take seconds to
+#: minutes in Python: one shortest path per standby over every pair); the standbys stay where
+#: step 5 placed them.
+MAX_PAIRS = 40_000
 
 
 def changelog_cross(state: ApplicationState, ix: IndexedState, view: RackView) -> list[list[int]] | None:
@@ -81,7 +87,7 @@ def optimize_standbys(
             moving[i] = free
             for p in free:
                 count[p] += 1
-    if not moving:
+    if not moving or sum(len(v) for v in moving.values()) * num_p > MAX_PAIRS:
         return
     ranges = class_ranges(count, capacity)
     copies = sum(len(v) for v in moving.values())
