@@ -209,13 +209,15 @@ def _task_request(state: ApplicationState) -> tuple[dict[str, Any], list[TaskId]
             for tp, racks in sorted(state.partition_racks.items())
             if tp not in changelogs
         ]
-        # the changelogs (Kafka's standby optimisation), described through its topic manager
-        request["changelogs"] = [
-            [[tp.topic, tp.partition] for tp in state.tasks[t].changelog_partitions] for t in tasks
-        ]
-        request["changelog_racks"] = [
-            [tp.topic, tp.partition, sorted(state.partition_racks.get(tp, ()))] for tp in sorted(changelogs)
-        ]
+        # the changelogs (Kafka's standby optimisation), described through its topic manager,
+        # when their racks are known (streamtasks' standby optimisation is off otherwise)
+        if changelogs and all(state.partition_racks.get(tp) for tp in changelogs):
+            request["changelogs"] = [
+                [[tp.topic, tp.partition] for tp in state.tasks[t].changelog_partitions] for t in tasks
+            ]
+            request["changelog_racks"] = [
+                [tp.topic, tp.partition, sorted(state.partition_racks[tp])] for tp in sorted(changelogs)
+            ]
     return request, tasks
 
 
