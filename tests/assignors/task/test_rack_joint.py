@@ -75,7 +75,7 @@ def _allowed(before: Sequence[int], after: Sequence[int], procs: int, n_s: int) 
     return True
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(mixed())
 def test_the_least_cost_over_both_kinds_with_the_balance_kept(case: Case) -> None:
     view, before, n_s, anchored = case

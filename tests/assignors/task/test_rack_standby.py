@@ -34,7 +34,7 @@ def standbys(draw: st.DrawFn) -> Case:
     return proc_rack, owner, cost, slots
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(standbys())
 def test_the_least_changelog_cost_with_the_counts_kept(case: Case) -> None:
     proc_rack, owner, cost, before = case
