@@ -23,8 +23,9 @@ How streamtasks' inputs map to Kafka's:
 * Racks: each process's rack, and with a ``rack_aware_assignment_strategy`` other than
   ``none`` (KIP-925) the strategy, its costs, each task's input partitions and the partitions'
   replica racks (a ``Cluster`` with one broker per rack), so that Kafka's
-  ``RackAwareTaskAssignor`` optimises the actives. ``rack_aware_assignment_tags`` and client
-  tags are passed (its tag-aware standbys).
+  ``RackAwareTaskAssignor`` optimises the actives, and each task's changelog partitions with
+  their racks (described by a stand-in for its ``InternalTopicManager``) for its standbys.
+  ``rack_aware_assignment_tags`` and client tags are passed (its tag-aware standbys).
 * Kafka Streams returns warm-ups as standbys. A task's standbys beyond
   ``min(num_standby_replicas, processes - 1)`` are counted as its warm-ups.
 * A consumer is a ``Subscription`` with its topics, owned partitions and generation (consumer
@@ -202,9 +203,21 @@ def _task_request(state: ApplicationState) -> tuple[dict[str, Any], list[TaskId]
         request["sources"] = [
             [[tp.topic, tp.partition] for tp in state.tasks[t].source_partitions] for t in tasks
         ]
+        changelogs = {tp for t in tasks for tp in state.tasks[t].changelog_partitions}
         request["partition_racks"] = [
-            [tp.topic, tp.partition, sorted(racks)] for tp, racks in sorted(state.partition_racks.items())
+            [tp.topic, tp.partition, sorted(racks)]
+            for tp, racks in sorted(state.partition_racks.items())
+            if tp not in changelogs
         ]
+        # the changelogs (Kafka's standby optimisation), described through its topic manager,
+        # when their racks are known (streamtasks' standby optimisation is off otherwise)
+        if changelogs and all(state.partition_racks.get(tp) for tp in changelogs):
+            request["changelogs"] = [
+                [[tp.topic, tp.partition] for tp in state.tasks[t].changelog_partitions] for t in tasks
+            ]
+            request["changelog_racks"] = [
+                [tp.topic, tp.partition, sorted(state.partition_racks[tp])] for tp in sorted(changelogs)
+            ]
     return request, tasks
 
 

@@ -5,6 +5,10 @@
 third stateless (subtopology 1, one topic); each partition's ``replication`` replicas sit on
 racks drawn from ``random.Random(seed)``. ``previous``: every process ran a share of the tasks
 (a shuffled deal, so not the rack-aware one), as after a restart of the whole application.
+Each stateful task has a changelog partition (``app-store-changelog``) whose replicas sit on
+racks drawn from their own generator (the draws above do not change); ``standbys``:
+``num_standby_replicas``; ``rack_of``: per process its rack's index instead of round-robin
+(uneven racks).
 The oracle test (``tests/assignors/test_rack_oracle.py``) and the benchmark
 (``benchmarks/bench_rack.py``) use it.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Sequence
 
 from assignors.types import RUNNING_LAG, ApplicationState, AssignmentConfigs, ClientState, TaskSpec
 from topology.ids import TaskId, TopicPartition
@@ -30,6 +35,8 @@ def rack_state(
     previous: bool = False,
     capacity: int = 1,
     seed: int = 0,
+    standbys: int = 0,
+    rack_of: Sequence[int] | None = None,
 ) -> ApplicationState:
     rng = random.Random(seed)
     names = [f"rack-{r}" for r in range(racks)]
@@ -39,6 +46,7 @@ def rack_state(
             id=TaskId(0, p),
             is_stateful=True,
             source_partitions=(TopicPartition("orders", p), TopicPartition("customers", p)),
+            changelog_partitions=(TopicPartition("app-store-changelog", p),),
         )
         for p in range(stateful)
     ]
@@ -48,6 +56,12 @@ def rack_state(
     ]
     partition_racks = {
         tp: frozenset(rng.sample(names, min(replication, racks))) for s in specs for tp in s.source_partitions
+    }
+    changelog_rng = random.Random(f"changelog-{seed}")
+    partition_racks |= {
+        tp: frozenset(changelog_rng.sample(names, min(replication, racks)))
+        for s in specs
+        for tp in s.changelog_partitions
     }
     ids = [uuid.UUID(int=rng.getrandbits(128)) for _ in range(processes)]
     owned: list[list[TaskId]] = [[] for _ in range(processes)]
@@ -60,7 +74,7 @@ def rack_state(
         ClientState(
             process_id=pid,
             capacity=capacity,
-            rack=names[n % racks],
+            rack=names[n % racks if rack_of is None else rack_of[n]],
             previous_active=frozenset(owned[n]),
             task_lags={t: RUNNING_LAG for t in owned[n] if t.subtopology == 0},
         )
@@ -69,6 +83,6 @@ def rack_state(
     return ApplicationState.build(
         specs,
         clients,
-        AssignmentConfigs(rack_aware_assignment_strategy=strategy),
+        AssignmentConfigs(rack_aware_assignment_strategy=strategy, num_standby_replicas=standbys),
         partition_racks=partition_racks,
     )

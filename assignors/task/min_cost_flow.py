@@ -159,6 +159,12 @@ class FlowNetwork:
 
     def augment(self, s: int, t: int) -> bool:
         """Send one unit from ``s`` (a node no edge enters) to ``t`` along a cheapest path."""
+        return self.push(s, t, 1) > 0
+
+    def push(self, s: int, t: int, limit: int) -> int:
+        """Send up to ``limit`` units from ``s`` to ``t`` along one cheapest path (as many as
+        its narrowest edge takes); how many were sent (0: no path). ``s`` is the only source:
+        edges back into it (flow sent before) are never on a cheapest path from it."""
         to, cap, cost, pot, head = self.to, self.cap, self.cost, self.pot, self.head
         # s has no residual edge in: a potential that keeps its edges' reduced costs >= 0
         pot[s] = max((pot[to[e]] - cost[e] for e in head[s] if cap[e] > 0), default=0)
@@ -184,17 +190,22 @@ class FlowNetwork:
                         via[v] = e
                         heapq.heappush(heap, (nd, v))
         if t not in done:
-            return False
+            return 0
         dt = dist[t]
         for v in done:
             pot[v] += min(dist[v], dt)
         for v in range(len(pot)):
             if v not in done:
                 pot[v] += dt
+        units, v = limit, t
+        while v != s:
+            e = via[v]
+            units = min(units, cap[e])
+            v = to[e ^ 1]
         v = t
         while v != s:
             e = via[v]
-            cap[e] -= 1
-            cap[e ^ 1] += 1
+            cap[e] -= units
+            cap[e ^ 1] += units
             v = to[e ^ 1]
-        return True
+        return units

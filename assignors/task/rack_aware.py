@@ -41,6 +41,7 @@ __all__ = [
     "cross_rack_traffic",
     "optimize_actives",
     "rack_view",
+    "standby_changelog_traffic",
 ]
 
 #: Kafka Streams' defaults (``rack.aware.assignment.traffic_cost`` / ``non_overlap_cost`` unset)
@@ -281,16 +282,27 @@ def cross_rack_traffic(state: ApplicationState, assignment: TaskAssignment) -> i
     """The input partitions the actives read from another rack than their process's: a
     partition counts when it has replica racks and none is the process's rack (a process
     without rack reads everything across racks)."""
+    return _read_across(state, assignment, standby=False)
+
+
+def standby_changelog_traffic(state: ApplicationState, assignment: TaskAssignment) -> int:
+    """The changelog partitions the standbys and warm-ups read from another rack than their
+    process's (what Kafka Streams' standby optimisation weighs), counted like
+    :func:`cross_rack_traffic`."""
+    return _read_across(state, assignment, standby=True)
+
+
+def _read_across(state: ApplicationState, assignment: TaskAssignment, *, standby: bool) -> int:
     known = state.partition_racks
     total = 0
     for p in assignment.processes:
         client = state.clients.get(p.process_id)
         rack = client.rack if client is not None else None
-        for task in p.active:
+        for task in (*p.standby, *p.warmup) if standby else p.active:
             spec = state.tasks.get(task)
             if spec is None:
                 continue
-            for tp in spec.source_partitions:
+            for tp in spec.changelog_partitions if standby else spec.source_partitions:
                 replicas = known.get(tp)
                 if replicas and rack not in replicas:
                     total += 1

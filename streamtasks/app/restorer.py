@@ -93,14 +93,17 @@ class Restorer:
 
     async def refresh_end_offsets(self) -> Mapping[TopicPartition, int]:
         """List the end offset of every changelog partition of the topology and keep them
-        (and, with ``read_racks``, the replica racks of the input partitions)."""
+        (and, with ``read_racks``, the replica racks of the input and changelog partitions)."""
         self.remember_end_offsets(await self._reader.end_offsets(self._tasks.all_changelog_partitions()))
         if self._read_racks:
-            self._racks = MappingProxyType(await self._reader.partition_racks(self._topics))
+            # the changelogs too: the assignor moves standbys to read them on their rack
+            changelogs = {tp.topic for tp in self._tasks.all_changelog_partitions()}
+            self._racks = MappingProxyType(await self._reader.partition_racks(self._topics | changelogs))
         return self._ends
 
     def cached_partition_racks(self) -> Mapping[TopicPartition, frozenset[str]]:
-        """The input partitions' replica racks as last read (what the leader's assignor weighs)."""
+        """The input and changelog partitions' replica racks as last read (what the leader's
+        assignor weighs)."""
         return self._racks
 
     async def read_lags(self) -> dict[TaskId, int]:

@@ -34,9 +34,12 @@
  *
  * With a rack-aware strategy (KIP-925) the RackAwareTaskAssignor gets a Cluster with one broker
  * per rack named in "partition_racks", each partition's replicas on its racks' brokers, each
- * task's input partitions, and each client's rack (as its one consumer's). Standby
- * optimisation needs the changelogs' racks, described through an InternalTopicManager this
- * harness does not have: rack-aware scenarios run without standbys.
+ * task's input partitions, and each client's rack (as its one consumer's). Its standby
+ * optimisation weighs the changelogs' racks, which Kafka Streams describes through its
+ * InternalTopicManager: here one that answers from the scenario (no broker), with
+ *
+ *    "changelogs": [[["topic", partition], ...], ...],                (per task; [] if none)
+ *    "changelog_racks": [["topic", partition, ["rack", ...]], ...]
  *
  * A "partition" scenario runs kafka-clients' CooperativeStickyAssignor:
  *
@@ -66,11 +69,13 @@ import org.apache.kafka.common.Cluster;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.processor.TaskId;
 import org.apache.kafka.streams.processor.assignment.AssignmentConfigs;
 import org.apache.kafka.streams.processor.assignment.ProcessId;
+import org.apache.kafka.streams.processor.internals.InternalTopicManager;
 import org.apache.kafka.streams.processor.internals.TopologyMetadata.Subtopology;
 import org.apache.kafka.streams.processor.internals.assignment.ClientState;
 import org.apache.kafka.streams.processor.internals.assignment.HighAvailabilityTaskAssignor;
@@ -160,6 +165,8 @@ public final class Oracle {
         private final List<Integer> capacities = new ArrayList<>();
         private final List<String> racks = new ArrayList<>();
         private final Map<TaskId, Set<TopicPartition>> sources = new HashMap<>();
+        private final Map<TaskId, Set<TopicPartition>> changelogs = new HashMap<>();
+        private final Map<String, List<TopicPartitionInfo>> changelogInfo = new HashMap<>();
         private final Map<Subtopology, Set<TaskId>> subtopologies = new HashMap<>();
         private final AssignmentConfigs configs;
         private final String strategy;
@@ -259,6 +266,46 @@ public final class Oracle {
                     nodes.length > 0 ? nodes[0] : null, nodes, nodes));
             }
             cluster = new Cluster("oracle", brokers.values(), partitions, Set.of(), Set.of());
+            final JsonNode perTaskChangelogs = scenario.path("changelogs");
+            for (int i = 0; i < perTaskChangelogs.size(); i++) {
+                final Set<TopicPartition> set = new HashSet<>();
+                perTaskChangelogs.get(i).forEach(tp -> set.add(new TopicPartition(tp.get(0).asText(), tp.get(1).asInt())));
+                if (!set.isEmpty()) {
+                    changelogs.put(tasks.get(i), set);
+                }
+            }
+            for (final JsonNode entry : scenario.path("changelog_racks")) {
+                final List<Node> replicas = new ArrayList<>();
+                for (final JsonNode rack : entry.get(2)) {
+                    replicas.add(brokers.computeIfAbsent(rack.asText(),
+                        r -> new Node(brokers.size(), "broker-" + r, 9092, r)));
+                }
+                changelogInfo.computeIfAbsent(entry.get(0).asText(), t -> new ArrayList<>()).add(
+                    new TopicPartitionInfo(entry.get(1).asInt(), replicas.isEmpty() ? null : replicas.get(0), replicas, replicas));
+            }
+        }
+
+        /** Kafka Streams' InternalTopicManager describing the changelogs from the scenario. */
+        private static final class DescribedTopics extends InternalTopicManager {
+            private final Map<String, List<TopicPartitionInfo>> info;
+
+            DescribedTopics(final Map<String, List<TopicPartitionInfo>> info) {
+                super(Time.SYSTEM, null, new StreamsConfig(Map.of(
+                    StreamsConfig.APPLICATION_ID_CONFIG, "oracle",
+                    StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "localhost:9092")));
+                this.info = info;
+            }
+
+            @Override
+            public Map<String, List<TopicPartitionInfo>> getTopicPartitionInfo(final Set<String> topics) {
+                final Map<String, List<TopicPartitionInfo>> out = new HashMap<>();
+                for (final String topic : topics) {
+                    if (info.containsKey(topic)) {
+                        out.put(topic, info.get(topic));
+                    }
+                }
+                return out;
+            }
         }
 
         private RackAwareTaskAssignor racks() {
@@ -273,7 +320,7 @@ public final class Oracle {
                 consumers.put(ids.get(i), Map.of("consumer-" + i, Optional.ofNullable(racks.get(i))));
             }
             return new RackAwareTaskAssignor(
-                cluster, sources, Map.of(), subtopologies, consumers, null, configs, Time.SYSTEM
+                cluster, sources, changelogs, subtopologies, consumers, new DescribedTopics(changelogInfo), configs, Time.SYSTEM
             );
         }
 
