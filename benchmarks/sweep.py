@@ -213,7 +213,18 @@ def sample(members: int, bounces: int, protocols: list[str], seed: int, kafka_he
         point = _bounce_point(protocol, members)
         heartbeat_ms = KAFKA_HEARTBEAT_MS[protocol] if kafka_heartbeats else None
         t, cpu = time.perf_counter(), time.process_time()
-        row = run_bounce_sample(point, seed, bounces, heartbeat_ms=heartbeat_ms)
+
+        def progress(
+            events: int, now_ms: int, t: float = t, cpu: float = cpu, protocol: str = protocol
+        ) -> None:
+            print(
+                f"  {protocol}: {events:,} events, {now_ms / 1000:,.1f} simulated s, "
+                f"{time.perf_counter() - t:,.0f} s wall, {time.process_time() - cpu:,.0f} s CPU",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        row = run_bounce_sample(point, seed, bounces, heartbeat_ms=heartbeat_ms, progress=progress)
         seconds, cpu_s = time.perf_counter() - t, time.process_time() - cpu
         rows.append(
             [

@@ -150,6 +150,7 @@ class World(Generic[P, R_co]):
         self.converged_at: int | None = None
         self._steps_scheduled = False
         self._mark: tuple[int, Callable[[], None]] | None = None
+        self._watch: tuple[int, Callable[[int, int], None]] | None = None
 
     # ------------------------------------------------------------------ the host's parts, read-only
 
@@ -246,6 +247,8 @@ class World(Generic[P, R_co]):
         self.events += 1
         self._dispatch(item.item)
         self.side.after_event()
+        if self._watch is not None and self.events % self._watch[0] == 0:
+            self._watch[1](self.events, self.now)
 
     def advance(self, until_ms: int) -> None:
         """Process every item due up to ``until_ms`` (for scripted tests)."""
@@ -259,6 +262,11 @@ class World(Generic[P, R_co]):
         """Call ``see`` once, before the first event at or after ``at_ms`` (a reading of the
         world there, e.g. a drill's start; nothing simulated changes)."""
         self._mark = (at_ms, see)
+
+    def watch(self, every: int, see: Callable[[int, int], None]) -> None:
+        """Call ``see(events, now_ms)`` after every ``every``-th event (a progress display for a
+        long run; nothing simulated changes)."""
+        self._watch = (every, see)
 
     def inject(self, step: Step, at_ms: int) -> None:
         """Apply ``step`` at ``at_ms`` too (for scripted tests that react to what happened)."""

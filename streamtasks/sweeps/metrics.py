@@ -8,6 +8,7 @@ simulated time, the longest unowned stretch and convergence are the full run's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,9 @@ from topology.ids import TopicPartition
 __all__ = [
     "COLUMNS",
     "DrillLedger",
+    "PROGRESS_EVENTS",
     "Outcome",
+    "Progress",
     "replay_command",
     "run_bounce_sample",
     "run_point",
@@ -42,6 +45,11 @@ __all__ = [
 
 #: What any simulator's run returns.
 AnyResult = RunResult | ConsumerRunResult | StreamsRunResult
+
+#: A long run's progress display: called with the events so far and the simulated time (ms).
+Progress = Callable[[int, int], None]
+#: Events between two calls of a :data:`Progress`.
+PROGRESS_EVENTS = 1_000
 
 #: Row columns after the grid's dimensions, with their Parquet types.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -139,19 +147,26 @@ def simulate(scenario: Scenario, point: Point) -> Outcome:
     return _simulate(scenario, point, mark_drill_start=False)[0]
 
 
-def simulate_from_drill_start(scenario: Scenario, point: Point) -> tuple[Outcome, Outcome]:
+def simulate_from_drill_start(
+    scenario: Scenario, point: Point, progress: Progress | None = None
+) -> tuple[Outcome, Outcome]:
     """:func:`simulate`, and the same run's figures at the drill's start (before its first
     event at or after :func:`~streamtasks.sweeps.drills.drill_start_ms`; the whole run's if it
-    ended before): the formation's figures without simulating the formation a second time."""
-    full, start = _simulate(scenario, point, mark_drill_start=True)
+    ended before): the formation's figures without simulating the formation a second time.
+    ``progress(events, now_ms)`` is called every :data:`PROGRESS_EVENTS` events."""
+    full, start = _simulate(scenario, point, mark_drill_start=True, progress=progress)
     return full, start or full
 
 
-def _simulate(scenario: Scenario, point: Point, *, mark_drill_start: bool) -> tuple[Outcome, Outcome | None]:
+def _simulate(
+    scenario: Scenario, point: Point, *, mark_drill_start: bool, progress: Progress | None = None
+) -> tuple[Outcome, Outcome | None]:
     start_ms = drill_start_ms(point.members)
     # unowned time counts from the drill's start: the group forming is not the drill's cost
     ledger = DrillLedger(frozenset(), start_ms)
     world = _world(scenario, point, ledger)
+    if progress is not None:
+        world.watch(PROGRESS_EVENTS, progress)
     at_start: list[Outcome] = []
     if mark_drill_start:
         # the ledger's unowned time is the drill's already (measured from its start)
@@ -262,17 +277,18 @@ def run_point(point: Point, seed: int) -> dict[str, object]:
 
 
 def run_bounce_sample(
-    point: Point, seed: int, sample: int, *, heartbeat_ms: int | None = None
+    point: Point, seed: int, sample: int, *, heartbeat_ms: int | None = None, progress: Progress | None = None
 ) -> dict[str, object]:
     """The row of a rolling bounce of ``sample`` members of the point's group (drawn by the
     seed; :func:`~streamtasks.sweeps.drills.bounce_sample`, which takes ``heartbeat_ms``): its
     figures are those ``sample`` bounces', ``membership_changes`` is ``sample``; ``replay``
     names the call that runs it again. The formation's figures are the run's own at the drill's
-    start (:func:`simulate_from_drill_start`): a large group's formation is simulated once."""
+    start (:func:`simulate_from_drill_start`): a large group's formation is simulated once.
+    ``progress(events, now_ms)``: called every :data:`PROGRESS_EVENTS` events of the run."""
     option = "" if heartbeat_ms is None else f", heartbeat_ms={heartbeat_ms}"
     replay = f"run_bounce_sample(parse_point({point.key!r}), {seed}, {sample}{option})"
     scenario = bounce_sample(point, seed, sample, heartbeat_ms=heartbeat_ms)
-    return _row(point, seed, scenario, sample, replay, formation_again=False)
+    return _row(point, seed, scenario, sample, replay, formation_again=False, progress=progress)
 
 
 def _row(
@@ -283,12 +299,13 @@ def _row(
     replay: str | None = None,
     *,
     formation_again: bool = True,
+    progress: Progress | None = None,
 ) -> dict[str, object]:
     if formation_again:
         full = simulate(scenario, point)
         base = simulate(formation(scenario, point), point)
     else:
-        full, base = simulate_from_drill_start(scenario, point)
+        full, base = simulate_from_drill_start(scenario, point, progress)
     rebalances = full.rebalances - base.rebalances
     moved = full.moved - base.moved
     orphan_ms = full.orphan_ms - base.orphan_ms

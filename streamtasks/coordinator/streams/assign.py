@@ -115,8 +115,8 @@ def compute_target(
     index = {s: i for i, s in enumerate(subs)}
     all_tasks = configured.tasks()
 
-    def tid(task: Task) -> TaskId:
-        return TaskId(index[task[0]], task[1])
+    # one TaskId per task, built once (lags and previous tasks are within all_tasks)
+    tid = {t: TaskId(index[t[0]], t[1]) for t in all_tasks}.__getitem__
 
     def task(t: TaskId) -> Task:
         return (subs[t.subtopology], t.partition)
@@ -152,7 +152,8 @@ def compute_target(
         )
     if not clients:
         return TargetComputation(members={}, followup_ms=None)
-    specs = [TaskSpec(id=tid(t), is_stateful=t[0] in configured.stateful) for t in sorted(all_tasks)]
+    stateful = configured.stateful
+    specs = [TaskSpec(id=tid(t), is_stateful=t[0] in stateful) for t in sorted(all_tasks)]
     state = ApplicationState.build(specs, clients, configs, now_ms)
     result = assignor.assign(state)
     targets: dict[str, MemberTarget] = {}
@@ -179,12 +180,16 @@ def _spread(
 ) -> dict[str, MemberTarget]:
     """One process' tasks over its members: each kind balanced (counts differ by at most one),
     a task staying with the member that has it when that member is within its share."""
+    if len(member_ids) == 1:  # the usual process of one thread: everything goes to it
+        active, standby, warmup = kinds
+        return {member_ids[0]: MemberTarget(active=active, standby=standby, warmup=warmup)}
     got: dict[str, list[set[Task]]] = {m: [set(), set(), set()] for m in member_ids}
     for k, tasks in enumerate(kinds):
         quota = -(-len(tasks) // len(member_ids))
+        holders = _holders(group, member_ids, k)
         rest: list[Task] = []
         for t in sorted(tasks):
-            holder = _holder(group, member_ids, t, k)
+            holder = holders.get(t)
             if holder is not None and len(got[holder][k]) < quota:
                 got[holder][k].add(t)
             else:
@@ -198,16 +203,17 @@ def _spread(
     }
 
 
-def _holder(group: StreamsGroup, member_ids: list[str], task: Task, kind: int) -> str | None:
-    for m in member_ids:
+def _holders(group: StreamsGroup, member_ids: list[str], kind: int) -> dict[Task, str]:
+    """Per task of the kind (0 active and pending revocation, 1 standby, 2 warm-up), the first
+    of ``member_ids`` whose current assignment has it."""
+    out: dict[Task, str] = {}
+    for m in reversed(member_ids):  # the first member wins: it is written last
         current = group.current(m)
         if current is None:
             continue
-        have = (
-            current.active | current.pending_revocation
-            if kind == 0
-            else (current.standby if kind == 1 else current.warmup)
-        )
-        if task in have:
-            return m
-    return None
+        if kind == 0:
+            have = current.active | current.pending_revocation
+        else:
+            have = current.standby if kind == 1 else current.warmup
+        out.update(dict.fromkeys(have, m))
+    return out

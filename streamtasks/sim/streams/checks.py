@@ -17,7 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from streamtasks.coordinator.streams import StreamsGroup, StreamsGroupCoordinator, StreamsGroupState
+from streamtasks.coordinator.streams import (
+    StreamsGroupCoordinator,
+    StreamsGroupState,
+    StreamsTargetMemberRecord,
+)
 from streamtasks.membership.streams.records import Task
 from streamtasks.sim.streams.process import StreamsProcess
 from streamtasks.sim.trace import Violation
@@ -40,6 +44,12 @@ class StreamsChecks:
         self.group_id = group_id
         self.group_epoch = 0
         self.assignment_epoch = 0
+        # the last state each check read and what it found there (the checks are pure functions
+        # of it: an event that changes neither finds the same again, without the O(tasks) walk)
+        self._event_state: tuple[object, ...] | None = None
+        self._event_found: list[tuple[str, str]] = []
+        self._target_state: tuple[object, ...] | None = None
+        self._target_found: list[tuple[str, str]] = []
 
     def _violate(self, invariant: str, detail: str) -> None:
         self.host.collect([Violation(invariant=invariant, time_ms=self.host.now, detail=detail)])
@@ -52,21 +62,32 @@ class StreamsChecks:
         return [p for p in self.host.live() if p.member_id in group.members]
 
     def after_event(self, coordinator: StreamsGroupCoordinator) -> None:
-        seen: dict[Task, str] = {}
         procs = self.members(coordinator)
+        # what the check reads; unchanged since the last event, it finds what it found then
+        seen_state = tuple((p.conn, p.config.process_id, p.active, p.standby, p.warmup) for p in procs)
+        if seen_state != self._event_state:
+            self._event_state, self._event_found = seen_state, self._owned_apart(procs)
+        for invariant, detail in self._event_found:
+            self._violate(invariant, detail)
+
+    @staticmethod
+    def _owned_apart(procs: list[StreamsProcess]) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        seen: dict[Task, str] = {}
         active_by_process: dict[str, set[Task]] = {}
         for p in procs:
             for task in p.active:
                 if task in seen:
-                    self._violate("exclusive-active", f"task {task} active on {seen[task]} and {p.conn}")
+                    found.append(("exclusive-active", f"task {task} active on {seen[task]} and {p.conn}"))
                 seen[task] = p.conn
             active_by_process.setdefault(p.config.process_id, set()).update(p.active)
         for p in procs:
             both = (p.standby | p.warmup) & active_by_process.get(p.config.process_id, set())
             if both:
-                self._violate(
-                    "standby-apart", f"{p.conn} holds standby/warm-up {sorted(both)} of its own actives"
+                found.append(
+                    ("standby-apart", f"{p.conn} holds standby/warm-up {sorted(both)} of its own actives")
                 )
+        return found
 
     def after_write(self, coordinator: StreamsGroupCoordinator) -> None:
         group = coordinator.group(self.group_id)
@@ -79,24 +100,33 @@ class StreamsChecks:
                 f"{self.group_epoch} / {self.assignment_epoch}",
             )
         self.group_epoch, self.assignment_epoch = group.epoch, group.target_epoch
-        self._targets_apart(group)
+        targets = tuple(
+            (mid, target, member.process_id if (member := group.member(mid)) else "")
+            for mid, target in group.targets.items()
+        )
+        if targets != self._target_state:
+            self._target_state, self._target_found = targets, self._targets_apart(targets)
+        for invariant, detail in self._target_found:
+            self._violate(invariant, detail)
 
-    def _targets_apart(self, group: StreamsGroup) -> None:
+    @staticmethod
+    def _targets_apart(
+        targets: tuple[tuple[str, StreamsTargetMemberRecord, str], ...],
+    ) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
         active: dict[Task, str] = {}
-        for mid, target in group.targets.items():
-            member = group.member(mid)
+        for _, target, pid in targets:
             for task in target.active:
                 if task in active:
-                    self._violate("exclusive-active", f"target gives {task} to two members")
-                active[task] = member.process_id if member else ""
-        for mid, target in group.targets.items():
-            member = group.member(mid)
-            pid = member.process_id if member else ""
+                    found.append(("exclusive-active", f"target gives {task} to two members"))
+                active[task] = pid
+        for mid, target, pid in targets:
             wrong = [t for t in target.standby | target.warmup if active.get(t) == pid]
             if wrong:
-                self._violate(
-                    "standby-apart", f"target of {mid} has standbys {sorted(wrong)} beside their active"
+                found.append(
+                    ("standby-apart", f"target of {mid} has standbys {sorted(wrong)} beside their active")
                 )
+        return found
 
     def failover_loaded(self, old: StreamsGroupCoordinator, fresh: StreamsGroupCoordinator) -> None:
         if old.snapshot() != fresh.snapshot():
