@@ -31,7 +31,6 @@ from streamtasks.membership.common import (
     InFlight,
     Kernel,
     Purpose,
-    ReadOnly,
 )
 from streamtasks.membership.common.kernel import handler_for
 from streamtasks.membership.common.states import MemberState as S
@@ -40,6 +39,7 @@ from streamtasks.membership.consumer import phases as P
 from streamtasks.membership.consumer.actions import Action, Request, SendRequest
 from streamtasks.membership.consumer.assignment_job import AssignmentJob
 from streamtasks.membership.consumer.config import ConsumerMemberConfig
+from streamtasks.membership.consumer.lapse import Lapse, answered, asking, lapsed, trigger
 from streamtasks.membership.consumer.records import (
     ANSWERS,
     Api,
@@ -51,6 +51,7 @@ from streamtasks.membership.consumer.records import (
     Subscribed,
 )
 from streamtasks.membership.consumer.transitions import IN_GROUP, TABLE
+from streamtasks.membership.consumer.view import ConsumerMemberView
 from streamtasks.protocol.assignment_rpc import (
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentResponse,
@@ -65,7 +66,7 @@ __all__ = ["ConsumerMember"]
 _IDLE = (S.UNSUBSCRIBED, S.FATAL, S.STALE)
 
 
-class ConsumerMember:
+class ConsumerMember(ConsumerMemberView):
     """One member of a KIP-848 consumer group, driven as the classic member is: ``handle`` and
     ``poll`` return the actions to execute in order, ``next_deadline_ms`` says when to poll; an
     application event illegal in the current state raises ``LocalProtocolError``, what goes
@@ -73,7 +74,8 @@ class ConsumerMember:
     """
 
     __slots__ = (
-        "_cluster", "_config", "_gate", "_held", "_job", "_k", "_link", "_membership", "_round", "_sub",
+        "_cluster", "_config", "_gate", "_held", "_job", "_k", "_lapse", "_link", "_membership", "_round",
+        "_sub",
     )  # fmt: skip
 
     def __init__(self, config: ConsumerMemberConfig, now_ms: int = 0) -> None:
@@ -93,28 +95,7 @@ class ConsumerMember:
         self._gate = CommitGate(self._k, Api.OFFSET_COMMIT)
         self._job = AssignmentJob(config, self._k)
         self._held = Holdings(self._k, Ownership(), 0)
-
-    # ------------------------------------------------------------------ read-only view
-
-    state = ReadOnly[S]("_k.state")
-    member_id = ReadOnly[str]("_config.member_id")
-    member_epoch = ReadOnly[int]("_membership.epoch", "The epoch the coordinator last gave it (0: none).")
-    owned_partitions = ReadOnly[frozenset[TopicPartition]]("_held.record.owned", "What it owns now.")
-    owned_epoch = ReadOnly[int]("_held.record.owned_generation", "The epoch of what it owns.")
-    assignment_user_data = ReadOnly[bytes]("_held.record.user_data", "The assignor's metadata (b'': none).")
-    subscription = ReadOnly[tuple[str, ...]]("_sub.topics", "Its topics, sent with the next full heartbeat.")
-    coordinator_known = ReadOnly[bool]("_link.known", "A lookup found it, not lost since.")
-    computing_assignment = ReadOnly[bool]("_job.computing", "Prepare/InstallAssignment in flight.")
-    assignments_installed = ReadOnly[int]("_job.installed", "Client-side assignments installed.")
-
-    @property
-    def config(self) -> ConsumerMemberConfig:  # a property: the runtime's LoopMember protocol reads it
-        return self._config
-
-    @property
-    def reasons(self) -> Mapping[str, int]:
-        """The ``Reason`` sent for each client-side assignor."""
-        return dict(self._sub.reasons)
+        self._lapse = Lapse()  # a lapsed member's question (.lapse)
 
     # ------------------------------------------------------------------ entry points
 
@@ -144,12 +125,17 @@ class ConsumerMember:
             and (self._membership.epoch > 0 or self._held.owned)
             and self._link.silent(now_ms, self._config.session_timeout_ms)
         ):
+            epoch, state = self._membership.epoch, self._k.state
             self._fence(now_ms, "no heartbeat answer within the session timeout", None)
+            self._lapse = lapsed(self._lapse, state, epoch)  # ask under it first (.lapse)
         if not self._link.known:
             self._link.lookup(now_ms, self._membership.epoch)
             return self._k.flush()
         if self._k.state is S.FENCED:
-            self._start_joining(now_ms, "rejoin at epoch 0")
+            epoch = self._lapse.epoch
+            self._start_joining(now_ms, trigger(self._lapse))
+            self._membership = replace(self._membership, epoch=epoch)  # 0, or the lapsed one
+            self._lapse = replace(self._lapse, epoch=epoch)
         self._maybe_commit(now_ms)
         self._maybe_heartbeat(now_ms)
         return self._k.flush()
@@ -209,6 +195,7 @@ class ConsumerMember:
     def _forget_membership(self) -> None:
         """Back to epoch 0 with nothing in progress (the member id is kept)."""
         self._membership = replace(self._membership, epoch=0, sent=None)
+        self._lapse = replace(self._lapse, epoch=0)
         self._round = Round()
         self._gate.close()
         self._job.dropped()
@@ -282,6 +269,8 @@ class ConsumerMember:
         if self._k.state not in IN_GROUP or sent.generation != self._membership.epoch:
             return  # answers a heartbeat of an earlier membership (before a fence or a leave)
         code = resp.error
+        if asking(self._lapse, sent.generation) and (code is E.NONE or code in P.FENCING_CODES):
+            self._lapse = answered(self._lapse, vouched=code is E.NONE)
         if code is E.NONE:
             self._heartbeat_ok(resp, rid, now_ms)
             return

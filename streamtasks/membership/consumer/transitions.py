@@ -20,6 +20,7 @@ from streamtasks.membership.consumer.events import (
     AssignorMetadataChanged,
     PollTimerExpired,
 )
+from streamtasks.membership.consumer.lapse import ASK, REJOIN
 
 __all__ = ["IN_GROUP", "TABLE", "TRANSITIONS", "USER_EVENTS", "check_event", "check_transition"]
 
@@ -31,9 +32,10 @@ TRANSITIONS: tuple[tuple[S, str, S], ...] = (
         first="heartbeat ok: first assignment",
         new="heartbeat ok: new assignment",
         lost="fenced: partitions lost",
-        rejoin="rejoin at epoch 0",
+        rejoin=REJOIN,
         leave="leave: revoke first",
     ),
+    (S.FENCED, ASK, S.JOINING),
     (S.PREPARE_LEAVING, "left without a leave heartbeat", S.UNSUBSCRIBED),
     *each((*IN_GROUP, S.STALE), "poll timer expired: partitions lost, left", S.STALE),
     (S.STALE, "application polled: rejoin at epoch 0", S.JOINING),

@@ -48,6 +48,11 @@ class WorldProcess(HostedProcess):
         """Stable, with nothing to rejoin for."""
         raise NotImplementedError
 
+    @property
+    def lapsed_taken_back(self) -> int:
+        """Lapsed epochs a coordinator vouched for (KIP-848 members: ``consumer/lapse.py``)."""
+        return 0
+
 
 class ConsumerProcess(WorldProcess):
     """A KIP-848 member (``group.protocol=consumer``)."""
@@ -58,6 +63,10 @@ class ConsumerProcess(WorldProcess):
         super().__init__(name=name, incarnation=incarnation, static=config.group_instance_id is not None)
         self.config = config
         self.member = ConsumerMember(config, now_ms)
+
+    @property
+    def lapsed_taken_back(self) -> int:
+        return self.member.lapsed_taken_back
 
     @property
     def member_id(self) -> str:

@@ -76,8 +76,12 @@ class ConsumerBatchSummary(BatchTotals):
     failovers: int = 0
     failovers_mid_rebalance: int = 0
     late_joins: int = 0
+    readopted: int = 0
 
-    SUMMED = ("group_epochs", "targets", "installs", "failovers", "failovers_mid_rebalance", "late_joins")
+    SUMMED = (
+        "group_epochs", "targets", "installs", "failovers", "failovers_mid_rebalance", "late_joins",
+        "readopted",
+    )  # fmt: skip
 
     def as_dict(self) -> dict[str, object]:
         return self.head(self.mode) | {
@@ -91,6 +95,7 @@ class ConsumerBatchSummary(BatchTotals):
             "failovers": self.failovers,
             "failovers_mid_rebalance": self.failovers_mid_rebalance,
             "late_joins": self.late_joins,
+            "lapsed_assignments_taken_back": self.readopted,
             "max_ms_to_converge_after_last_step": self.max_converged_after_ms,
             "failures": [f.as_dict() for f in self.failures],
         }

@@ -93,6 +93,8 @@ class ConsumerRunResult(RunFigures):
     late_joins: int = 0
     #: Classic-protocol JoinGroups the coordinator parked (answered later through Result.joins).
     parked_joins: int = 0
+    #: Lapsed members' epochs a coordinator vouched for (membership/consumer/lapse.py).
+    readopted: int = 0
 
 
 def consumer_world(
@@ -470,4 +472,5 @@ class ConsumerSide:
             handover_without_commit=host.invariants.handover_without_commit,
             orphan_partition_ms=ledger.orphan_total_ms(self.now),
             parked_joins=self.desk.parked,
+            readopted=sum(p.lapsed_taken_back for p in host.procs.values()),
         )
