@@ -403,7 +403,8 @@ class _Run:
                 rebalances=len(self.generations) - gens,
                 revoked=after.revocations - before.revocations,
                 longest_unowned_ms=self.ledger.longest_unowned_between(start, end),
-                double_owned=len(after.violations) - len(before.violations),
+                # a late release may withdraw an earlier phase's violation: never below 0
+                double_owned=max(0, len(after.violations) - len(before.violations)),
                 restores=self.restores - restores,
             )
         )
