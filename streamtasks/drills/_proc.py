@@ -12,7 +12,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEBUG_ENV", "LOGS_ENV", "clients_debug", "configure_logging", "pump_json_lines", "spawn_worker"]
+__all__ = [
+    "DEBUG_ENV",
+    "LOGS_ENV",
+    "clients_debug",
+    "configure_logging",
+    "line_time_ms",
+    "pump_json_lines",
+    "spawn_worker",
+]
 
 #: A directory where the drills keep worker logs and event lines (unset: discard them).
 LOGS_ENV = "STREAMTASKS_DEMO_LOGS"
@@ -64,6 +72,21 @@ async def pump_json_lines(
     finally:
         if events is not None:
             events.close()
+
+
+def line_time_ms(line: dict[str, Any], read_ms: int, monotonic_to_wall_ms: int) -> int:
+    """When a worker's line happened, in wall-clock ms: its own ``t`` (``CLOCK_MONOTONIC``,
+    one clock for every process of the machine, shifted by ``monotonic_to_wall_ms``), else the
+    app event's ``at_ms`` or the line's ``wall_ms``; ``read_ms`` (when the harness read it)
+    when it says none, and never later than that."""
+    own = line.get("t")
+    if isinstance(own, int):
+        return min(read_ms, own + monotonic_to_wall_ms)
+    for key in ("at_ms", "wall_ms"):
+        wall = line.get(key)
+        if isinstance(wall, int):
+            return min(read_ms, wall)
+    return read_ms
 
 
 def configure_logging(level: str) -> None:

@@ -14,7 +14,11 @@ each surviving worker in turn is stopped (SIGTERM, a clean close) and started ag
 state directory, at jittered intervals, while the producer goes on. ``kill_busy=True`` kills
 the victim only once it reported processing records (on a loaded machine a worker may take
 longer to start than the jittered moment, and killing it before it processed anything tests
-nothing).
+nothing). ``kill_uncommitted=True`` (at-least-once) waits instead until the victim has work a
+``kill -9`` must replay: a partition it runs as active whose audit topic already shows an input
+offset at or past that partition's last commit; with ``commit_interval_ms`` longer than the run
+(no interval commit can land between that check and the kill) the run then reports duplicates
+by construction, not by where the kill happened to fall.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -31,7 +36,7 @@ from streamtasks.drills.stateful_demo import DrillRun
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.security import ClientSettings
 
-__all__ = ["CrashAuditReport", "run_crash_audit"]
+__all__ = ["CrashAuditReport", "run_crash_audit", "uncommitted_partitions"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +87,8 @@ async def run_crash_audit(
     guarantee: str = "at_least_once",
     bounce: bool = False,
     kill_busy: bool = False,
+    kill_uncommitted: bool = False,
+    commit_interval_ms: int | None = None,
     group_protocol: str = "classic",
 ) -> CrashAuditReport:
     """One jittered run (see the module docstring); the workers join with ``group_protocol``."""
@@ -90,6 +97,8 @@ async def run_crash_audit(
     produce_after = rng.uniform(2.0, 8.0)
     run = DrillRun(bootstrap, out, partitions, keys, rate, group_protocol=group_protocol)
     run.worker_args = ["--processing-guarantee", guarantee]
+    if commit_interval_ms is not None:
+        run.worker_args += ["--commit-interval-ms", str(commit_interval_ms)]
     await create_topics_async(bootstrap, {run.topic: partitions, run.audit_topic: 1})
     reader = AuditTopicReader(bootstrap, run.audit_topic, run.offsets, isolation_level="read_committed")
     bounced = 0
@@ -104,12 +113,18 @@ async def run_crash_audit(
             try:
                 await asyncio.sleep(kill_after)
                 victim = first[rng.randrange(len(first))]
+                replay: list[int] = []
                 for _ in range(600):
-                    if not kill_busy or victim.processed > 0:
+                    if kill_uncommitted:
+                        replay = uncommitted_partitions(run.lines, victim.name, run.offsets.highest_processed)
+                        if replay:
+                            break
+                    elif not kill_busy or victim.processed > 0:
                         break
                     await asyncio.sleep(0.1)
                 await victim.kill()
-                run.say(f"seed {seed}: kill -9 {victim.name}")
+                past = f" (processed past its last commit on partitions {replay})" if replay else ""
+                run.say(f"seed {seed}: kill -9 {victim.name}{past}")
                 await asyncio.sleep(join_after)
                 fresh = run.worker("fresh", state_root)
                 await fresh.start()
@@ -148,6 +163,31 @@ async def run_crash_audit(
         for line in explain_loss(run.lines, run.offsets.lost(), reread, reader.skipped):
             run.say(line)
     return report
+
+
+def uncommitted_partitions(
+    lines: list[dict[str, Any]], worker: str, highest_processed: Callable[[int], int | None]
+) -> list[int]:
+    """The input partitions whose task ``worker`` runs as active (its latest progress line) and
+    whose audit topic shows an input offset at or past the partition's latest commit by anyone
+    (``OffsetsCommitted`` offsets are the next offset to read; a commit handed to the member
+    before a revocation counts too, as it may have been accepted): what a ``kill -9`` of
+    ``worker`` now makes its successor process again."""
+    tasks: dict[str, str] = {}
+    committed: dict[int, int] = {}
+    for line in lines:
+        if line.get("worker") == worker and line.get("kind") == "progress":
+            tasks = line.get("tasks", {})
+        elif line.get("event") == "OffsetsCommitted":
+            for _topic, p, offset in line["offsets"]:
+                committed[p] = max(offset, committed.get(p, offset))
+    out = []
+    for task, role in sorted(tasks.items()):
+        partition = int(task.rsplit("_", 1)[1])
+        highest = highest_processed(partition)
+        if role == "active" and highest is not None and highest >= committed.get(partition, 0):
+            out.append(partition)
+    return out
 
 
 def explain_loss(

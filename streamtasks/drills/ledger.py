@@ -2,8 +2,13 @@
 
 :class:`OwnershipAudit` keeps who owns each partition over (injected) time and records a
 :class:`DoubleOwnership` whenever a partition is handed to a member while another still holds
-it. It also measures how long partitions went without an owner. :class:`RecordAudit` compares
-produced and consumed record ids: duplicates are allowed (at-least-once), losses are not.
+it. The times are each member's own (when it was assigned or let go), while the calls come in
+the order a harness read them from several processes: a holder's release that arrives after
+another member's claim but happened before it withdraws that violation (an eager member
+revokes everything before its JoinGroup, so before anyone is given its partitions in the next
+generation, yet a loaded harness may read its revocation last). It also measures how long
+partitions went without an owner. :class:`RecordAudit` compares produced and consumed record
+ids: duplicates are allowed (at-least-once), losses are not.
 :func:`first_commits_past` tells, for each lost record, which member's offset commit first
 moved its partition past it (the member that skipped it: every later owner resumed after it).
 """
@@ -68,7 +73,26 @@ class OwnershipAudit:
                 self._owner[tp] = None
                 self._unowned_since[tp] = now_ms
                 released += 1
+            elif self._withdraw(tp, member, now_ms):
+                released += 1
         return released
+
+    def _withdraw(self, tp: TopicPartition, member: str, now_ms: int) -> bool:
+        """``member`` let ``tp`` go at ``now_ms``, reported after another member claimed it: if
+        that was before the claim, the violation recorded then was none (the gap between
+        the two counts as unowned time)."""
+        for i, v in enumerate(self._violations):
+            if v.partition == tp and v.holder == member and now_ms < v.at_ms:
+                del self._violations[i]
+                self._count_gap(now_ms, v.at_ms)
+                return True
+        return False
+
+    def _count_gap(self, since: int, until: int) -> None:
+        gap = until - since
+        self._longest = max(self._longest, gap)
+        self._total += gap
+        self._gaps.append((since, until))
 
     def assigned(self, member: str, partitions: Iterable[TopicPartition], now_ms: int) -> None:
         for tp in partitions:
@@ -79,10 +103,7 @@ class OwnershipAudit:
                 )
             since = self._unowned_since.get(tp)
             if since is not None:
-                gap = now_ms - since
-                self._longest = max(self._longest, gap)
-                self._total += gap
-                self._gaps.append((since, now_ms))
+                self._count_gap(since, now_ms)
             self._owner[tp] = member
             self._unowned_since[tp] = None
             self._assignments += 1

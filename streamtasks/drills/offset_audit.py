@@ -49,6 +49,8 @@ class OffsetAudit:
         self._records = RecordAudit()
         #: The key of each acknowledged record, by its id.
         self._keys: dict[str, bytes] = {}
+        #: The highest input offset seen processed, by partition.
+        self._highest: dict[int, int] = {}
 
     async def send(
         self,
@@ -81,6 +83,14 @@ class OffsetAudit:
 
     def processed(self, record_id: str) -> None:
         self._records.consumed(record_id)
+        partition, _, offset = record_id.partition(":")
+        if offset.isdigit() and partition.isdigit():
+            p, o = int(partition), int(offset)
+            self._highest[p] = max(o, self._highest.get(p, o))
+
+    def highest_processed(self, partition: int) -> int | None:
+        """The highest input offset of ``partition`` seen processed (None: none yet)."""
+        return self._highest.get(partition)
 
     def lost(self) -> list[str]:
         """The ids of acknowledged offsets not (yet) seen processed."""

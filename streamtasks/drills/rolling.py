@@ -41,7 +41,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from streamtasks.drills._proc import pump_json_lines, spawn_worker
+from streamtasks.drills._proc import line_time_ms, pump_json_lines, spawn_worker
 from streamtasks.drills.catalog import DrillSpec, Stage
 from streamtasks.drills.coordinator_proc import SECURED_COORDINATOR_REFUSED, CoordinatorProcess
 from streamtasks.drills.ledger import CommitMark, FaultMark, OwnershipAudit, first_commits_past, offset_runs
@@ -225,7 +225,10 @@ class _Run:
         self.ledger = OwnershipAudit(self.partitions, self.t0)
         self.audit = OffsetAudit()
         self.owned: dict[str, set[TopicPartition]] = {}
-        self.open: dict[TopicPartition, tuple[str, int]] = {}
+        #: When each worker took each partition it holds (two while the ledger sees an overlap).
+        self.open: dict[tuple[TopicPartition, str], int] = {}
+        #: Wall-clock ms minus monotonic ms: the workers stamp their lines with the latter.
+        self.mono_offset = _now_ms() - time.monotonic_ns() // 1_000_000
         self.generations: dict[int, int] = {}
         #: Every offset commit of the input topic the workers reported.
         self.commits: list[CommitMark] = []
@@ -260,18 +263,18 @@ class _Run:
         self.ledger.assigned(worker, tps, at)
         for tp in tps:
             self.owned.setdefault(worker, set()).add(tp)
-            self.open[tp] = (worker, at)
+            self.open.setdefault((tp, worker), at)
 
     def _give(self, worker: str, tps: list[TopicPartition], at: int, lost: bool = False) -> None:
         (self.ledger.lost if lost else self.ledger.revoked)(worker, tps, at)
         for tp in tps:
             self.owned.setdefault(worker, set()).discard(tp)
-            if self.open.get(tp, ("", 0))[0] == worker:
-                _, since = self.open.pop(tp)
+            since = self.open.pop((tp, worker), None)
+            if since is not None:
                 self.result.ownership.append((tp.partition, worker, self.seconds(since), self.seconds(at)))
 
     def on_line(self, worker: str, line: dict[str, Any]) -> None:
-        at = _now_ms()
+        at = line_time_ms(line, _now_ms(), self.mono_offset)  # a loaded harness reads lines late
         kind = line.get("kind")
         generation = line.get("generation")
         if isinstance(generation, int) and generation > 0 and generation not in self.generations:
@@ -400,7 +403,8 @@ class _Run:
                 rebalances=len(self.generations) - gens,
                 revoked=after.revocations - before.revocations,
                 longest_unowned_ms=self.ledger.longest_unowned_between(start, end),
-                double_owned=len(after.violations) - len(before.violations),
+                # a late release may withdraw an earlier phase's violation: never below 0
+                double_owned=max(0, len(after.violations) - len(before.violations)),
                 restores=self.restores - restores,
             )
         )
@@ -514,7 +518,7 @@ class _Run:
 
     async def _verdict(self) -> None:
         r, end = self.result, _now_ms()
-        for tp, (worker, since) in sorted(self.open.items()):
+        for (tp, worker), since in sorted(self.open.items()):
             r.ownership.append((tp.partition, worker, self.seconds(since), None))
         final = self.ledger.report(end)
         r.double_owned = len(final.violations)

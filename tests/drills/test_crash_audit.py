@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamtasks.drills.crash_audit import explain_loss
+from streamtasks.drills.crash_audit import explain_loss, uncommitted_partitions
+from streamtasks.drills.offset_audit import OffsetAudit
 
 
 def _commit(
@@ -85,3 +86,24 @@ def test_the_readers_own_jumps_are_reported() -> None:
         "the audit reader's own reading jumped (partition, expected, read): [(0, 10, 12)]",
     ]
     assert "w1 commits 3@900 confirmed=True" in out[-1]
+
+
+def _progress(worker: str, tasks: dict[str, str]) -> dict[str, Any]:
+    return {"worker": worker, "kind": "progress", "processed": 1, "tasks": tasks, "wall_ms": 4_000}
+
+
+def test_a_kill_replays_the_active_partitions_processed_at_or_past_their_last_commit() -> None:
+    audit = OffsetAudit()
+    for rid in ("2:179", "2:180", "3:899", "5:0"):
+        audit.processed(rid)
+    lines = [*LINES, _progress("w2", {"0_2": "active", "0_3": "active", "0_5": "active", "0_6": "active"})]
+    # 2: 180 processed, last commit (w2's, handed over unconfirmed) says next is 180: replayed.
+    # 3: committed up to 900, only 899 processed: nothing to replay. 5: never committed, 0
+    # processed: replayed from the earliest. 6: nothing processed yet.
+    assert uncommitted_partitions(lines, "w2", audit.highest_processed) == [2, 5]
+    # A standby, or another worker's task, is not the victim's work to replay.
+    standby = [*LINES, _progress("w2", {"0_2": "standby"}), _progress("w1", {"0_5": "active"})]
+    assert uncommitted_partitions(standby, "w2", audit.highest_processed) == []
+    # A commit past everything processed (a closing or revocation commit) leaves nothing.
+    committed = [*lines, _commit("w2", 5_000, 2, 181), _commit("w2", 5_000, 5, 1)]
+    assert uncommitted_partitions(committed, "w2", audit.highest_processed) == []

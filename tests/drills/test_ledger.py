@@ -112,3 +112,29 @@ def test_the_old_name_warns_and_is_the_audit() -> None:
     with pytest.warns(DeprecationWarning, match="OwnershipAudit"):
         old = streamtasks.drills.OwnershipLedger
     assert old is OwnershipAudit
+
+
+def test_a_release_read_after_the_claim_but_made_before_it_is_no_double_ownership() -> None:
+    # An eager member revokes before its JoinGroup; a loaded harness may read that line after
+    # the next generation's assignment of the same partition to another member.
+    ledger = OwnershipAudit([P0], start_ms=0)
+    ledger.assigned("w2", [P0], 5_600)
+    ledger.assigned("w1", [P0], 6_129)  # read first ...
+    assert len(ledger.report(6_129).violations) == 1
+    ledger.revoked("w2", [P0], 5_900)  # ... though w2 let go 229 ms earlier
+    report = ledger.report(7_000)
+    assert report.violations == ()
+    assert report.revocations == 1
+    assert report.longest_unowned_ms == 5_600  # the first assignment; 229 ms between the two
+    assert report.unowned_partition_ms == 5_600 + 229
+    assert ledger.owners() == {P0: "w1"}
+
+
+def test_a_release_after_the_claim_leaves_the_double_ownership() -> None:
+    ledger = OwnershipAudit([P0], start_ms=0)
+    ledger.assigned("w2", [P0], 5_600)
+    ledger.assigned("w1", [P0], 6_129)
+    ledger.revoked("w2", [P0], 6_129)  # w2 still held it when w1 was given it (same ms: not before)
+    ledger.revoked("w3", [P0], 6_000)  # not the holder: withdraws nothing
+    (violation,) = ledger.report(7_000).violations
+    assert (violation.holder, violation.claimant, violation.at_ms) == ("w2", "w1", 6_129)
