@@ -32,11 +32,11 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    fewest caught-up processes; a destination that already holds a standby of the task needs none
    (the standby serves, and is kept there);
 5. places standbys: never beside their active, spread across racks / client tags (with a
-   rack-aware strategy, no tags and the changelogs' racks known: rack-blind, as Kafka Streams,
-   the traffic flow then moves them), balanced per thread, sticky to processes that hold state
-   for the task; never on a planned warm-up's process unless no other process can take it (then
-   that warm-up's slot passes to the next movement); a standby that has to move anyway prefers
-   the destination of its task's movement.
+   rack-aware strategy, no tags and the changelogs' racks known: rack-blind too, as Kafka
+   Streams, the traffic flow then moves them, the start reading less kept), balanced per thread,
+   sticky to processes that hold state for the task; never on a planned warm-up's process unless
+   no other process can take it (then that warm-up's slot passes to the next movement); a
+   standby that has to move anyway prefers the destination of its task's movement.
 
 While movements are pending the result asks for a follow-up rebalance
 ``probing_rebalance_interval_ms`` after ``now_ms``. A task no process is caught up on goes to its
@@ -151,23 +151,34 @@ class HighAvailabilityTaskAssignor:
             else None
         )
         signatures = signatures_for(state, ix.process_ids)
+        starts = [signatures]
         if cross is not None and not configs.rack_aware_assignment_tags and _flow_runs(stateful, k, ix):
             # as Kafka Streams without tags: a rack-blind, balanced start, then the traffic flow
-            signatures = None
-        slots = place_standbys(  # step 5
-            stateful,
-            num_tasks=nt,
-            capacity=ix.capacity,
-            owner=owner,
-            replicas=configs.num_standby_replicas,
-            preferred=_preferred(ix, ranked, moving, planned),
-            signatures=signatures,
-            avoid=planned,
-        )
-        if racks is not None and cross is not None:
+            # (the spread start too, when it ends lower: never above either)
+            starts = [None, signatures]
+        best: tuple[int, list[int]] | None = None
+        for start in starts:
+            slots = place_standbys(  # step 5
+                stateful,
+                num_tasks=nt,
+                capacity=ix.capacity,
+                owner=owner,
+                replicas=configs.num_standby_replicas,
+                preferred=_preferred(ix, ranked, moving, planned),
+                signatures=start,
+                avoid=planned,
+            )
+            if racks is None or cross is None:
+                best = (0, slots)
+                break
             _rack_standbys(
                 state, ix, racks, ranked, cross, owner=owner, slots=slots, k=k, moving=moving, planned=planned
             )
+            read = sum(cross[n // k][racks.proc_rack[p]] for n, p in enumerate(slots) if p >= 0)
+            if best is None or read < best[0]:
+                best = (read, slots)
+        assert best is not None
+        slots = best[1]
         warmups = _warmups(order, moving, slots, k, configs.max_warmup_replicas)
         followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
         return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
