@@ -31,10 +31,12 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    ``max_warmup_replicas`` in all: warm-ups under way first (least lag), then tasks with the
    fewest caught-up processes; a destination that already holds a standby of the task needs none
    (the standby serves, and is kept there);
-5. places standbys: never beside their active, spread across racks / client tags, balanced per
-   thread, sticky to processes that hold state for the task; never on a planned warm-up's
-   process unless no other process can take it (then that warm-up's slot passes to the next
-   movement); a standby that has to move anyway prefers the destination of its task's movement.
+5. places standbys: never beside their active, spread across racks / client tags (with a
+   rack-aware strategy, no tags and the changelogs' racks known: rack-blind too, as Kafka
+   Streams, the traffic flow then moves them, the start reading less kept), balanced per thread,
+   sticky to processes that hold state for the task; never on a planned warm-up's process unless
+   no other process can take it (then that warm-up's slot passes to the next movement); a
+   standby that has to move anyway prefers the destination of its task's movement.
 
 While movements are pending the result asks for a follow-up rebalance
 ``probing_rebalance_interval_ms`` after ``now_ms``. A task no process is caught up on goes to its
@@ -61,7 +63,7 @@ from assignors.task.rack_aware import (
     rack_view,
 )
 from assignors.task.rack_joint import optimize_jointly
-from assignors.task.rack_standby import changelog_cross, optimize_standbys
+from assignors.task.rack_standby import MAX_PAIRS, changelog_cross, optimize_standbys
 from assignors.task.standby import place_standbys, signatures_for
 from assignors.task.swaps import NO_LAG, Ranked
 from assignors.types import RUNNING_LAG, ApplicationState, TaskAssignment
@@ -142,21 +144,41 @@ class HighAvailabilityTaskAssignor:
         # (least lag), then tasks with the fewest caught-up processes (step 4).
         order = sorted(moving, key=lambda t: (_lag_on(ix, t, moving[t]), pins.caught_count[t], t))
         planned = _planned(ix, order, moving, configs.max_warmup_replicas)
-        slots = place_standbys(  # step 5
-            stateful,
-            num_tasks=nt,
-            capacity=ix.capacity,
-            owner=owner,
-            replicas=configs.num_standby_replicas,
-            preferred=_preferred(ix, ranked, moving, planned),
-            signatures=signatures_for(state, ix.process_ids),
-            avoid=planned,
-        )
         k = min(configs.num_standby_replicas, ix.num_processes - 1)
-        if racks is not None and self.rack_aware_standbys and k:
-            _rack_standbys(
-                state, ix, racks, ranked, owner=owner, slots=slots, k=k, moving=moving, planned=planned
+        cross = (
+            changelog_cross(state, ix, racks)
+            if racks is not None and self.rack_aware_standbys and k
+            else None
+        )
+        signatures = signatures_for(state, ix.process_ids)
+        starts = [signatures]
+        if cross is not None and not configs.rack_aware_assignment_tags and _flow_runs(stateful, k, ix):
+            # as Kafka Streams without tags: a rack-blind, balanced start, then the traffic flow
+            # (the spread start too, when it ends lower: never above either)
+            starts = [None, signatures]
+        best: tuple[int, list[int]] | None = None
+        for start in starts:
+            slots = place_standbys(  # step 5
+                stateful,
+                num_tasks=nt,
+                capacity=ix.capacity,
+                owner=owner,
+                replicas=configs.num_standby_replicas,
+                preferred=_preferred(ix, ranked, moving, planned),
+                signatures=start,
+                avoid=planned,
             )
+            if racks is None or cross is None:
+                best = (0, slots)
+                break
+            _rack_standbys(
+                state, ix, racks, ranked, cross, owner=owner, slots=slots, k=k, moving=moving, planned=planned
+            )
+            read = sum(cross[n // k][racks.proc_rack[p]] for n, p in enumerate(slots) if p >= 0)
+            if best is None or read < best[0]:
+                best = (read, slots)
+        assert best is not None
+        slots = best[1]
         warmups = _warmups(order, moving, slots, k, configs.max_warmup_replicas)
         followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
         return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
@@ -167,6 +189,7 @@ def _rack_standbys(
     ix: IndexedState,
     racks: RackView,
     ranked: Ranked,
+    cross: list[list[int]],
     *,
     owner: list[int],
     slots: list[int],
@@ -174,12 +197,10 @@ def _rack_standbys(
     moving: dict[int, int],
     planned: dict[int, int],
 ) -> None:
-    """Step 5's standbys moved to the least changelog traffic (:func:`optimize_standbys`): a
-    standby on its task's movement destination stays (it warms it up), a planned warm-up's
-    process gets none; with tags, each task keeps its standbys' tag signatures."""
-    cross = changelog_cross(state, ix, racks)
-    if cross is None:
-        return
+    """Step 5's standbys moved to the least changelog traffic (:func:`optimize_standbys`; ``cross``:
+    :func:`changelog_cross`): a standby on its task's movement destination stays (it warms it up),
+    a planned warm-up's process gets none; with tags, each task keeps its standbys' tag
+    signatures."""
     configs = state.configs
     traffic_cost = _or(configs.rack_aware_assignment_traffic_cost, STATEFUL_TRAFFIC_COST)
     proc_rack = racks.proc_rack
@@ -200,6 +221,11 @@ def _rack_standbys(
         ),
         non_overlap_cost=_or(configs.rack_aware_assignment_non_overlap_cost, STATEFUL_NON_OVERLAP_COST),
     )
+
+
+def _flow_runs(stateful: list[int], k: int, ix: IndexedState) -> bool:
+    """Whether :func:`optimize_standbys` surely runs (else the standbys keep step 5's rack spread)."""
+    return len(stateful) * k * ix.num_processes <= MAX_PAIRS
 
 
 def _or(value: int | None, default: int) -> int:

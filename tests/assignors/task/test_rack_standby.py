@@ -74,3 +74,17 @@ def test_the_option_cuts_changelog_traffic() -> None:
     assert validate_task_assignment(state, with_it) is AssignmentError.NONE
     assert standby_changelog_traffic(state, with_it) < standby_changelog_traffic(state, without)
     assert with_it.processes == HighAvailabilityTaskAssignor().assign(state).processes  # deterministic
+
+
+def test_without_tags_the_flow_starts_rack_blind() -> None:
+    """Racks of 5, 1 and 4 processes: spreading the standbys across racks first piled those of
+    the other racks' actives on the lone process (60 of 132); as Kafka Streams, the flow starts
+    from the rack-blind balanced placement, so every process keeps a balanced standby count."""
+    state = rack_state(10, 100, seed=1018, standbys=2, rack_of=[0, 0, 0, 0, 0, 1, 2, 2, 2, 2])
+    assignment = HighAvailabilityTaskAssignor().assign(state)
+    counts = [len(p.standby) for p in assignment.processes]
+    assert sum(counts) == 132
+    assert max(counts) - min(counts) <= 1
+    without = HighAvailabilityTaskAssignor(rack_aware_standbys=False).assign(state)
+    assert standby_changelog_traffic(state, assignment) < standby_changelog_traffic(state, without)
+    assert validate_task_assignment(state, assignment) is AssignmentError.NONE
