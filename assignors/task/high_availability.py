@@ -36,7 +36,9 @@ or reports a lag within ``acceptable_recovery_lag`` for it. The assignor:
    Streams, the traffic flow then moves them, the start reading less kept), balanced per thread,
    sticky to processes that hold state for the task; never on a planned warm-up's process unless
    no other process can take it (then that warm-up's slot passes to the next movement); a
-   standby that has to move anyway prefers the destination of its task's movement.
+   standby that has to move anyway prefers the destination of its task's movement; a process
+   the sticky standbys left below its share (counting its planned warm-ups) takes standbys from
+   those above theirs (:func:`~assignors.task.standby.place_standbys`, pass 4).
 
 While movements are pending the result asks for a follow-up rebalance
 ``probing_rebalance_interval_ms`` after ``now_ms``. A task no process is caught up on goes to its

@@ -9,7 +9,14 @@ the actives (:mod:`assignors.task.quota`). Placement runs in passes over the tas
    the task, ...) that is below its quota;
 2. then on one that may take an extra standby;
 3. the remaining standbys go to the least loaded process (standbys per thread) among those that
-   diverge most from the task's active and its already placed standbys.
+   diverge most from the task's active and its already placed standbys;
+4. a process still below its floor takes a standby from one above its own floor -- directly, or
+   through a third process that passes one of its standbys on and takes the other's. Passes 1
+   and 2 may have filled the others with exactly the tasks it could hold (it runs the rest), e.g.
+   a process that joins and takes over two tasks whose standbys then have nowhere else to go.
+   A process that holds state for the task is taken first; the spreading never gets worse;
+   planned warm-ups count as standbys of their process (a process warming up leaves the
+   standbys with their state until it has caught up).
 
 A task's standby goes to an ``avoid`` process (where a warm-up of it is planned) only when no
 other process can take it; ``keep`` pins standbys before everything else (fallback_prior).
@@ -138,6 +145,7 @@ def place_standbys(
     diversity = _Diversity(signatures) if signatures and signatures[0] else None
     if keep is not None:
         fill.kept(tasks, keep)
+    pinned = list(fill.filled)
     quotas = compute_quotas(k * len(tasks), capacity, counts)
     avoid = avoid or {}
     fill.preferred(tasks, preferred, avoid, diversity, lo=quotas.lo, hi=None, extras=0)
@@ -147,6 +155,7 @@ def place_standbys(
         fill.plain(tasks, avoid)
     else:
         fill.diverse(tasks, avoid, diversity)
+    fill.even(tasks, pinned, lo=quotas.lo, preferred=preferred, avoid=avoid, diversity=diversity)
     return fill.slots
 
 
@@ -318,3 +327,108 @@ class _Fill:
                 filled[i] += 1
                 counts[p] += 1
                 heappush(heaps[group_of[p]], ((counts[p] + 1) / capacity[p], p))
+
+    def movable(
+        self, i: int, src: int, dst: int, avoid: Mapping[int, int], diversity: _Diversity | None
+    ) -> bool:
+        """Whether task ``i``'s standby on ``src`` may go to ``dst`` instead: not beside the
+        active or another standby of ``i``, not on its planned warm-up's process, and scoring
+        as high on the spreading as ``src`` does."""
+        if dst == self.owner[i] or dst == avoid.get(i, -1):
+            return False
+        others = self.taken(i)
+        if dst in others:
+            return False
+        if diversity is None or not diversity.dims:
+            return True
+        others.remove(src)
+        used = diversity.used(others)
+        return diversity.score(diversity.sig[dst], used) >= diversity.score(diversity.sig[src], used)
+
+    def even(
+        self,
+        tasks: Sequence[int],
+        pinned: Sequence[int],
+        *,
+        lo: Sequence[int],
+        preferred: Callable[[int], Iterable[int]],
+        avoid: Mapping[int, int],
+        diversity: _Diversity | None,
+    ) -> None:
+        """Pass 4: while a process is below its floor (its planned warm-ups counted as standbys:
+        while it warms up, the standbys stay with their state), a standby of one above its floor
+        moves to it (``pinned[i]``: task ``i``'s first standbys, kept by pass 0, never move),
+        directly or through a third process (a chain of two moves), least loaded taker first."""
+        counts, capacity, slots, k = self.counts, self.capacity, self.slots, self.k
+        n = len(capacity)
+        warming = [0] * n  # a planned warm-up counts as a standby here, as in Kafka Streams
+        for p in avoid.values():
+            warming[p] += 1
+        held: list[list[int]] = [[] for _ in range(n)]  # movable slot indices per process
+        for i in tasks:
+            for j in range(i * k + pinned[i], i * k + self.filled[i]):
+                held[slots[j]].append(j)
+
+        def move(j: int, dst: int) -> None:
+            src = slots[j]
+            held[src].remove(j)
+            held[dst].append(j)
+            slots[j] = dst
+            counts[src] -= 1
+            counts[dst] += 1
+
+        while True:
+            short = sorted(
+                ((counts[q] + warming[q]) / capacity[q], q)
+                for q in range(n)
+                if counts[q] + warming[q] < lo[q]
+            )
+            progressed = False
+            for _, q in short:
+                best: tuple[bool, float, int] | None = None
+                for p in range(n):
+                    if counts[p] <= lo[p]:
+                        continue
+                    for j in held[p]:
+                        i = j // k
+                        if self.movable(i, p, q, avoid, diversity):
+                            key = (q in preferred(i), counts[p] / capacity[p], -j)
+                            if best is None or key > best:
+                                best = key
+                if best is not None:
+                    move(-best[2], q)
+                    progressed = True
+                    continue
+                chain = self._chain(q, held, lo, avoid, diversity)
+                if chain is not None:
+                    j1, m, j2 = chain
+                    move(j2, q)  # m passes one of its standbys to q ...
+                    move(j1, m)  # ... and takes one of the overloaded process's
+                    progressed = True
+            if not progressed:
+                return
+
+    def _chain(
+        self,
+        q: int,
+        held: Sequence[Sequence[int]],
+        lo: Sequence[int],
+        avoid: Mapping[int, int],
+        diversity: _Diversity | None,
+    ) -> tuple[int, int, int] | None:
+        """Slot ``j1`` on a process above its floor that may go to ``m``, and slot ``j2`` on
+        ``m`` that may go to ``q``; the first found, or None."""
+        counts, k, n = self.counts, self.k, len(self.capacity)
+        for p in range(n):
+            if counts[p] <= lo[p]:
+                continue
+            for j1 in held[p]:
+                i1 = j1 // k
+                for m in range(n):
+                    if m in (p, q) or not self.movable(i1, p, m, avoid, diversity):
+                        continue
+                    for j2 in held[m]:
+                        i2 = j2 // k
+                        if i2 != i1 and self.movable(i2, m, q, avoid, diversity):
+                            return j1, m, j2
+        return None

@@ -34,8 +34,10 @@ from topology.ids import TaskId, TopicPartition
 _TASK_SEEDS = range(400)
 _COOPERATIVE_SEEDS = range(300)
 #: sha256 of the outputs of the seeds above, taken from the code before the assignors' longest
-#: functions were split into named steps.
-TASK_DIGEST = "1baf5fc19df46582186bbbe021b4cd811f70b7cf5ffc4cae34eaddcb6677c2fc"
+#: functions were split into named steps; TASK_DIGEST retaken when standby placement got pass 4
+#: (a process left below its floor takes standbys from those above theirs): 61 of the 800
+#: outputs changed, the standby spread per thread smaller in 54 and the same in 7.
+TASK_DIGEST = "00b462fc74c05582c41256af568f3e659a74bdd88c5dd0f8ac3103342584a6f0"
 COOPERATIVE_DIGEST = "bfda1ce22cd2677213a3b7abdaa6ba9e2fcb0e88c7266d3052fa938211abf596"
 
 

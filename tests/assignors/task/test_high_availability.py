@@ -9,10 +9,17 @@ import pytest
 import assignors
 from assignors.task.high_availability import HighAvailabilityTaskAssignor
 from assignors.task.quality import active_spread, colocated_standbys, moved_actives
-from assignors.types import RUNNING_LAG, ApplicationState, AssignmentConfigs, ClientState, TaskAssignment
+from assignors.types import (
+    RUNNING_LAG,
+    ApplicationState,
+    AssignmentConfigs,
+    AssignmentError,
+    ClientState,
+    TaskAssignment,
+)
 from assignors.validate import validate_task_assignment
 from streamtasks.errors import AssignorInputError
-from tests.assignors.task.scenarios import build_state, pid, task_specs
+from tests.assignors.task.scenarios import build_state, next_generation, pid, task_specs
 from tests.ids import task as t
 from topology.ids import TaskId
 
@@ -443,3 +450,47 @@ def test_the_room_of_pinned_tasks_goes_to_a_task_nobody_is_caught_up_on() -> Non
     assert [len(actives(result, n)) for n in (2, 3)] == [1, 1]
     assert dict(result.movements) == {t(0, 3): pid(3), t(0, 5): pid(3)}
     assert moved_actives(state, result) == 0
+
+
+def test_a_joined_process_gets_its_share_of_standbys_once_caught_up() -> None:
+    """Seen live (3 Apps, 6 partitions, one standby): after c took over 0_4 and 0_5, a and b
+    kept the standbys of each other's tasks (their state), and the standbys of 0_4 and 0_5 had
+    nowhere to go but a and b again: 3/3/0. Pass 4 of the standby placement gives c its two."""
+    tasks = [t(0, p) for p in range(6)]
+
+    def client(n: int, active: list[TaskId], standby: list[TaskId]) -> ClientState:
+        return ClientState(
+            process_id=pid(n),
+            previous_active=frozenset(active),
+            previous_standby=frozenset(standby),
+            task_lags={**dict.fromkeys(standby, 0), **running(*active)},
+        )
+
+    a = client(0, [tasks[0], tasks[1], tasks[4]], [tasks[2], tasks[3], tasks[5]])
+    b = client(1, [tasks[2], tasks[3], tasks[5]], [tasks[0], tasks[1], tasks[4]])
+    state = build_state(
+        task_specs({0: 6}), [a, b, ClientState(process_id=pid(2))], AssignmentConfigs(num_standby_replicas=1)
+    )
+    joined = HA.assign(state)
+    c = joined.for_process(pid(2))
+    # while c warms up, the standbys stay with their state
+    assert c.warmup == {t(0, 4), t(0, 5)}
+    assert not c.standby
+    assert joined.needs_followup
+    # the warm-ups caught up (lag 0): c takes over 0_4 and 0_5 and one standby of a and of b
+    state = next_generation(state, joined)
+    result = HA.assign(state)
+    assert validate_task_assignment(state, result) is AssignmentError.NONE
+    assert [actives(result, n) for n in range(3)] == [
+        {t(0, 0), t(0, 1)},
+        {t(0, 2), t(0, 3)},
+        {t(0, 4), t(0, 5)},
+    ]
+    assert [len(result.for_process(pid(n)).standby) for n in range(3)] == [2, 2, 2]
+    assert colocated_standbys(result) == 0
+    assert not result.needs_followup
+    # and it stays so
+    state = next_generation(state, result)
+    settled = HA.assign(state)
+    assert moved_actives(state, settled) == 0
+    assert [len(settled.for_process(pid(n)).standby) for n in range(3)] == [2, 2, 2]
