@@ -147,6 +147,30 @@ class HighAvailabilityTaskAssignor:
         order = sorted(moving, key=lambda t: (_lag_on(ix, t, moving[t]), pins.caught_count[t], t))
         planned = _planned(ix, order, moving, configs.max_warmup_replicas)
         k = min(configs.num_standby_replicas, ix.num_processes - 1)
+        slots = self._standbys(
+            state, ix, racks, ranked, stateful, owner=owner, moving=moving, planned=planned
+        )
+        warmups = _warmups(order, moving, slots, k, configs.max_warmup_replicas)
+        followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
+        return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
+
+    def _standbys(
+        self,
+        state: ApplicationState,
+        ix: IndexedState,
+        racks: RackView | None,
+        ranked: Ranked,
+        stateful: list[int],
+        *,
+        owner: list[int],
+        moving: dict[int, int],
+        planned: dict[int, int],
+    ) -> list[int]:
+        """Step 5: the standby slots (``place_standbys``), moved by the rack-aware traffic flow
+        when it runs (from the rack-blind start and the spread start: the one reading less)."""
+        configs = state.configs
+        nt = ix.num_tasks
+        k = min(configs.num_standby_replicas, ix.num_processes - 1)
         cross = (
             changelog_cross(state, ix, racks)
             if racks is not None and self.rack_aware_standbys and k
@@ -180,10 +204,7 @@ class HighAvailabilityTaskAssignor:
             if best is None or read < best[0]:
                 best = (read, slots)
         assert best is not None
-        slots = best[1]
-        warmups = _warmups(order, moving, slots, k, configs.max_warmup_replicas)
-        followup = state.now_ms + configs.probing_rebalance_interval_ms if moving else None
-        return build_assignment(ix, owner, slots, warmups, followup, movements=moving)
+        return best[1]
 
 
 def _rack_standbys(

@@ -153,10 +153,23 @@ def optimize_jointly(
         if not sent:  # cannot happen: the start is a flow of every task
             raise AssertionError("rack-aware placement: no room left for a task")
         left -= sent
-    # per class, its tasks in order: those staying first, then into the hubs in rack order;
-    # per hub, its tasks in order to its units, processes in order
+    _read_back(net, list(classes.values()), out, owner, hubs=(hub_l, node_s, node_t))
+
+
+def _read_back(
+    net: FlowNetwork,
+    classes: list[list[int]],
+    out: list[list[int]],
+    owner: list[int],
+    *,
+    hubs: tuple[int, int, int],
+) -> None:
+    """The flow's answer into ``owner``: per class, its tasks in order (those staying first,
+    then into the hubs in rack order); per hub, its tasks in order to its units, processes in
+    order. ``hubs``: the first stateless hub, the first stateful and stateless process nodes."""
+    hub_l, node_s, node_t = hubs
     comers: dict[int, list[int]] = {}
-    for c, members in enumerate(classes.values()):
+    for c, members in enumerate(classes):
         edges, rest = out[c], sorted(members)
         if edges[0] >= 0:
             rest = rest[net.flow(edges[0]) :]

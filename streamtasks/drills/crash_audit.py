@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from streamtasks.drills.dual_active import DualActive, dual_active
 from streamtasks.drills.offset_audit import AuditTopicReader, OffsetAuditReport, reread_audit_topic
-from streamtasks.drills.stateful_demo import DrillRun
+from streamtasks.drills.stateful_demo import DrillRun, WorkerProcess
 from streamtasks.runtime.admin import create_topics_async
 from streamtasks.runtime.security import ClientSettings
 
@@ -113,15 +113,7 @@ async def run_crash_audit(
             try:
                 await asyncio.sleep(kill_after)
                 victim = first[rng.randrange(len(first))]
-                replay: list[int] = []
-                for _ in range(600):
-                    if kill_uncommitted:
-                        replay = uncommitted_partitions(run.lines, victim.name, run.offsets.highest_processed)
-                        if replay:
-                            break
-                    elif not kill_busy or victim.processed > 0:
-                        break
-                    await asyncio.sleep(0.1)
+                replay = await _victim_ready(run, victim, busy=kill_busy, uncommitted=kill_uncommitted)
                 await victim.kill()
                 past = f" (processed past its last commit on partitions {replay})" if replay else ""
                 run.say(f"seed {seed}: kill -9 {victim.name}{past}")
@@ -163,6 +155,21 @@ async def run_crash_audit(
         for line in explain_loss(run.lines, run.offsets.lost(), reread, reader.skipped):
             run.say(line)
     return report
+
+
+async def _victim_ready(run: DrillRun, victim: WorkerProcess, *, busy: bool, uncommitted: bool) -> list[int]:
+    """Wait (up to 60 s) until ``victim`` may be killed: at once; once it processed a record
+    (``busy``); or once it processed past a commit (``uncommitted``: those partitions)."""
+    replay: list[int] = []
+    for _ in range(600):
+        if uncommitted:
+            replay = uncommitted_partitions(run.lines, victim.name, run.offsets.highest_processed)
+            if replay:
+                break
+        elif not busy or victim.processed > 0:
+            break
+        await asyncio.sleep(0.1)
+    return replay
 
 
 def uncommitted_partitions(
