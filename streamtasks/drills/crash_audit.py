@@ -122,12 +122,8 @@ async def run_crash_audit(
                 await fresh.start()
                 run.say(f"seed {seed}: fresh worker joins")
                 if bounce:
-                    for w in [w for w in first if w is not victim] + [fresh]:
-                        await asyncio.sleep(rng.uniform(1.0, 4.0))
-                        await w.stop()
-                        await w.start()
-                        bounced += 1
-                        run.say(f"seed {seed}: bounced {w.name}")
+                    others = [w for w in first if w is not victim]
+                    bounced = await _bounce_each(run, [*others, fresh], rng, seed)
                 await asyncio.sleep(produce_after)
             finally:
                 stop_producing.set()
@@ -155,6 +151,16 @@ async def run_crash_audit(
         for line in explain_loss(run.lines, run.offsets.lost(), reread, reader.skipped):
             run.say(line)
     return report
+
+
+async def _bounce_each(run: DrillRun, workers: list[WorkerProcess], rng: random.Random, seed: int) -> int:
+    """Stop and start each of ``workers`` in turn, 1-4 s apart; the number bounced."""
+    for w in workers:
+        await asyncio.sleep(rng.uniform(1.0, 4.0))
+        await w.stop()
+        await w.start()
+        run.say(f"seed {seed}: bounced {w.name}")
+    return len(workers)
 
 
 async def _victim_ready(run: DrillRun, victim: WorkerProcess, *, busy: bool, uncommitted: bool) -> list[int]:
