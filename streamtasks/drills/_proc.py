@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "DEBUG_ENV",
@@ -18,6 +18,7 @@ __all__ = [
     "clients_debug",
     "configure_logging",
     "line_time_ms",
+    "open_log",
     "pump_json_lines",
     "spawn_worker",
 ]
@@ -28,6 +29,16 @@ LOGS_ENV = "STREAMTASKS_DEMO_LOGS"
 #: and on the demo's stderr (aiokafka logs every request there, SaslAuthenticate included:
 #: the secured demo's test checks that no secret gets through).
 DEBUG_ENV = "STREAMTASKS_DEMO_DEBUG"
+
+
+def open_log(name: str, mode: str = "ab") -> IO[Any] | None:
+    """``<logs>/<name>`` opened with ``mode`` when the logs directory is set (made if missing),
+    else None."""
+    log_dir = os.environ.get(LOGS_ENV)
+    if not log_dir:
+        return None
+    os.makedirs(log_dir, exist_ok=True)
+    return open(os.path.join(log_dir, name), mode)
 
 
 def clients_debug() -> bool:
@@ -60,8 +71,7 @@ async def pump_json_lines(
     """Feed every JSON line the process prints to ``handle`` (other lines are skipped); with
     the logs directory set, also append the raw lines to ``<logs>/<events_file>``."""
     assert proc.stdout is not None
-    log_dir = os.environ.get(LOGS_ENV)
-    events = open(os.path.join(log_dir, events_file), "ab") if log_dir else None  # noqa: SIM115
+    events = open_log(events_file)
     try:
         async for raw in proc.stdout:
             if events is not None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import sys
 import uuid
 
-from streamtasks.drills._proc import LOGS_ENV
+from streamtasks.drills._proc import open_log
 from streamtasks.embedded._process import die_with_parent
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.client_file import child_client_config
@@ -88,8 +87,7 @@ class CoordinatorProcess:
     async def _read(self, listening: asyncio.Future[str]) -> None:
         assert self.proc is not None
         assert self.proc.stderr is not None
-        log_dir = os.environ.get(LOGS_ENV)
-        copy = open(os.path.join(log_dir, "coordinator.log"), "a") if log_dir else None  # noqa: SIM115
+        copy = open_log("coordinator.log", "a")
         try:
             async for raw in self.proc.stderr:
                 line = raw.decode(errors="replace").rstrip()

@@ -6,9 +6,11 @@ status lines, and stops cleanly on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
+from streamtasks.drills._proc import LOGS_ENV
 from streamtasks.drills.coordinator_proc import CoordinatorProcess
 from streamtasks.embedded import Cluster
 from streamtasks.embedded.cluster import api_versions
@@ -18,7 +20,12 @@ from streamtasks.server import parse_host_port
 pytestmark = pytest.mark.integration
 
 
-def test_the_demo_coordinator_serves_kip848_in_front_of_the_cluster(kafka: Cluster) -> None:
+def test_the_demo_coordinator_serves_kip848_in_front_of_the_cluster(
+    kafka: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "not" / "made" / "yet"  # the drill makes the logs directory it is given
+    monkeypatch.setenv(LOGS_ENV, str(logs))
+
     async def run() -> tuple[str, dict[int, tuple[int, int]], CoordinatorProcess]:
         coordinator = CoordinatorProcess(kafka.bootstrap_servers, status_interval_s=0.5)
         address = await coordinator.start()
@@ -38,3 +45,5 @@ def test_the_demo_coordinator_serves_kip848_in_front_of_the_cluster(kafka: Clust
     assert coordinator.counter("prepares") == 0
     assert coordinator.proc is not None
     assert coordinator.proc.returncode == 0
+    copied = (logs / "coordinator.log").read_text().splitlines()
+    assert copied == coordinator.lines
