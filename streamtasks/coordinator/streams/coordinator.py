@@ -184,11 +184,12 @@ class StreamsGroupCoordinator:
         w.timers.append(CancelTimer(key=TimerKey(TimerKind.PROBING, group_id)))
         return w.result(KafkaErrorCode.NONE)
 
-    def poll(self, now_ms: int) -> list[StreamsResult[None]]:
-        """Fire every due timer (each applied before the next fires)."""
+    def poll(self, now_ms: int, held: frozenset[str] = frozenset()) -> list[StreamsResult[None]]:
+        """Fire every due timer (each applied before the next fires); those of the ``held``
+        groups stay armed for a later poll."""
         out = []
         for key in self._timers.expired(now_ms):
-            if self._timers.deadline(key) is None:
+            if key.group_id in held or self._timers.deadline(key) is None:
                 continue  # cancelled by a timer handled before it
             self._timers.apply(CancelTimer(key=key))
             result = self.on_timer(key, now_ms)
