@@ -290,7 +290,9 @@ class CoordinatorServer:
         while True:
             now = self.clock()
             assert self.handlers is not None
-            held = self.handlers.txn.holds.held()  # a forwarded commit in flight: later
+            streams = self.handlers.streams.coordinator
+            due = [k.group_id for k in (*self.coordinator.expired_timers(now), *streams.expired_timers(now))]
+            held = self.handlers.txn.timers_due(due)  # a forwarded commit in flight: later
             for result in self.coordinator.poll(now, held):
                 self.handlers.persist(result)
             self.handlers.streams.poll(held)
@@ -300,7 +302,8 @@ class CoordinatorServer:
             ]
             deadline = min((d for d in deadlines if d is not None), default=None)
             delay = _TIMER_TICK_S if deadline is None else (deadline - self.clock()) / 1000
-            await asyncio.sleep(min(_TIMER_TICK_S, max(0.001, delay)))
+            floor = 0.005 if held.intersection(due) else 0.001  # held timers stay due: no spin
+            await asyncio.sleep(min(_TIMER_TICK_S, max(floor, delay)))
 
     async def _metadata(self) -> None:
         assert self.coordinator is not None

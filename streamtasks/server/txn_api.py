@@ -118,6 +118,9 @@ class TxnOffsets:
         #: Groups that have committed transactionally (replayed from the log).
         self.transactional: set[str] = set()
         self._changed = asyncio.Condition()
+        #: Held groups whose timers are due: they keep new commits back as a waiting write does.
+        self._timers_waiting: set[str] = set()
+        self._notifying: set[asyncio.Task[None]] = set()
         self.txn_commits = 0
         self.txn_refused = 0
 
@@ -138,6 +141,28 @@ class TxnOffsets:
             finally:
                 self.holds.wrote(group_id)
                 self._changed.notify_all()
+
+    def timers_due(self, due: Iterable[str]) -> frozenset[str]:
+        """Before the timers fire: the groups whose timers must wait (a commit in flight). Those
+        that had to wait and are not held any more count as written (their timers fire now);
+        those held with a timer due keep new commits back until their timers fired."""
+        held = self.holds.held()
+        done = self._timers_waiting - held
+        for group_id in done:
+            self.holds.wrote(group_id)
+        self._timers_waiting -= done
+        for group_id in (set(due) & held) - self._timers_waiting:
+            self.holds.wait_write(group_id)
+            self._timers_waiting.add(group_id)
+        if done:
+            task = asyncio.get_running_loop().create_task(self._notify())
+            self._notifying.add(task)
+            task.add_done_callback(self._notifying.discard)
+        return held
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _begin(self, group_id: str) -> None:
         if not self.holds.may_commit(group_id):

@@ -188,3 +188,18 @@ def test_a_stale_generation_is_refused_without_a_forward() -> None:
         assert GROUP not in h.txn.transactional
 
     asyncio.run(run())
+
+
+def test_a_held_group_with_a_timer_due_keeps_new_commits_back_until_its_timers_fired() -> None:
+    async def run() -> None:
+        h = _handlers(MemoryLog(), HeldCluster())
+        txn = h.txn
+        txn.holds.begin(GROUP)  # a forward in flight
+        assert txn.timers_due([GROUP, "other"]) == {GROUP}  # the poll skips GROUP's timers
+        assert not txn.holds.may_commit(GROUP)  # and new commits of GROUP wait for them
+        assert txn.holds.may_commit("other")
+        txn.holds.end(GROUP)  # the answer came
+        assert txn.timers_due([GROUP]) == frozenset()  # the timers fire at this tick
+        assert txn.holds.may_commit(GROUP)
+
+    asyncio.run(run())

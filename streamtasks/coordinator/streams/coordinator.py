@@ -105,6 +105,9 @@ class StreamsGroupCoordinator:
     def next_deadline_ms(self) -> int | None:
         return self._timers.next_deadline_ms()
 
+    def expired_timers(self, now_ms: int) -> list[TimerKey]:
+        return self._timers.expired(now_ms)
+
     def snapshot(self) -> dict[str, tuple[object, ...]]:
         return {gid: g.snapshot() for gid, g in sorted(self._groups.items())}
 
