@@ -203,3 +203,41 @@ def test_a_held_group_with_a_timer_due_keeps_new_commits_back_until_its_timers_f
         assert txn.holds.may_commit(GROUP)
 
     asyncio.run(run())
+
+
+def test_a_transactional_groups_fetch_takes_the_clusters_offsets_and_the_stores_for_the_rest() -> None:
+    from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
+
+    from streamtasks.coordinator.record_codec import OffsetCommitRecord
+    from streamtasks.server import offset_api
+    from streamtasks.server.offset_api import ClusterOffsets
+
+    store = OffsetStore()
+    for partition, offset in ((0, 5), (1, 6), (2, 7)):  # committed before the group went transactional
+        store.replay(OffsetCommitRecord(group_id=GROUP, topic="in", partition=partition, offset=offset))
+    cluster = ClusterOffsets(
+        partitions={("in", 0): (40, 2, "m", 0), ("in", 1): (-1, -1, "", 88), ("in", 3): (9, 1, "", 0)}
+    )
+    asked = OffsetFetchRequestGroup(group_id=GROUP, topics=None)  # type: ignore[arg-type]
+    request = OffsetFetchRequest(groups=(asked,), require_stable=True)
+    response = offset_api.fetch(
+        request, 8, coordinator=GroupCoordinator(CoordinatorConfig()), store=store, cluster={GROUP: cluster}
+    )
+    (group,) = response.groups
+    got = {
+        (str(t.name), int(p.partition_index)): (int(p.committed_offset), int(p.error_code.value))
+        for t in group.topics
+        for p in t.partitions
+    }
+    # the cluster's offset, its UNSTABLE_OFFSET_COMMIT (a transaction holds partition 1), the
+    # store's offset where the cluster has none, and a partition only the cluster has
+    assert got == {("in", 0): (40, 0), ("in", 1): (-1, 88), ("in", 2): (7, 0), ("in", 3): (9, 0)}
+    failed = offset_api.fetch(
+        request,
+        8,
+        coordinator=GroupCoordinator(CoordinatorConfig()),
+        store=store,
+        cluster={GROUP: ClusterOffsets(error=15)},
+    )
+    assert int(failed.groups[0].error_code.value) == 15  # COORDINATOR_NOT_AVAILABLE: the client asks again
+    assert failed.groups[0].topics == ()
