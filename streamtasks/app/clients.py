@@ -54,10 +54,11 @@ async def start_producer(
 
 async def require_transactional_commits(cfg: AppConfig) -> None:
     """Exactly-once: raise :class:`~streamtasks.errors.BrokerError` unless the bootstrap server
-    (where the App finds its group coordinator) serves TxnOffsetCommit v3. ``streamtasks
-    coordinator`` does not (it is not part of the backing cluster's transactions:
-    docs/coordinator.md, "Exactly-once"); without this check the App would start and abort every
-    transaction at its first commit."""
+    (where the App finds its group coordinator) serves TxnOffsetCommit v3. Apache Kafka and
+    ``streamtasks coordinator`` (which forwards it to its backing cluster: docs/coordinator.md,
+    "Exactly-once") do; a server that does not advertise it (a coordinator on a secured
+    listener, an older coordinator, a proxy) would let the App start and abort every transaction
+    at its first commit."""
     settings = cfg.client_settings()
     conn = await open_any(settings, cfg.client_id, timeout_s=cfg.request_timeout_ms / 1000)
     try:
@@ -68,9 +69,9 @@ async def require_transactional_commits(cfg: AppConfig) -> None:
             version=TXN_OFFSET_COMMIT_VERSION,
             what="TxnOffsetCommit",
             hint="processing_guarantee='exactly_once_v2' commits the input offsets in the producer's "
-            "transaction through the group coordinator, and a streamtasks coordinator takes no part in "
-            'the backing cluster\'s transactions (docs/coordinator.md, "Exactly-once"); run the App '
-            "at_least_once there, or exactly-once with its group on the Kafka cluster itself",
+            "transaction through the group coordinator (a streamtasks coordinator serves it on an open "
+            'listener only: docs/coordinator.md, "Exactly-once"); run the App at_least_once there, '
+            "or exactly-once with its group on a server that serves it",
         )
     finally:
         await conn.close()

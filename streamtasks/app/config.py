@@ -194,11 +194,6 @@ class AppConfig(SecuritySettings):
             raise ValueError(
                 "emulate_release is for group.protocol=classic (releases before 0.4 had no KIP-848)"
             )
-        if self.exactly_once and self.group_protocol == "consumer":
-            raise ValueError(
-                "processing.guarantee=exactly_once_v2 needs group.protocol=classic (the streamtasks "
-                "coordinator that serves the consumer protocol does not take TxnOffsetCommit)"
-            )
         if self.upgrade_from is not None and self.emulate_release is not None:
             raise ValueError(
                 "set upgrade.from or emulate_release, not both (an emulated release pins its wire)"

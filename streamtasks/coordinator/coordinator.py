@@ -460,11 +460,14 @@ class GroupCoordinator:
         """:meth:`heartbeat` applied at once (for hosts that persist nothing)."""
         return self.apply(self.heartbeat(request, now_ms, client_id=client_id, client_host=client_host))
 
-    def poll(self, now_ms: int) -> list[Result[None]]:
+    def poll(self, now_ms: int, held: frozenset[str] = frozenset()) -> list[Result[None]]:
         """Run and apply the write of every timer due at ``now_ms``, earliest first; the results
-        (whose records the host persists)."""
+        (whose records the host persists). Timers of the ``held`` groups stay armed and fire at
+        a later poll (a forwarded transactional commit is in flight: ``txn_commits.py``)."""
         done = []
         for key in self._timers.expired(now_ms):
+            if key.group_id in held:
+                continue
             result = self.on_timer(key, now_ms)
             self.apply(result)
             done.append(result)

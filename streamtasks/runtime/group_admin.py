@@ -206,10 +206,17 @@ async def describe_group(
         except ConnectionLost as exc:
             raise _refused(_coordinator(group_id), "DescribeGroups v5", exc) from None
         assert isinstance(described, cg.DescribeGroupResponse)
-        if described.error is KafkaErrorCode.GROUP_ID_NOT_FOUND or described.group_state in _ABSENT_STATES:
+        absent = (
+            described.error is KafkaErrorCode.GROUP_ID_NOT_FOUND or described.group_state in _ABSENT_STATES
+        )
+        # An empty classic group may stand beside a streams group of the id: on streamtasks
+        # coordinator, the cluster's simple group holding a transactional group's offsets
+        # (DescribeGroups is forwarded there; docs/coordinator.md, "Exactly-once").
+        if absent or (described.group_state == "Empty" and not described.members):
             streams = await _streams_group(client, group_id, timeout_s)
             if streams is not None:
                 return streams
+        if absent:
             raise GroupNotFound(
                 f"no group {group_id!r} on the cluster at {settings.bootstrap_servers} "
                 "(or it is a share group, which describe does not read)"

@@ -2,10 +2,12 @@
 FindCoordinator for groups (itself), ConsumerGroupHeartbeat, ConsumerGroupDescribe,
 StreamsGroupHeartbeat, StreamsGroupDescribe (:mod:`.streams_api`),
 Prepare/InstallAssignment, the classic protocol's JoinGroup/SyncGroup/Heartbeat/LeaveGroup
-(classic members of the consumer group), OffsetCommit, OffsetFetch. Every write is computed
+(classic members of the consumer group), OffsetCommit, OffsetFetch, TxnOffsetCommit
+(:mod:`.txn_api`: forwarded to the backing cluster once checked). Every write is computed
 and applied at once (in arrival order: no await between the two) and answered after its
 records are durable; a JoinGroup the coordinator parks is answered when a later write answers
-it, after that write's records are durable.
+it, after that write's records are durable. A write of a group waits while a forwarded commit
+of that group is in flight (:meth:`.txn_api.TxnOffsets.writable`).
 
 A handler returns the whole response frame; it raises :class:`~streamtasks.errors.DecodeError`
 for a request it cannot read (the connection is then closed, as a Kafka broker does).
@@ -14,17 +16,14 @@ for a request it cannot read (the connection is then closed, as a Kafka broker d
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime
 import logging
-import struct
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from streamtasks.coordinator import GroupCoordinator, Record, Result
 from streamtasks.coordinator.kinds import for_consumer_write
@@ -42,12 +41,22 @@ from streamtasks.protocol.consumer_group import (
 from streamtasks.protocol.consumer_protocol import decode_subscription
 from streamtasks.protocol.errors import KafkaErrorCode
 from streamtasks.runtime.admin import TopicSpec
-from streamtasks.server import classic_api, denials, offset_api, streams_api
+from streamtasks.server import classic_api, denials, offset_api, streams_api, txn_api
+from streamtasks.server.api_versions import (
+    FIND_COORDINATOR,
+    MAX_API_VERSIONS_VERSION,
+    REFUSED_APIS,
+    SERVED_VERSIONS,
+    advertised_apis,
+    api_versions_response,
+    rewrite_api_versions,
+    unsupported_api_versions,
+)
+from streamtasks.server.cluster_groups import ClusterGroups
 from streamtasks.server.guard import Access
 from streamtasks.server.log import CoordinatorLog
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.wire import (
-    API_VERSIONS,
     RequestHeader,
     decode_kio_request,
     encode_kio_response,
@@ -68,24 +77,6 @@ __all__ = [
     "rewrite_api_versions",
 ]
 
-FIND_COORDINATOR = 10
-#: API key -> the versions the server answers itself (FindCoordinator also capped by the broker's).
-SERVED_VERSIONS: dict[int, tuple[int, int]] = {
-    FIND_COORDINATOR: (0, 6),
-    offset_api.OFFSET_COMMIT: offset_api.OFFSET_COMMIT_VERSIONS,
-    offset_api.OFFSET_FETCH: offset_api.OFFSET_FETCH_VERSIONS,
-    CONSUMER_GROUP_HEARTBEAT_API_KEY: (0, 1),
-    CONSUMER_GROUP_DESCRIBE_API_KEY: (0, 1),
-    rpc.PREPARE_ASSIGNMENT_API_KEY: (0, 0),
-    rpc.INSTALL_ASSIGNMENT_API_KEY: (0, 0),
-    **classic_api.VERSIONS,
-    **streams_api.VERSIONS,
-}
-#: Group APIs of other protocols the server does not serve and must not forward (the backing
-#: cluster would coordinate a second group of the same id): not advertised; a request for one
-#: closes the connection. TxnOffsetCommit, DeleteGroups, OffsetDelete,
-#: ShareGroupHeartbeat/Describe.
-REFUSED_APIS = frozenset({28, 42, 47, 76, 77})
 _GROUP_KEY_TYPE = 0
 _log = logging.getLogger("streamtasks.server")
 _ZERO = datetime.timedelta(0)
@@ -109,74 +100,9 @@ class Stats:
     by_api: dict[int, int] = field(default_factory=dict)
 
 
-#: The highest ApiVersions version the server reads (kio's); a client asking for a newer one is
-#: answered as a broker answers it: v0, UNSUPPORTED_VERSION, ApiVersions' own range, so the
-#: client retries with one it shares (the Java 4.4 client starts at v5).
-MAX_API_VERSIONS_VERSION = 4
-
-
 def _log_error(what: str, member_id: str, group_id: str, error: KafkaErrorCode) -> None:
     if error is not KafkaErrorCode.NONE:
         _log.info("%s of %s in %s: %s", what, member_id, group_id, error.name)
-
-
-def unsupported_api_versions(correlation_id: int) -> bytes:
-    cls = kio_response_class(API_VERSIONS, 0)
-    entry = offset_api.element(cls, "api_keys")
-    response = cls(
-        error_code=ErrorCode(int(KafkaErrorCode.UNSUPPORTED_VERSION)),
-        api_keys=(entry(api_key=API_VERSIONS, min_version=0, max_version=MAX_API_VERSIONS_VERSION),),
-    )
-    return encode_kio_response(response, correlation_id)
-
-
-def advertised_apis(broker: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
-    """The broker's APIs with the server's own at the versions it serves, the refused ones out."""
-    out = {k: v for k, v in broker.items() if k not in REFUSED_APIS}
-    for api_key, (lo, hi) in SERVED_VERSIONS.items():
-        if api_key == FIND_COORDINATOR and api_key in broker:
-            out[api_key] = (max(lo, broker[api_key][0]), min(hi, broker[api_key][1]))
-        else:
-            out[api_key] = (lo, hi)
-    return out
-
-
-def api_versions_response(version: int, correlation_id: int, apis: dict[int, tuple[int, int]]) -> bytes:
-    """An ApiVersions response frame listing ``apis``, built here (nothing forwarded)."""
-    cls = kio_response_class(API_VERSIONS, version)
-    entry = offset_api.element(cls, "api_keys")
-    entries = tuple(entry(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(apis.items()))
-    response = offset_api.make(cls, error_code=ErrorCode(0), api_keys=entries, throttle_time=_ZERO)
-    return encode_kio_response(response, correlation_id)
-
-
-def rewrite_api_versions(frame: bytes, version: int) -> bytes:
-    """The backing broker's ApiVersions response frame with the server's own APIs at the
-    versions it serves and the refused ones left out."""
-    payload = frame[4:]
-    (correlation_id,) = struct.unpack_from(">i", payload, 0)
-    body = payload[4:]
-
-    def read(v: int) -> Any:
-        cls = kio_response_class(API_VERSIONS, v)
-        entity, _ = entity_reader(cls)(memoryview(body), 0)
-        return entity
-
-    try:
-        response = read(version)
-    except Exception:  # the broker answered v0 (it does when the requested version is too new)
-        response = read(0)
-    if int(response.error_code.value) != 0:
-        return frame
-    entry_cls = type(response.api_keys[0]) if response.api_keys else None
-    if entry_cls is None:
-        return frame
-    broker = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
-    out = advertised_apis(broker)
-    entries = tuple(
-        entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(out.items())
-    )
-    return encode_kio_response(dataclasses.replace(response, api_keys=entries), correlation_id)
 
 
 class Handlers:
@@ -195,11 +121,17 @@ class Handlers:
         on_unknown_topics: Callable[[], None],
         streams: StreamsGroupCoordinator | None = None,
         create_topics: Callable[[list[TopicSpec]], Awaitable[None]] | None = None,
+        cluster: ClusterGroups | None = None,
     ) -> None:
         self.coordinator = coordinator
+        streams = streams or StreamsGroupCoordinator(image=coordinator.image)
+        #: TxnOffsetCommit, transactional groups' offsets, and the hold (``cluster`` None:
+        #: TxnOffsetCommit is answered COORDINATOR_NOT_AVAILABLE).
+        self.txn = txn_api.TxnOffsets(coordinator=coordinator, streams=streams, log=log, cluster=cluster)
         self.streams = streams_api.StreamsApi(
-            coordinator=streams or StreamsGroupCoordinator(image=coordinator.image),
+            coordinator=streams,
             consumer=coordinator,
+            writable=self.txn.writable,
             log=log,
             clock=clock,
             max_groups=max_groups,
@@ -264,10 +196,13 @@ class Handlers:
             return response_frame(
                 cid, codec.encode_describe_response(response, version), flexible_header=True
             )
+        if api == txn_api.TXN_OFFSET_COMMIT:  # not served on a secured listener (session.py)
+            return await self.txn.txn_offset_commit(version, body, cid)
         if api == rpc.PREPARE_ASSIGNMENT_API_KEY:
             prepare = rpc.decode_prepare_request(body, version)
             if access is not None and not access.allows("group", prepare.group_id, "Read"):
                 return denials.denied_prepare(version, cid)
+            await self.txn.writable(prepare.group_id)
             prepared = self.coordinator.prepare_assignment(prepare, self.clock())
             answer = self.coordinator.apply(prepared)
             await self.persist(prepared)
@@ -276,6 +211,7 @@ class Handlers:
             install = rpc.decode_install_request(body, version)
             if access is not None and not access.allows("group", install.group_id, "Read"):
                 return denials.denied_install(version, cid)
+            await self.txn.writable(install.group_id)
             installed = self.coordinator.install_assignment(install, self.clock())
             done = self.coordinator.apply(installed)
             await self.persist(installed)
@@ -303,9 +239,13 @@ class Handlers:
             now_ms=self.clock(),
             streams=self.streams.coordinator,
         )
+        self.stats.commits += 1
+        if str(request.group_id) in self.txn.transactional:  # its offsets are in the cluster
+            return encode_kio_response(
+                await self.txn.forward_commit(request, version, response, records), cid
+            )
         for record in records:
             self.offsets.replay(record)
-        self.stats.commits += 1
         await self._durable(records)
         return encode_kio_response(response, cid)
 
@@ -327,6 +267,7 @@ class Handlers:
             coordinator=self.coordinator,
             store=self.offsets,
             streams=self.streams.coordinator,
+            cluster=await self.txn.fetch_request(request, version),
         )
         response = denials.filter_offset_fetch(response, denied)
         self.stats.fetches += 1
@@ -340,6 +281,7 @@ class Handlers:
         request = codec.decode_heartbeat_request(body, version)
         if access is not None and not access.allows("group", request.group_id, "Read"):
             return denials.denied_heartbeat(version, header.correlation_id)
+        await self.txn.writable(request.group_id)
         self.stats.heartbeats += 1
         refusal = self._refusal(request.group_id)
         if refusal is not None:
@@ -378,6 +320,7 @@ class Handlers:
         request = decode_kio_request(api, version, body)
         if access is not None and not access.allows("group", str(request.group_id), "Read"):
             return denials.denied_classic(api, version, cid, str(getattr(request, "member_id", "")))
+        await self.txn.writable(str(request.group_id))
         now = self.clock()
         if api == classic_api.JOIN_GROUP:
             join = classic_api.join_request(request)

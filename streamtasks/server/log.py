@@ -26,6 +26,12 @@ from streamtasks.coordinator.streams.record_codec import (
     encode_streams_record,
 )
 from streamtasks.coordinator.streams.records import StreamsRecord
+from streamtasks.coordinator.txn_commits import (
+    TRANSACTIONAL_GROUP_RECORD_TYPE,
+    TransactionalGroupRecord,
+    decode_transactional_group,
+    encode_transactional_group,
+)
 from streamtasks.errors import BrokerError
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.aiokafka_security import start_aiokafka
@@ -46,8 +52,9 @@ DEFAULT_TOPIC = "_streamtasks_coordinator"
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
-#: What the log holds: the consumer groups' records and offsets, the streams groups' records.
-ServerRecord = LogRecord | StreamsRecord
+#: What the log holds: the consumer groups' records and offsets, the streams groups' records,
+#: the marks of the groups that committed transactionally.
+ServerRecord = LogRecord | StreamsRecord | TransactionalGroupRecord
 _STREAMS_TYPES = frozenset(int(t) for t in StreamsRecordType)
 _STREAMS_CLASSES: tuple[type, ...] = get_args(StreamsRecord)
 
@@ -61,13 +68,18 @@ def encode_record(record: ServerRecord) -> tuple[bytes, bytes | None]:
     """(key, value) of any record the server writes; ``value`` None for a tombstone."""
     if is_streams_record(record):
         return encode_streams_record(record)
+    if isinstance(record, TransactionalGroupRecord):
+        return encode_transactional_group(record)
     return encode_log_record(cast("LogRecord", record))
 
 
 def decode_record(key: bytes, value: bytes | None) -> ServerRecord:
     """The record a (key, value) pair of the log holds, by its record type."""
-    if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in _STREAMS_TYPES:
+    kind = int.from_bytes(key[:2], "big", signed=True) if len(key) >= 2 else None
+    if kind in _STREAMS_TYPES:
         return decode_streams_record(key, value)
+    if kind == TRANSACTIONAL_GROUP_RECORD_TYPE:
+        return decode_transactional_group(key, value)
     return decode_log_record(key, value)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -28,6 +29,8 @@ from streamtasks.server.offsets import (
 from streamtasks.server.wire import kio_response_class
 
 __all__ = [
+    "ClusterOffsets",
+    "Partition",
     "element",
     "make",
     "OFFSET_COMMIT",
@@ -42,6 +45,25 @@ OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 OFFSET_COMMIT_VERSIONS = (2, 9)
 OFFSET_FETCH_VERSIONS = (1, 9)
 _ZERO = datetime.timedelta(0)
+
+
+Partition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ClusterOffsets:
+    """A transactional group's committed offsets as the backing cluster answered them
+    (:mod:`.txn_api`): the group's error code, and per partition (offset, leader epoch,
+    metadata, error code), codes as the cluster's ints."""
+
+    error: int = 0
+    partitions: dict[Partition, tuple[int, int, str, int]] = field(default_factory=dict)
+
+    def has(self, tp: Partition) -> bool:
+        """The cluster has something to say about ``tp`` (an offset, or an error such as
+        UNSTABLE_OFFSET_COMMIT); otherwise the server's own store answers."""
+        entry = self.partitions.get(tp)
+        return entry is not None and (entry[0] >= 0 or entry[3] != 0)
 
 
 _FIELDS: dict[type[Any], frozenset[str]] = {}
@@ -135,29 +157,44 @@ def _partitions_answer(
     store: OffsetStore,
     group_id: str,
     wanted: list[tuple[str, int]],
-    error: KafkaErrorCode,
+    cluster: ClusterOffsets | None = None,
 ) -> dict[str, list[Any]]:
+    """Each wanted partition's committed offset: the cluster's where it has one (a
+    transactional group), else the server's store's."""
     out: dict[str, list[Any]] = {}
+    metadata: str | None
     for topic, partition in wanted:
-        committed = None if error is not KafkaErrorCode.NONE else store.committed(group_id, topic, partition)
+        if cluster is not None and cluster.has((topic, partition)):
+            offset, leader_epoch, metadata, code = cluster.partitions[topic, partition]
+        else:
+            committed = store.committed(group_id, topic, partition)
+            code = 0
+            offset = -1 if committed is None else committed.offset
+            leader_epoch = -1 if committed is None else committed.leader_epoch
+            metadata = "" if committed is None else committed.metadata
         out.setdefault(topic, []).append(
             make(
                 partition_cls,
                 partition_index=partition,
-                committed_offset=-1 if committed is None else committed.offset,
-                committed_leader_epoch=-1 if committed is None else committed.leader_epoch,
-                metadata="" if committed is None else committed.metadata,
-                error_code=_error(error),
+                committed_offset=offset,
+                committed_leader_epoch=leader_epoch,
+                metadata=metadata,
+                error_code=ErrorCode(code),
             )
         )
     return out
 
 
 def _wanted(
-    store: OffsetStore, group_id: str, topics: Any, names: Callable[[Any], Any]
+    store: OffsetStore,
+    group_id: str,
+    topics: Any,
+    names: Callable[[Any], Any],
+    cluster: ClusterOffsets | None = None,
 ) -> list[tuple[str, int]]:
     if topics is None:  # every partition the group committed
-        return list(store.partitions(group_id))
+        extra = [] if cluster is None else [tp for tp in cluster.partitions if cluster.has(tp)]
+        return sorted({*store.partitions(group_id), *extra})
     return [(str(t.name), int(p)) for t in topics for p in names(t)]
 
 
@@ -168,15 +205,21 @@ def fetch(
     coordinator: GroupCoordinator,
     store: OffsetStore,
     streams: StreamsGroupCoordinator | None = None,
+    cluster: Mapping[str, ClusterOffsets] | None = None,
 ) -> Any:
-    """The response of one OffsetFetch (one group before v8, a batch of groups from v8)."""
+    """The response of one OffsetFetch (one group before v8, a batch of groups from v8);
+    ``cluster``: the backing cluster's answer for the transactional groups among them."""
     response_cls = kio_response_class(OFFSET_FETCH, version)
+    from_cluster = cluster or {}
     if version < 8:
         group_id = str(request.group_id)
         topic_cls = element(response_cls, "topics")
         partition_cls = element(topic_cls, "partitions")
-        wanted = _wanted(store, group_id, request.topics, lambda t: t.partition_indexes)
-        by_topic = _partitions_answer(partition_cls, store, group_id, wanted, KafkaErrorCode.NONE)
+        found = from_cluster.get(group_id)
+        if found is not None and found.error:
+            return make(response_cls, throttle_time=_ZERO, topics=(), error_code=ErrorCode(found.error))
+        wanted = _wanted(store, group_id, request.topics, lambda t: t.partition_indexes, found)
+        by_topic = _partitions_answer(partition_cls, store, group_id, wanted, found)
         topics = tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
         return make(response_cls, throttle_time=_ZERO, topics=topics, error_code=_error(KafkaErrorCode.NONE))
     group_cls = element(response_cls, "groups")
@@ -188,15 +231,14 @@ def fetch(
         member_id, member_epoch = getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))
         streams_group = streams.group(group_id) if streams is not None else None
         if streams_group is not None:
-            error = check_streams_fetch(streams_group, member_id, member_epoch)
+            code = int(check_streams_fetch(streams_group, member_id, member_epoch))
         else:
-            error = check_fetch(coordinator.group(group_id), member_id, member_epoch)
-        wanted = (
-            []
-            if error is not KafkaErrorCode.NONE
-            else _wanted(store, group_id, g.topics, lambda t: t.partition_indexes)
-        )
-        by_topic = _partitions_answer(partition_cls, store, group_id, wanted, KafkaErrorCode.NONE)
+            code = int(check_fetch(coordinator.group(group_id), member_id, member_epoch))
+        found = from_cluster.get(group_id)
+        if not code and found is not None:
+            code = found.error
+        wanted = [] if code else _wanted(store, group_id, g.topics, lambda t: t.partition_indexes, found)
+        by_topic = _partitions_answer(partition_cls, store, group_id, wanted, found)
         topics = tuple(make(topic_cls, name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
-        groups.append(make(group_cls, group_id=group_id, topics=topics, error_code=_error(error)))
+        groups.append(make(group_cls, group_id=group_id, topics=topics, error_code=ErrorCode(code)))
     return make(response_cls, throttle_time=_ZERO, groups=tuple(groups))

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, TextIO, cast
 from streamtasks.coordinator import GroupCoordinator, Record
 from streamtasks.coordinator.record_codec import OffsetCommitRecord, OffsetCommitTombstone
 from streamtasks.coordinator.streams import StreamsGroupCoordinator, StreamsRecord
+from streamtasks.coordinator.txn_commits import TransactionalGroupRecord
 from streamtasks.errors import ConfigError
 from streamtasks.runtime.admin import TopicSpec, create_topics_async
 from streamtasks.runtime.http_server import HttpServers
 from streamtasks.runtime.security import ClientSettings
+from streamtasks.server.cluster_groups import ClusterGroups
 from streamtasks.server.config import ServerConfig
 from streamtasks.server.guard import ListenerGuard
 from streamtasks.server.handlers import SERVED_VERSIONS, Handlers, advertised_apis
@@ -34,6 +36,7 @@ from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.routing import BrokerProxies, rewrite_coordinators, rewrite_metadata
 from streamtasks.server.session import ClientSession
 from streamtasks.server.trust import restrict_api_versions
+from streamtasks.server.txn_api import TXN_OFFSET_COMMIT
 from streamtasks.server.upstream import Upstream
 
 if TYPE_CHECKING:
@@ -63,6 +66,8 @@ class CoordinatorServer:
         self.out = out if out is not None else sys.stderr
         self.log = CoordinatorLog(config.backing, config.topic)
         self.offsets = OffsetStore()
+        #: The backing cluster's group coordinators (forwarded transactional commits).
+        self.cluster_groups = ClusterGroups(config.backing)
         self.coordinator: GroupCoordinator | None = None
         self.streams: StreamsGroupCoordinator | None = None
         self.handlers: Handlers | None = None
@@ -117,14 +122,18 @@ class CoordinatorServer:
         image = await fetch_image(self.config.backing)
         if self.guard is not None and self.config.listener.guarded:
             broker = advertised_apis(await fetch_api_versions(self.config.backing))
-            self.guard.apis = restrict_api_versions(broker, set(SERVED_VERSIONS), sasl=self.guard.sasl)
+            served = set(SERVED_VERSIONS) - {TXN_OFFSET_COMMIT}  # (no Produce forwarded there)
+            self.guard.apis = restrict_api_versions(broker, served, sasl=self.guard.sasl)
         coordinator = GroupCoordinator(self.config.coordinator, image=image)
         streams = StreamsGroupCoordinator(self.config.streams, image=image)
         group_records: list[Record] = []
         streams_records: list[StreamsRecord] = []
+        transactional: list[TransactionalGroupRecord] = []
         for record in records:
             if isinstance(record, OffsetCommitRecord | OffsetCommitTombstone):
                 self.offsets.replay(record)
+            elif isinstance(record, TransactionalGroupRecord):
+                transactional.append(record)
             elif is_streams_record(record):
                 streams_records.append(record)
             else:
@@ -151,7 +160,10 @@ class CoordinatorServer:
             on_unknown_topics=self._metadata_poke.set,
             streams=streams,
             create_topics=self._create_topics,
+            cluster=self.cluster_groups,
         )
+        for mark in transactional:
+            self.handlers.txn.replay(mark)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._timers()),
@@ -278,16 +290,20 @@ class CoordinatorServer:
         while True:
             now = self.clock()
             assert self.handlers is not None
-            for result in self.coordinator.poll(now):
+            streams = self.handlers.streams.coordinator
+            due = [k.group_id for k in (*self.coordinator.expired_timers(now), *streams.expired_timers(now))]
+            held = self.handlers.txn.timers_due(due)  # a forwarded commit in flight: later
+            for result in self.coordinator.poll(now, held):
                 self.handlers.persist(result)
-            self.handlers.streams.poll()
+            self.handlers.streams.poll(held)
             deadlines = [
                 self.coordinator.next_deadline_ms(),
                 self.handlers.streams.coordinator.next_deadline_ms(),
             ]
             deadline = min((d for d in deadlines if d is not None), default=None)
             delay = _TIMER_TICK_S if deadline is None else (deadline - self.clock()) / 1000
-            await asyncio.sleep(min(_TIMER_TICK_S, max(0.001, delay)))
+            floor = 0.005 if held.intersection(due) else 0.001  # held timers stay due: no spin
+            await asyncio.sleep(min(_TIMER_TICK_S, max(floor, delay)))
 
     async def _metadata(self) -> None:
         assert self.coordinator is not None
@@ -341,6 +357,8 @@ class CoordinatorServer:
             f"internal_topics_created={self.handlers.streams.created_topics} "
             f"connections={len(self._sessions)} heartbeats={s.heartbeats} classic={s.classic} "
             f"parked_joins={len(self.handlers.parked)} commits={s.commits} "
+            f"txn_commits={self.handlers.txn.txn_commits} txn_refused={self.handlers.txn.txn_refused} "
+            f"txn_groups={len(self.handlers.txn.transactional)} "
             f"fetches={s.fetches} prepares={s.by_api.get(30848, 0)} installs={s.by_api.get(30849, 0)} "
             f"forwarded={s.forwarded} closed_malformed={s.closed_malformed} "
             f"closed_by_broker={s.closed_by_broker} "
@@ -370,5 +388,6 @@ class CoordinatorServer:
             provider = self.otel.provider  # the SDK's, built for the flag: a last export
             await asyncio.to_thread(getattr(provider, "force_flush", lambda: None))
             await asyncio.to_thread(getattr(provider, "shutdown", lambda: None))
+        await self.cluster_groups.close()
         await self.log.close()
         self.say("streamtasks coordinator: stopped")

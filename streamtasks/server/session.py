@@ -41,6 +41,7 @@ from streamtasks.server.handlers import (
 from streamtasks.server.list_groups import LIST_GROUPS, list_groups
 from streamtasks.server.routing import METADATA
 from streamtasks.server.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslState
+from streamtasks.server.txn_api import TXN_OFFSET_COMMIT
 from streamtasks.server.upstream import Upstream
 from streamtasks.server.wire import API_VERSIONS, parse_request
 
@@ -187,7 +188,9 @@ class ClientSession:
                 elif api == SASL_AUTHENTICATE and sasl.state is SaslState.AUTHENTICATED:
                     stats.sasl_ok += 1
                 return loop.create_task(_ready(frame)), step.close
-        if api in REFUSED_APIS:
+        if api in REFUSED_APIS or (self._guard is not None and api == TXN_OFFSET_COMMIT):
+            # (a secured listener forwards no Produce: exactly-once cannot run through it, and
+            # the forward would commit with the server's credentials, not the client's)
             raise _Close(f"api {api} is not served here")
         if self._guard is not None and not (
             self._handlers.serves(api) or api in trust.FORWARDED_WHEN_GUARDED or api in trust.GUARDED_VERSIONS

@@ -74,8 +74,12 @@ class StreamsApi:
         max_groups: int,
         on_unknown_topics: Callable[[], None],
         create_topics: Callable[[list[TopicSpec]], Awaitable[None]] | None = None,
+        writable: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.coordinator = coordinator
+        #: Awaited before a heartbeat of a group is computed: returns once no forwarded
+        #: transactional commit of the group is in flight (``txn_api.py``).
+        self.writable = writable
         self.create_topics = create_topics
         self._creating: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -131,6 +135,8 @@ class StreamsApi:
     ) -> bytes:
         version = header.api_version
         request = decode_streams_heartbeat_request(body, version)
+        if self.writable is not None:
+            await self.writable(request.group_id)
         kind = for_streams_heartbeat(self.consumer, request.group_id)
         response = self._refusal(request, kind)
         if access is not None and not access.allows("group", request.group_id, "Read"):
@@ -263,7 +269,8 @@ class StreamsApi:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def poll(self) -> None:
-        """Fire the streams groups' due timers; their records go to the log."""
-        for result in self.coordinator.poll(self.clock()):
+    def poll(self, held: frozenset[str] = frozenset()) -> None:
+        """Fire the streams groups' due timers (not those of the ``held`` groups); their
+        records go to the log."""
+        for result in self.coordinator.poll(self.clock(), held):
             self.persist(result.records)

@@ -114,7 +114,7 @@ def test_replication_factor_refuses_zero_and_below_minus_one(factor: int) -> Non
         make_app_config(application_id="a", bootstrap_servers="h:1", replication_factor=factor)
 
 
-def test_exactly_once_v2_reads_committed_and_keeps_classic_groups() -> None:
+def test_exactly_once_v2_reads_committed_on_every_group_protocol() -> None:
     cfg = AppConfig.model_validate(
         {"application.id": "a", "bootstrap.servers": "h:1", "processing.guarantee": "exactly_once_v2"}
     )
@@ -124,12 +124,14 @@ def test_exactly_once_v2_reads_committed_and_keeps_classic_groups() -> None:
     at_least_once = make_app_config(application_id="a", bootstrap_servers="h:1")
     assert not at_least_once.exactly_once
     assert at_least_once.consumer_settings()["isolation_level"] == "read_uncommitted"
-    with pytest.raises(ConfigError, match=r"exactly_once_v2 needs group\.protocol=classic"):
-        make_app_config(
-            application_id="a",
-            bootstrap_servers="h:1",
-            processing_guarantee="exactly_once_v2",
-            group_protocol="consumer",
-        )
+    # the streamtasks coordinator that serves group_protocol="consumer" takes TxnOffsetCommit
+    on_the_coordinator = make_app_config(
+        application_id="a",
+        bootstrap_servers="h:1",
+        processing_guarantee="exactly_once_v2",
+        group_protocol="consumer",
+    )
+    assert on_the_coordinator.exactly_once
+    assert on_the_coordinator.consumer_settings()["isolation_level"] == "read_committed"
     with pytest.raises(ConfigError, match="processing"):
         make_app_config(application_id="a", bootstrap_servers="h:1", processing_guarantee="exactly_once")

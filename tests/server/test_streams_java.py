@@ -1,9 +1,10 @@
 """Kafka Streams 4.4.0's own Java client (``java/streams``' word count, ``group.protocol=streams``)
 bootstrapped to ``streamtasks coordinator`` in front of the embedded Apache Kafka: it runs
-unchanged (at_least_once: the coordinator does not serve TxnOffsetCommit, so exactly_once_v2
-is out), the coordinator creates its repartition and changelog topics as Kafka's broker does,
-its tasks appear in StreamsGroupDescribe through the coordinator with streamtasks' assignor,
-and every acknowledged word is counted (at least once: a count may only run ahead)."""
+unchanged with ``exactly_once_v2`` (its TxnOffsetCommits checked by the coordinator and forwarded
+to the cluster: docs/coordinator.md, "Exactly-once"), the coordinator creates its repartition and
+changelog topics as Kafka's broker does, its tasks appear in StreamsGroupDescribe through the
+coordinator with streamtasks' assignor, and every acknowledged word is counted exactly once in
+the read_committed output."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_a_kafka_streams_java_worker_runs_unchanged_on_the_coordinator(
     peer: KafkaStreamsPeer | None = None
     try:
         peer = KafkaStreamsPeer.start(
-            names, bootstrap=server.address, state_dir=tmp_path / "a", guarantee="at_least_once"
+            names, bootstrap=server.address, state_dir=tmp_path / "a", guarantee="exactly_once_v2"
         )
         peer.wait_for(lambda p: p.running and p.active == ALL_TASKS, timeout_s=60)
         described = asyncio.run(describe(server.address, app))
@@ -71,9 +72,12 @@ def test_a_kafka_streams_java_worker_runs_unchanged_on_the_coordinator(
     assert created is not None, server.status()
     assert int(created.group(1)) >= 2, server.status()
     assert len(described.members) == 1
-    short = {w: (counts.get(w), n) for w, n in expected.items() if counts.get(w, 0) < n}
-    assert short == {}
+    wrong = {w: (counts.get(w), n) for w, n in expected.items() if counts.get(w, 0) != n}
+    assert wrong == {}  # exactly once: no count short, none run ahead
+    txn_commits = re.search(r"txn_commits=(\d+)", server.status())
+    assert txn_commits is not None, server.status()
+    assert int(txn_commits.group(1)) > 0, server.status()
     print(
         f"Kafka Streams on streamtasks coordinator: {len(batch)} lines, {sum(expected.values())} words, "
-        f"{len(expected)} distinct, every count reached; described tasks {sorted(ALL_TASKS)}"
+        f"{len(expected)} distinct, every count exact; described tasks {sorted(ALL_TASKS)}"
     )

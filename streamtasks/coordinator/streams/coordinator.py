@@ -105,6 +105,9 @@ class StreamsGroupCoordinator:
     def next_deadline_ms(self) -> int | None:
         return self._timers.next_deadline_ms()
 
+    def expired_timers(self, now_ms: int) -> list[TimerKey]:
+        return self._timers.expired(now_ms)
+
     def snapshot(self) -> dict[str, tuple[object, ...]]:
         return {gid: g.snapshot() for gid, g in sorted(self._groups.items())}
 
@@ -184,11 +187,12 @@ class StreamsGroupCoordinator:
         w.timers.append(CancelTimer(key=TimerKey(TimerKind.PROBING, group_id)))
         return w.result(KafkaErrorCode.NONE)
 
-    def poll(self, now_ms: int) -> list[StreamsResult[None]]:
-        """Fire every due timer (each applied before the next fires)."""
+    def poll(self, now_ms: int, held: frozenset[str] = frozenset()) -> list[StreamsResult[None]]:
+        """Fire every due timer (each applied before the next fires); those of the ``held``
+        groups stay armed for a later poll."""
         out = []
         for key in self._timers.expired(now_ms):
-            if self._timers.deadline(key) is None:
+            if key.group_id in held or self._timers.deadline(key) is None:
                 continue  # cancelled by a timer handled before it
             self._timers.apply(CancelTimer(key=key))
             result = self.on_timer(key, now_ms)
