@@ -343,3 +343,32 @@ def test_a_commit_answered_coordinator_not_available_does_not_fail_the_request_b
                 await client.close()
 
     asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_an_abandoned_silent_coordinator_fails_the_commit_waiting_on_it_and_is_asked_last() -> None:
+    """A hung coordinator (here: one that takes a minute over each commit) holds a commit; the
+    member gives it up as silent (``abandon``, at its session lapse): the commit fails at once
+    with ConnectionLost instead of at its request timeout (it held the drill worker's poll loop
+    past its poll timer), the next lookup asks the other bootstrap server first, and the commit
+    sent again lands on the coordinator that one names."""
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        async with FakeCoordinator(delay_s=60) as hung, FakeCoordinator() as alive:
+            client = GroupCoordinatorClient(f"{hung.address},{alive.address}", "g", timeout_s=30)
+            try:
+                commit = asyncio.ensure_future(client.send(_commit("g"), timeout_s=30))
+                await asyncio.sleep(0.2)
+                assert (hung.finds, commit.done()) == (1, False)  # the commit waits there
+                started = asyncio.get_running_loop().time()
+                await client.abandon()
+                with pytest.raises(ConnectionLost):
+                    await commit
+                assert asyncio.get_running_loop().time() - started < 1.0
+                answer = await client.send(_commit("g"))
+                assert answer.errors == ((TopicPartition("t", 0), KafkaErrorCode.NONE),)
+                assert (hung.finds, alive.finds, alive.commits) == (1, 1, 1)
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
