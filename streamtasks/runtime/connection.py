@@ -51,6 +51,7 @@ __all__ = [
     "COORDINATOR_MOVED",
     "AsyncConnection",
     "ConnectionLost",
+    "SILENT_OPEN_S",
     "GroupCoordinatorClient",
     "coordinator_moved",
     "open_any",
@@ -418,6 +419,12 @@ async def open_any(
     raise ConnectionLost(last)
 
 
+#: How long opening a connection to a coordinator given up as silent may take (its
+#: ApiVersions answered) before the lookup fails and is made again: the group moves off a
+#: hung broker within seconds, and the lookup should find where it went.
+SILENT_OPEN_S = 2.0
+
+
 class GroupCoordinatorClient:
     """Sends classic-group requests to the coordinator of ``group_id``.
 
@@ -495,13 +502,24 @@ class GroupCoordinatorClient:
                 if error is not KafkaErrorCode.NONE:
                     last = f"FindCoordinator: {error.name} {found.error_message or ''}".strip()
                     continue
-                self._coordinator = await self._open(found.host, int(found.port))
+                address = f"{found.host}:{int(found.port)}"
+                if address != self._silent_peer:
+                    self._coordinator = await self._open(found.host, int(found.port))
+                    return self._coordinator
+                # Named again while the group moves off it: a hung broker would hold the open
+                # (its ApiVersions) for the whole request timeout, and the lookup with it.
+                self._coordinator = await self._open(found.host, int(found.port), SILENT_OPEN_S)
+                self._silent_peer = None  # it answered
                 return self._coordinator
             raise ConnectionLost(f"group coordinator for {self._group_id!r} not found: {last}")
 
-    async def _open(self, host: str, port: int) -> AsyncConnection:
+    async def _open(self, host: str, port: int, timeout_s: float | None = None) -> AsyncConnection:
         return await AsyncConnection.open(
-            host, port, client_id=self._client_id, timeout_s=self._timeout_s, security=self._settings
+            host,
+            port,
+            client_id=self._client_id,
+            timeout_s=min(timeout_s or self._timeout_s, self._timeout_s),
+            security=self._settings,
         )
 
     async def send(self, request: GroupRequest, *, timeout_s: float = 30.0) -> Any:

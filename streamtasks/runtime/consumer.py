@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
@@ -77,6 +77,11 @@ log = logging.getLogger("streamtasks.consumer")
 class Consumer:
     """Async consumer of ``topics`` in group ``group_id`` (see the module docstring)."""
 
+    #: Resume a lapsed assignment taken back (the same generation or epoch, vouched for by
+    #: the coordinator) from the positions held at the loss instead of the committed offsets.
+    #: Off where state is tied to the committed offsets (the App's tasks restore to them).
+    keeps_positions_on_take_back: ClassVar[bool] = True
+
     def __init__(
         self,
         topics: Iterable[str] | str,
@@ -125,6 +130,10 @@ class Consumer:
         self.committed_metadata = self._committed.metadata
         #: The gap probes under way and the fetch counters.
         self._gaps = FetchGaps()
+        #: The generation (epoch) the owned partitions are held under; the positions of the
+        #: partitions last lost and the generation they were lost in (:meth:`_taken_back`).
+        self._owned_generation = -1
+        self._lost_positions: tuple[int, dict[TopicPartition, int]] = (-1, {})
         self._fatal: ErrorReported | None = None
         self._closed = False
 
@@ -518,9 +527,14 @@ class Consumer:
         assert self._fetcher is not None
         assert self._client is not None
         owned = frozenset(change.owned)
+        if change.lost:
+            lost = {tp: self._positions[tp] for tp in change.lost if tp in self._positions}
+            self._lost_positions = (self._owned_generation, lost)
         for tp in change.removed:
             self._positions.pop(tp, None)
             self._gaps.probes.pop(tp, None)
+        self._positions.update(self._taken_back(change))
+        self._owned_generation = change.generation
         self._committed.forget(change.removed)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
@@ -544,6 +558,22 @@ class Consumer:
                 self._fetcher.seek(_tp(tp), self._positions[tp])
         self._owned = owned
         self._refresh_fetchable()
+
+    def _taken_back(self, change: AssignmentChanged) -> dict[TopicPartition, int]:
+        """The positions to resume ``change.added`` from when it takes back partitions lost in
+        the same generation (epoch): the coordinator vouched that this member held that
+        generation all along, so nobody else owned them meanwhile and their committed offsets
+        are this member's own, at or behind its positions. Fetching resumes there at once,
+        as a Java member that never gave them up would, instead of after an OffsetFetch."""
+        generation, lost = self._lost_positions
+        if not change.lost and change.added:
+            self._lost_positions = (-1, {})
+        if not self.keeps_positions_on_take_back or generation < 0 or change.generation != generation:
+            return {}
+        kept = {tp: lost[tp] for tp in change.added if tp in lost}
+        if kept:
+            log.info("lapsed assignment taken back at generation %d: resuming %s", generation, kept)
+        return kept
 
     def _stable_again(self, ready: list[TopicPartition]) -> None:
         """The committed offsets of ``ready`` are readable now: hand them out from there."""
