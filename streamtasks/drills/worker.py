@@ -28,7 +28,7 @@ from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.ledger import offset_id
 from streamtasks.errors import StreamTasksError
 from streamtasks.runtime.client_file import add_client_config_argument, security_kwargs, settings_from_args
-from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
+from streamtasks.runtime.consumer import TAKEN_BACK_METRIC, Consumer, ConsumerFailedError
 from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
@@ -41,8 +41,8 @@ def emit(**fields: Any) -> None:
     sys.stdout.flush()
 
 
-#: The member metric that counts lapsed assignments taken back (classic and KIP-848).
-TAKEN_BACK = "lapsed-assignments-taken-back-total"
+#: The consumer metric that counts lapsed assignments taken back (classic and KIP-848).
+TAKEN_BACK = TAKEN_BACK_METRIC
 
 
 class Reporter:

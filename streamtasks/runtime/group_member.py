@@ -202,14 +202,11 @@ def member_epoch(member: GroupMember) -> int:
 
 
 def member_metrics(member: GroupMember) -> dict[str, float]:
-    """The classic member's metrics, or a KIP-848 member's epoch, partition count and lapsed
-    epochs its coordinator vouched for (``lapsed-assignments-taken-back-total``, the classic
-    member's name for its own)."""
+    """The classic member's metrics, or a KIP-848 member's epoch and partition count."""
     if isinstance(member, ConsumerMember):
         return {
             "member-epoch": float(member.member_epoch),
             "assigned-partitions": float(len(member.owned_partitions)),
-            "lapsed-assignments-taken-back-total": float(member.lapsed_taken_back),
         }
     if isinstance(member, StreamsMember):
         return {

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from streamtasks.membership.classic import AssignmentChanged
-from streamtasks.runtime.consumer import Consumer
+import pytest
+
+from streamtasks.membership.classic import AssignmentChanged, InvokeListener, ListenerKind
+from streamtasks.runtime.consumer import TAKEN_BACK_METRIC, Consumer
 from topology.ids import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -60,9 +62,16 @@ def _consumer(keeps: bool = True) -> tuple[Consumer, _Fetcher, list[list[TopicPa
     return consumer, fetcher, reads
 
 
-async def _lapse_and_take_back(consumer: Consumer, back_at: int) -> None:
-    await consumer.assignment_changed(AssignmentChanged(generation=5, owned=(T0, T1), added=(T0, T1)))
+async def _lapse_and_take_back(consumer: Consumer, back_at: int, assigned_at: int = 5) -> None:
+    """Assigned at ``assigned_at``, lost at 5 (a KIP-848 epoch moves on without an assignment
+    change: the lost callback's generation says where), given back at ``back_at``."""
+    await consumer.assignment_changed(
+        AssignmentChanged(generation=assigned_at, owned=(T0, T1), added=(T0, T1))
+    )
     consumer._positions.update({T0: 15, T1: 17})  # records handed out since
+    await consumer.invoke_listener(
+        InvokeListener(invocation_id=1, kind=ListenerKind.LOST, partitions=(T0, T1), generation=5)
+    )
     await consumer.assignment_changed(
         AssignmentChanged(generation=-1, owned=(), removed=(T0, T1), lost=(T0, T1))
     )
@@ -70,12 +79,16 @@ async def _lapse_and_take_back(consumer: Consumer, back_at: int) -> None:
     await consumer.assignment_changed(AssignmentChanged(generation=back_at, owned=(T0, T1), added=(T0, T1)))
 
 
-def test_taken_back_in_the_same_generation_it_resumes_where_it_was_without_an_offset_fetch() -> None:
+@pytest.mark.parametrize("assigned_at", [5, 4])
+def test_taken_back_in_the_same_generation_it_resumes_where_it_was_without_an_offset_fetch(
+    assigned_at: int,
+) -> None:
     consumer, fetcher, reads = _consumer()
-    asyncio.run(_lapse_and_take_back(consumer, back_at=5))
+    asyncio.run(_lapse_and_take_back(consumer, back_at=5, assigned_at=assigned_at))
     assert reads == [[T0, T1]]  # the first assignment's only
     assert consumer._positions == {T0: 15, T1: 17}
     assert fetcher.seeks == {0: 15, 1: 17}
+    assert consumer.metrics()[TAKEN_BACK_METRIC] == 1.0
 
 
 def test_a_later_generation_or_the_app_reads_the_committed_offsets_again() -> None:
@@ -85,3 +98,5 @@ def test_a_later_generation_or_the_app_reads_the_committed_offsets_again() -> No
         assert reads == [[T0, T1], [T0, T1]]
         assert consumer._positions == {T0: 10, T1: 10}
         assert fetcher.seeks == {0: 10, 1: 10}
+        # the App's take-back counts (it is one), a later generation's assignment does not
+        assert consumer.metrics()[TAKEN_BACK_METRIC] == (0.0 if back_at == 6 else 1.0)
