@@ -214,7 +214,7 @@ def test_a_silent_coordinator_is_looked_up_again_with_its_connection_dropped() -
     is an ordinary one (the request timeout outlasts the session, as in the drills)."""
     member = cooperative(request_timeout_ms=30_000)
     stable(member, tps("t0 t1"))
-    now, finds = 0, []
+    now, finds = 0, list[FindCoordinator]()
     while not finds:
         now += 100
         assert now <= 30_000
