@@ -37,6 +37,9 @@ OnAssignment = Callable[[AssignmentChanged], Awaitable[None]]
 class AppConsumer(Consumer):
     """See the module docstring."""
 
+    #: A task taken back restores to its committed offsets: resume from those.
+    keeps_positions_on_take_back = False
+
     def __init__(
         self,
         topics: tuple[str, ...],

@@ -56,6 +56,10 @@ def verdict_rows(result: DrillResult) -> list[tuple[str, str, str]]:
             took = "never" if mark.resumed_ms is None else f"{mark.resumed_ms:,} ms"
             rows.append((f"resumed after: {mark.label} (at {mark.at_s:.1f}s)", took, "-"))
         rows.append(("time until processing resumes", result.resume, "-"))
+        rows.append(("lapsed assignments taken back (no rebalance)", str(len(result.taken_back)), "-"))
+        for at_s, worker, generation, partitions in result.taken_back:
+            took = f"generation/epoch {generation}, {partitions} partitions"
+            rows.append((f"taken back by {worker} (at {at_s:.1f}s)", took, "-"))
     for problem in result.problems:
         rows.append(("problem", problem, "FAIL"))
     return rows

@@ -142,6 +142,9 @@ class DrillResult:
     faults: list[FaultMark] = field(default_factory=list)
     resume: str = ""
     members_client: str = "streamtasks"
+    #: (seconds, worker, generation or epoch, partitions): a member whose session lapsed took
+    #: that assignment back when the coordinator vouched for it (no rebalance; ``taken_back``).
+    taken_back: list[tuple[float, str, int, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -286,6 +289,12 @@ class _Run:
                 self._take(worker, tps, at)
             else:
                 self._give(worker, tps, at, lost=kind == "lost")
+        elif kind == "taken_back":  # streamtasks.drills.worker: a lapsed assignment taken back
+            back = (self.seconds(at), worker, generation if isinstance(generation, int) else -1,
+                    len(line.get("partitions", [])))  # fmt: skip
+            self.result.taken_back.append(back)
+            self.say(f"  {worker} took its lapsed assignment back at {back[0]:.1f}s"
+                     f" (generation/epoch {back[2]}, {back[3]} partitions, no rebalance)")  # fmt: skip
         elif kind == "committed":  # a faust worker's commit (streamtasks.drills.faust_worker)
             by = str(line.get("by", "faust"))
             self._commits(worker, by, line.get("offsets", []), line.get("wall_ms", at))

@@ -28,7 +28,7 @@ from streamtasks.drills._proc import configure_logging
 from streamtasks.drills.ledger import offset_id
 from streamtasks.errors import StreamTasksError
 from streamtasks.runtime.client_file import add_client_config_argument, security_kwargs, settings_from_args
-from streamtasks.runtime.consumer import Consumer, ConsumerFailedError
+from streamtasks.runtime.consumer import TAKEN_BACK_METRIC, Consumer, ConsumerFailedError
 from streamtasks.runtime.member_loop import monotonic_ms
 from topology.ids import TopicPartition
 
@@ -41,10 +41,19 @@ def emit(**fields: Any) -> None:
     sys.stdout.flush()
 
 
+#: The consumer metric that counts lapsed assignments taken back (classic and KIP-848).
+TAKEN_BACK = TAKEN_BACK_METRIC
+
+
 class Reporter:
+    """Reports each rebalance callback; an assignment that is a lapsed one taken back (the
+    coordinator vouched for the generation or epoch the member's session lapsed in) is
+    followed by a ``taken_back`` line with the same partitions."""
+
     def __init__(self, name: str, consumer_ref: list[Consumer]) -> None:
         self.name = name
         self._consumer = consumer_ref
+        self._taken_back = 0.0
 
     def _gen(self) -> int:
         return self._consumer[0].generation if self._consumer else -1
@@ -59,6 +68,10 @@ class Reporter:
 
     def on_partitions_assigned(self, tps: tuple[TopicPartition, ...]) -> None:
         self._report("assigned", tps)
+        taken_back = self._consumer[0].metrics().get(TAKEN_BACK, 0.0) if self._consumer else 0.0
+        if taken_back > self._taken_back:
+            self._report("taken_back", tps)
+        self._taken_back = taken_back
 
     def on_partitions_revoked(self, tps: tuple[TopicPartition, ...]) -> None:
         self._report("revoked", tps)

@@ -51,6 +51,7 @@ __all__ = [
     "COORDINATOR_MOVED",
     "AsyncConnection",
     "ConnectionLost",
+    "SILENT_OPEN_S",
     "GroupCoordinatorClient",
     "coordinator_moved",
     "open_any",
@@ -418,6 +419,12 @@ async def open_any(
     raise ConnectionLost(last)
 
 
+#: How long opening a connection to a coordinator given up as silent may take (its
+#: ApiVersions answered) before the lookup fails and is made again: the group moves off a
+#: hung broker within seconds, and the lookup should find where it went.
+SILENT_OPEN_S = 2.0
+
+
 class GroupCoordinatorClient:
     """Sends classic-group requests to the coordinator of ``group_id``.
 
@@ -445,6 +452,8 @@ class GroupCoordinatorClient:
         self._retiring: set[asyncio.Task[None]] = set()
         #: The bootstrap server that answered the last FindCoordinator (asked first next time).
         self._answered = 0
+        #: The address of a coordinator given up as silent (:meth:`abandon`): asked last.
+        self._silent_peer: str | None = None
         self._lock = asyncio.Lock()
 
     async def ensure_coordinator(self) -> None:
@@ -459,7 +468,11 @@ class GroupCoordinatorClient:
             # Start at the server that answered last time: a dead or hung one (killed, paused)
             # is not asked first again on every lookup while the coordinator moves.
             start = self._answered
-            for index in [*range(start, len(self._bootstrap)), *range(start)]:
+            order = [*range(start, len(self._bootstrap)), *range(start)]
+            # A server given up as silent (hung) is asked last: FindCoordinator to it would
+            # only time out, while the others may already name the group's new coordinator.
+            order.sort(key=lambda i: f"{self._bootstrap[i][0]}:{self._bootstrap[i][1]}" == self._silent_peer)
+            for index in order:
                 host, port = self._bootstrap[index]
                 try:
                     conn = await self._open(host, port)
@@ -478,6 +491,8 @@ class GroupCoordinatorClient:
                 finally:
                     await conn.close()
                 self._answered = index
+                if conn.peer == self._silent_peer:
+                    self._silent_peer = None  # it answers again
                 error = KafkaErrorCode.of(int(found.error_code.value))
                 if error is KafkaErrorCode.GROUP_AUTHORIZATION_FAILED:
                     raise AuthorizationError(
@@ -487,13 +502,24 @@ class GroupCoordinatorClient:
                 if error is not KafkaErrorCode.NONE:
                     last = f"FindCoordinator: {error.name} {found.error_message or ''}".strip()
                     continue
-                self._coordinator = await self._open(found.host, int(found.port))
+                address = f"{found.host}:{int(found.port)}"
+                if address != self._silent_peer:
+                    self._coordinator = await self._open(found.host, int(found.port))
+                    return self._coordinator
+                # Named again while the group moves off it: a hung broker would hold the open
+                # (its ApiVersions) for the whole request timeout, and the lookup with it.
+                self._coordinator = await self._open(found.host, int(found.port), SILENT_OPEN_S)
+                self._silent_peer = None  # it answered
                 return self._coordinator
             raise ConnectionLost(f"group coordinator for {self._group_id!r} not found: {last}")
 
-    async def _open(self, host: str, port: int) -> AsyncConnection:
+    async def _open(self, host: str, port: int, timeout_s: float | None = None) -> AsyncConnection:
         return await AsyncConnection.open(
-            host, port, client_id=self._client_id, timeout_s=self._timeout_s, security=self._settings
+            host,
+            port,
+            client_id=self._client_id,
+            timeout_s=min(timeout_s or self._timeout_s, self._timeout_s),
+            security=self._settings,
         )
 
     async def send(self, request: GroupRequest, *, timeout_s: float = 30.0) -> Any:
@@ -548,6 +574,21 @@ class GroupCoordinatorClient:
         task = asyncio.get_running_loop().create_task(conn.close_when_idle())
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
+
+    async def abandon(self) -> None:
+        """Give the coordinator up as silent (the member heard nothing from it within its
+        session timeout, or a request timed out: a hung broker keeps its connections open and
+        answers nothing): forget it and close its connection now, failing every request in
+        flight there with :class:`ConnectionLost` (Kafka's ``markCoordinatorUnknown``
+        disconnects too), so a commit waiting on it is sent again to the coordinator looked up
+        next instead of holding its caller until the request timeout. Until it answers a lookup
+        again, that broker is the last bootstrap server a lookup asks."""
+        conn, self._coordinator = self._coordinator, None
+        if conn is None:
+            return
+        self._silent_peer = conn.peer
+        log.info("group coordinator at %s answered nothing in time: connection dropped", conn.peer)
+        await conn.close()
 
     async def close(self) -> None:
         conn, self._coordinator = self._coordinator, None

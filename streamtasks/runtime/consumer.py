@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
@@ -69,13 +69,23 @@ from streamtasks.runtime.group_member import (
 from streamtasks.runtime.group_session import coordinator_session_timeout
 from topology.ids import TopicPartition
 
-__all__ = ["CommitFailedError", "Consumer", "ConsumerFailedError"]
+__all__ = ["TAKEN_BACK_METRIC", "CommitFailedError", "Consumer", "ConsumerFailedError"]
 
 log = logging.getLogger("streamtasks.consumer")
+
+#: :meth:`Consumer.metrics`: assignments lost and given back in the generation (KIP-848: epoch)
+#: they were lost in, i.e. a lapsed assignment the coordinator vouched for, taken back without
+#: a rebalance (classic and KIP-848 alike; counted where the fetch side sees it).
+TAKEN_BACK_METRIC = "assignments-taken-back-total"
 
 
 class Consumer:
     """Async consumer of ``topics`` in group ``group_id`` (see the module docstring)."""
+
+    #: Resume a lapsed assignment taken back (the same generation or epoch, vouched for by
+    #: the coordinator) from the positions held at the loss instead of the committed offsets.
+    #: Off where state is tied to the committed offsets (the App's tasks restore to them).
+    keeps_positions_on_take_back: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -125,6 +135,14 @@ class Consumer:
         self.committed_metadata = self._committed.metadata
         #: The gap probes under way and the fetch counters.
         self._gaps = FetchGaps()
+        #: The generation (epoch) the owned partitions are held under, the one the last
+        #: ``on_partitions_lost`` was decided in (a KIP-848 epoch can move on without an
+        #: assignment change); the positions of the partitions last lost and the generation
+        #: they were lost in; the assignments taken back (:meth:`_taken_back`).
+        self._owned_generation = -1
+        self._lost_in = -1
+        self._lost_positions: tuple[int, dict[TopicPartition, int]] = (-1, {})
+        self._taken_back_total = 0
         self._fatal: ErrorReported | None = None
         self._closed = False
 
@@ -266,6 +284,7 @@ class Consumer:
             out.update(self._driver.rebalance_metrics())  # KIP-848 / streams: from its states
         for name, n in self._gaps.stats.items():
             out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
+        out[TAKEN_BACK_METRIC] = float(self._taken_back_total)
         return out
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -518,9 +537,15 @@ class Consumer:
         assert self._fetcher is not None
         assert self._client is not None
         owned = frozenset(change.owned)
+        if change.lost:
+            lost = {tp: self._positions[tp] for tp in change.lost if tp in self._positions}
+            self._lost_positions = (max(self._lost_in, self._owned_generation), lost)
+            self._lost_in = -1
         for tp in change.removed:
             self._positions.pop(tp, None)
             self._gaps.probes.pop(tp, None)
+        self._positions.update(self._taken_back(change))
+        self._owned_generation = change.generation
         self._committed.forget(change.removed)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
@@ -545,6 +570,26 @@ class Consumer:
         self._owned = owned
         self._refresh_fetchable()
 
+    def _taken_back(self, change: AssignmentChanged) -> dict[TopicPartition, int]:
+        """The positions to resume ``change.added`` from when it takes back partitions lost in
+        the same generation (epoch): the coordinator vouched that this member held that
+        generation all along, so nobody else owned them meanwhile and their committed offsets
+        are this member's own, at or behind its positions. Fetching resumes there at once,
+        as a Java member that never gave them up would, instead of after an OffsetFetch."""
+        generation, lost = self._lost_positions
+        if not change.lost and change.added:
+            self._lost_positions = (-1, {})
+        if generation < 0 or change.generation != generation:
+            return {}
+        kept = {tp: lost[tp] for tp in change.added if tp in lost}
+        if not kept:
+            return {}
+        self._taken_back_total += 1
+        if not self.keeps_positions_on_take_back:
+            return {}
+        log.info("lapsed assignment taken back at generation %d: resuming %s", generation, kept)
+        return kept
+
     def _stable_again(self, ready: list[TopicPartition]) -> None:
         """The committed offsets of ``ready`` are readable now: hand them out from there."""
         assert self._fetcher is not None
@@ -554,6 +599,8 @@ class Consumer:
         self._refresh_fetchable()
 
     async def invoke_listener(self, call: InvokeListener) -> None:
+        if call.kind is ListenerKind.LOST:
+            self._lost_in = call.generation
         if self._listener is None:
             return
         callback = getattr(self._listener, call.kind.value, None)

@@ -253,7 +253,7 @@ class MemberLoop(Generic[M]):
         first_error: BaseException | None = None
         for action in actions:
             if isinstance(action, FindCoordinator):
-                self._spawn(self._find(action.request_id))
+                self._spawn(self._find(action.request_id, silent=action.silent))
             elif isinstance(action, CommitOffsets):
                 await self._host.before_commit(action.partitions)
                 self._spawn(
@@ -307,8 +307,10 @@ class MemberLoop(Generic[M]):
         else:
             self.post(self.response_event(request_id, response))
 
-    async def _find(self, request_id: int) -> None:
+    async def _find(self, request_id: int, *, silent: bool = False) -> None:
         try:
+            if silent:  # the member gave it up: drop its connection (FindCoordinator.silent)
+                await self._client.abandon()
             await self._client.ensure_coordinator()
         except ConnectionSecurityError as exc:
             self._security_failed(exc)

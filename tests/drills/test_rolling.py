@@ -49,3 +49,26 @@ def test_an_eager_revocation_read_after_the_next_generations_assignment_is_no_do
     run.on_line("w2", line("revoked", 7_101, 9, 2))
     (violation,) = run.ledger.report(run.t0).violations
     assert (violation.holder, violation.claimant) == ("w2", "w1")
+
+
+def test_a_lapsed_assignment_taken_back_is_recorded_said_and_in_the_verdict() -> None:
+    """A worker's ``taken_back`` line (:class:`streamtasks.drills.worker.Reporter`) follows its
+    ``assigned`` line: the drill records it, says it, and the verdict lists it."""
+    from streamtasks.drills.drill_report import verdict_rows
+    from streamtasks.drills.ledger import FaultMark
+
+    said: list[str] = []
+    run = _Run(get_drill("broker-hang"), DrillOptions(workers=2, partitions=4), "127.0.0.1:1", said.append)
+    at = run.t0 - 2_000 - run.mono_offset  # lines are placed at their own time, never later
+    back = {"kind": "taken_back", "generation": 4, "partitions": [[run.topic, 0], [run.topic, 1]], "t": at}
+    run.on_line("w1", {**back, "kind": "assigned"})
+    run.on_line("w1", back)
+    assert run.result.taken_back == [(-2.0, "w1", 4, 2)]
+    assert said == [
+        "  w1 took its lapsed assignment back at -2.0s (generation/epoch 4, 2 partitions, no rebalance)"
+    ]
+    assert run.ledger.owners()[run.partitions[0]] == "w1"  # the assigned line made it the owner
+    run.result.faults.append(FaultMark(label="SIGSTOP node 1", node=1, at_s=2.0, resumed_ms=10_500))
+    rows = {a: (b, c) for a, b, c in verdict_rows(run.result)}
+    assert rows["lapsed assignments taken back (no rebalance)"] == ("1", "-")
+    assert rows["taken back by w1 (at -2.0s)"] == ("generation/epoch 4, 2 partitions", "-")

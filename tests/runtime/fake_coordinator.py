@@ -63,6 +63,10 @@ class FakeCoordinator:
     #: Seconds each OffsetCommit and OffsetFetch waits before it is answered (requests on one
     #: connection are answered in order, as Kafka does: the ones sent behind it wait too).
     delay_s: float = 0.0
+    #: A hung broker (SIGSTOP): it accepts connections and reads, and answers nothing.
+    mute: bool = False
+    #: The port FindCoordinator names (0: this server's own).
+    names_port: int = 0
     finds: int = 0
     commits: int = 0
     fetches: int = 0
@@ -88,6 +92,8 @@ class FakeCoordinator:
             while True:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
                 payload = await reader.readexactly(size)
+                if self.mute:
+                    continue
                 if self.delay_s and struct.unpack_from(">h", payload, 0)[0] in (8, 9):
                     await asyncio.sleep(self.delay_s)
                 answer = self._answer(payload)
@@ -124,7 +130,7 @@ class FakeCoordinator:
                 cid,
                 FindCoordinatorResponse(
                     throttle_time=_NO_TIME, error_code=ErrorCode.none, error_message=None,
-                    node_id=BrokerId(1), host="127.0.0.1", port=i32(self.port),
+                    node_id=BrokerId(1), host="127.0.0.1", port=i32(self.names_port or self.port),
                 ),
             )  # fmt: skip
         if isinstance(request, OffsetCommitRequest):

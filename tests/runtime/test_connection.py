@@ -12,7 +12,12 @@ from streamtasks.embedded import EmbeddedBroker, ExternalCluster
 from streamtasks.errors import BrokerError
 from streamtasks.protocol import classic_group as cg
 from streamtasks.protocol.errors import KafkaErrorCode
-from streamtasks.runtime.connection import ConnectionLost, GroupCoordinatorClient, parse_bootstrap
+from streamtasks.runtime.connection import (
+    SILENT_OPEN_S,
+    ConnectionLost,
+    GroupCoordinatorClient,
+    parse_bootstrap,
+)
 from topology import TopicPartition
 
 pytestmark = [pytest.mark.integration, pytest.mark.smoke]
@@ -339,6 +344,64 @@ def test_a_commit_answered_coordinator_not_available_does_not_fail_the_request_b
                 assert old.closed  # closed once idle
                 await client.send(_commit("g"))
                 assert fake.finds == 2
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_an_abandoned_silent_coordinator_fails_the_commit_waiting_on_it_and_is_asked_last() -> None:
+    """A hung coordinator (here: one that takes a minute over each commit) holds a commit; the
+    member gives it up as silent (``abandon``, at its session lapse): the commit fails at once
+    with ConnectionLost instead of at its request timeout (it held the drill worker's poll loop
+    past its poll timer), the next lookup asks the other bootstrap server first, and the commit
+    sent again lands on the coordinator that one names."""
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        async with FakeCoordinator(delay_s=60) as hung, FakeCoordinator() as alive:
+            client = GroupCoordinatorClient(f"{hung.address},{alive.address}", "g", timeout_s=30)
+            try:
+                commit = asyncio.ensure_future(client.send(_commit("g"), timeout_s=30))
+                await asyncio.sleep(0.2)
+                assert (hung.finds, commit.done()) == (1, False)  # the commit waits there
+                started = asyncio.get_running_loop().time()
+                await client.abandon()
+                with pytest.raises(ConnectionLost):
+                    await commit
+                assert asyncio.get_running_loop().time() - started < 1.0
+                answer = await client.send(_commit("g"))
+                assert answer.errors == ((TopicPartition("t", 0), KafkaErrorCode.NONE),)
+                assert (hung.finds, alive.finds, alive.commits) == (1, 1, 1)
+            finally:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_lookup_that_names_the_silent_coordinator_again_fails_fast_then_finds_the_new_one() -> None:
+    """While the group moves off a hung broker, a lookup may still name it: the connection to
+    it (its ApiVersions) is given ``SILENT_OPEN_S``, not the request timeout, so the lookup
+    fails fast and the next one finds the coordinator the group moved to."""
+    from tests.runtime.fake_coordinator import FakeCoordinator
+
+    async def go() -> None:
+        async with (
+            FakeCoordinator(mute=True) as hung,
+            FakeCoordinator() as moved,
+            FakeCoordinator(names_port=hung.port) as stale,
+        ):
+            client = GroupCoordinatorClient(stale.address, "g", timeout_s=30)
+            try:
+                client._silent_peer = hung.address  # as abandon() leaves it
+                started = asyncio.get_running_loop().time()
+                with pytest.raises(ConnectionLost, match="timed out"):
+                    await client.ensure_coordinator()
+                assert asyncio.get_running_loop().time() - started < SILENT_OPEN_S + 1
+                stale.names_port = moved.port  # the group moved
+                answer = await client.send(_commit("g"))
+                assert answer.errors == ((TopicPartition("t", 0), KafkaErrorCode.NONE),)
+                assert moved.commits == 1
             finally:
                 await client.close()
 

@@ -101,7 +101,7 @@ class ClassicMember(MemberView):
         if self._k.state in (S.CLOSED, S.FAILED):
             return self._k.flush()
         if any(f.deadline_ms <= now_ms for f in self._k.requests.inflight.values()):
-            self._coordinator_lost(now_ms, "request timed out")
+            self._coordinator_lost(now_ms, "request timed out", silent=True)
         if self._gate.expired(now_ms):
             self._report("offset commit before revocation timed out; revoking anyway", None)
             self._finish_gate(now_ms)
@@ -111,7 +111,7 @@ class ClassicMember(MemberView):
             self._lapsed = lapsed(self._k.state, self._membership, self._held.record)
             self._reset(now_ms, member_id=False, trigger=_FENCED)
             if silent:
-                self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
+                self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout", silent=True)
         if not self._link.known:
             self._link.lookup(now_ms, self._membership.generation)
             return self._k.flush()
@@ -120,7 +120,7 @@ class ClassicMember(MemberView):
             and self._membership.generation >= 0
             and self._link.silent(now_ms, self._config.session_timeout_ms)
         ):
-            self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout")
+            self._coordinator_lost(now_ms, "no heartbeat answer within the session timeout", silent=True)
             return self._k.flush()
         if self._k.state is S.STABLE and self._followup.force(now_ms):
             self._request_rejoin("leader withheld partitions and no follow-up rebalance started")
@@ -214,10 +214,11 @@ class ClassicMember(MemberView):
         self._metrics.rebalance_abandoned()
         self._k.goto(trigger)
 
-    def _coordinator_lost(self, now_ms: int, reason: str) -> None:
+    def _coordinator_lost(self, now_ms: int, reason: str, *, silent: bool = False) -> None:
         """Kafka's ``markCoordinatorUnknown``: every request in flight fails; membership and
-        owned partitions are kept; a SyncGroup in flight means the rebalance must restart."""
-        self._link.lost(now_ms, join_retry_ms=now_ms + self._config.retry_backoff_ms)
+        owned partitions are kept; a SyncGroup in flight means the rebalance must restart.
+        ``silent``: the coordinator answered nothing in time, its connection is dropped."""
+        self._link.lost(now_ms, silent=silent, join_retry_ms=now_ms + self._config.retry_backoff_ms)
         self._k.keep(())
         self._gate.resend(now_ms)
         if self._k.state in (S.JOINING, S.SYNCING):

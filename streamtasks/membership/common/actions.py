@@ -44,10 +44,19 @@ def sorted_tps(partitions: Iterable[TopicPartition]) -> tuple[TopicPartition, ..
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindCoordinator:
     """Look the group coordinator up; answer with ``CoordinatorDiscovered(request_id=...)`` or
-    ``RequestFailed(request_id, ...)``. The member sends nothing to the coordinator until then."""
+    ``RequestFailed(request_id, ...)``. The member sends nothing to the coordinator until then.
+
+    ``silent``: the coordinator known before fell silent (a request of the member's timed out,
+    or no heartbeat was answered within the session timeout: a hung broker keeps its
+    connections open and answers nothing). The driver drops the connection to it first,
+    failing every request still in flight there, as Kafka's ``markCoordinatorUnknown``
+    disconnects: an application's commit waiting on it is sent again to the coordinator found
+    next instead of holding the application's poll loop until its request timeout, and the
+    lookup asks the other bootstrap servers first."""
 
     request_id: int
     group_id: str
+    silent: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

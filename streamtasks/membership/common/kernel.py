@@ -126,10 +126,10 @@ class Kernel(Generic[StateT, ApiT, RequestT, SendT]):
         self._out.append(self._send_request(request_id=rid, request=request))
         return rid
 
-    def find(self, group_id: str, deadline_ms: int, generation: int) -> None:
-        """Emit a coordinator lookup."""
+    def find(self, group_id: str, deadline_ms: int, generation: int, *, silent: bool = False) -> None:
+        """Emit a coordinator lookup (``silent``: :class:`FindCoordinator`'s)."""
         rid = self.issue(None, deadline_ms, generation)
-        self._out.append(FindCoordinator(request_id=rid, group_id=group_id))
+        self._out.append(FindCoordinator(request_id=rid, group_id=group_id, silent=silent))
 
     def settle(self, request_id: int) -> InFlight[ApiT] | None:
         """The request in flight with this id, which the member no longer waits for."""

@@ -55,12 +55,14 @@ LinkT = TypeVar("LinkT", bound=LinkFields)
 class CoordinatorLink(Generic[LinkT]):
     """The coordinator and the member's timers towards it (``record``, read-only)."""
 
-    __slots__ = ("_config", "_k", "_record")
+    __slots__ = ("_config", "_k", "_record", "_silent")
 
     def __init__(self, record: LinkT, config: LookupTiming, kernel: Kernel[Any, Any, Any, Any]) -> None:
         self._record = record
         self._config = config
         self._k = kernel
+        #: The coordinator was lost to silence; the next lookup says so (``FindCoordinator.silent``).
+        self._silent = False
 
     @property
     def record(self) -> LinkT:
@@ -79,7 +81,8 @@ class CoordinatorLink(Generic[LinkT]):
         """Send a FindCoordinator, unless one is in flight or the backoff is not over."""
         if not self._k.requests.finds_in_flight() and now_ms >= self._record.find_retry_ms:
             deadline = now_ms + self._config.request_timeout_ms
-            self._k.find(self._config.group_id, deadline, generation)
+            self._k.find(self._config.group_id, deadline, generation, silent=self._silent)
+            self._silent = False
 
     def lookup_failed(self, now_ms: int) -> None:
         """A FindCoordinator failed: the next one after a backoff growing with failures in a row."""
@@ -92,9 +95,12 @@ class CoordinatorLink(Generic[LinkT]):
         """The coordinator is known: heartbeat at once."""
         self.change(coordinator_known=True, find_failures=0, hb_next_ms=now_ms, **fields)
 
-    def lost(self, now_ms: int, **fields: Any) -> None:
-        """The coordinator is unknown: look it up again after the backoff."""
+    def lost(self, now_ms: int, *, silent: bool = False, **fields: Any) -> None:
+        """The coordinator is unknown: look it up again after the backoff. ``silent``: it
+        answered nothing in time (a request timed out, the session lapsed), and the lookup
+        tells the driver to drop its connection (``FindCoordinator.silent``)."""
         retry = now_ms + self._config.retry_backoff_ms
+        self._silent = self._silent or (silent and self._record.coordinator_known)
         self.change(coordinator_known=False, find_retry_ms=retry, **fields)
 
     def heard(self, now_ms: int) -> None:

@@ -128,6 +128,9 @@ class ConsumerMember(ConsumerMemberView):
             epoch, state = self._membership.epoch, self._k.state
             self._fence(now_ms, "no heartbeat answer within the session timeout", None)
             self._lapse = lapsed(self._lapse, state, epoch)  # ask under it first (.lapse)
+            # A silent coordinator (a hung broker) is not asked: look it up again, dropping
+            # the connection to it (FindCoordinator.silent), as the classic member does.
+            self._coordinator_lost(now_ms, "", silent=True)
         if not self._link.known:
             self._link.lookup(now_ms, self._membership.epoch)
             return self._k.flush()
@@ -226,9 +229,10 @@ class ConsumerMember(ConsumerMemberView):
         self._link.change(hb_next_ms=now_ms, hb_last_ok_ms=now_ms)
         self._k.goto(trigger)
 
-    def _coordinator_lost(self, now_ms: int, reason: str) -> None:
-        """Every request in flight fails; membership and owned partitions are kept."""
-        self._link.lost(now_ms, hb_next_ms=now_ms)
+    def _coordinator_lost(self, now_ms: int, reason: str, *, silent: bool = False) -> None:
+        """Every request in flight fails; membership and owned partitions are kept
+        (``silent``: :meth:`CoordinatorLink.lost`'s)."""
+        self._link.lost(now_ms, silent=silent, hb_next_ms=now_ms)
         self._drop_inflight(keep_find=False)
         self._membership = replace(self._membership, sent=None)
         self._gate.retry_at(now_ms)

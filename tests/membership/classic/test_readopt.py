@@ -40,6 +40,7 @@ from tests.membership.classic.helpers import (
     join,
     join_ok,
     listeners,
+    of,
     one,
     request,
     stable,
@@ -202,3 +203,27 @@ def test_the_assignment_s_user_data_comes_back_with_it() -> None:
     rid, _ = request(member.poll(now + 500), HeartbeatRequest)
     change = one(answered(member, rid, E.NONE, now + 600), AssignmentChanged)
     assert (change.owned, change.user_data) == (tps("t0"), b"tasks")
+
+
+def test_a_silent_coordinator_is_looked_up_again_with_its_connection_dropped() -> None:
+    """A hung coordinator answers no heartbeat: when the session rule gives the partitions up,
+    the lookup that follows says the coordinator fell silent (``FindCoordinator.silent``: the
+    driver drops its connection, failing the application's commit waiting there, and asks the
+    other bootstrap servers first), so the lapsed member's question goes to the coordinator
+    found next, not to the hung one. A lookup after an answer that says the coordinator moved
+    is an ordinary one (the request timeout outlasts the session, as in the drills)."""
+    member = cooperative(request_timeout_ms=30_000)
+    stable(member, tps("t0 t1"))
+    now, finds = 0, list[FindCoordinator]()
+    while not finds:
+        now += 100
+        assert now <= 30_000
+        actions = member.poll(now)  # its heartbeats are sent and never answered
+        finds = of(actions, FindCoordinator)
+    assert member.owned_partitions == frozenset()  # the lapse came first
+    assert [f.silent for f in finds] == [True]
+    member.handle(CoordinatorDiscovered(request_id=finds[0].request_id), now)
+    rid, probe = request(member.poll(now), HeartbeatRequest)
+    assert probe.generation_id == 1  # the question, to the coordinator found next
+    answered(member, rid, E.NOT_COORDINATOR, now + 50)
+    assert [f.silent for f in of(member.poll(now + 1_000), FindCoordinator)] == [False]

@@ -4,8 +4,8 @@ assigns, ``FENCED_MEMBER_EPOCH`` / ``UNKNOWN_MEMBER_ID`` make it rejoin at epoch
 
 from __future__ import annotations
 
-from streamtasks.membership.classic import ListenerKind
-from streamtasks.membership.consumer import MemberState, ResponseReceived
+from streamtasks.membership.classic import FindCoordinator, ListenerKind
+from streamtasks.membership.consumer import MemberState, ResponseReceived, SendRequest
 from streamtasks.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -130,3 +130,29 @@ def test_a_member_the_coordinator_expired_is_answered_unknown_and_rejoins() -> N
     assert a.member.state is MemberState.STABLE
     c.assert_exclusive()
     assert len(c.owned("a") | c.owned("b")) == 4
+
+
+def test_a_silent_coordinator_is_looked_up_again_before_the_question() -> None:
+    """The coordinator hangs (nothing answered): at the lapse the member looks it up again,
+    saying it fell silent (``FindCoordinator.silent``: the driver drops the connection to it,
+    failing the application's commit waiting there, and asks the other bootstrap servers
+    first), and sends its question only to the coordinator that lookup finds: before, the
+    question went to the hung broker and waited there until its request timeout."""
+    c = stable_pair()
+    node = next(iter(c.nodes.values()))
+    node.actions.clear()
+    node.hold = True
+    c.run(SESSION_MS + 500)
+    assert lapsed(node)
+    finds = [(i, a) for i, a in enumerate(node.actions) if isinstance(a, FindCoordinator)]
+    assert [a.silent for _, a in finds][-1:] == [True]  # (earlier: a request's own timeout)
+    question = [
+        i
+        for i, a in enumerate(node.actions)
+        if isinstance(a, SendRequest)
+        and a.request.member_epoch == node.member.lapsed_epoch
+        and isinstance(a.request, ConsumerGroupHeartbeatRequest)
+        and a.request.topic_partitions == ()
+    ]
+    assert question
+    assert question[0] > finds[-1][0]
