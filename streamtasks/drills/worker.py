@@ -108,6 +108,7 @@ def make_consumer(args: argparse.Namespace, ref: list[Consumer]) -> Consumer:
         rebalance_timeout_ms=15_000,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        take_back_positions=True,  # Reporter's on_partitions_lost only reports
         **protocol_settings(args),
     )
     ref.append(consumer)

@@ -73,6 +73,12 @@ class ConsumerConfig(SecuritySettings):
     #: (``MemberConfig.lose_on_missed_generation``). Set false on Tansu, which skips generation
     #: numbers for members that took part (docs/testing.md, "generation gaps").
     lose_on_missed_generation: bool = Field(default=True, alias="lose.on.missed.generation")
+    #: A lapsed assignment taken back (the coordinator vouched for the generation or epoch it
+    #: was lost in) resumes from the positions held at the loss instead of the committed offsets.
+    #: ``None``: only when no listener callback ran for the loss (no ``on_partitions_lost`` and
+    #: no ``on_partitions_revoked``, Kafka's fallback), since a callback may have rolled back
+    #: what was handed out; ``True``: the listener's loss handling keeps what it processed.
+    take_back_positions: bool | None = Field(default=None, alias="take.back.positions")
     #: ``read_committed``: records of open or aborted transactions are not handed out, and the
     #: committed offsets of a new assignment are read once no transaction holds them (KIP-447's
     #: ``require_stable``).

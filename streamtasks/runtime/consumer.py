@@ -585,10 +585,19 @@ class Consumer:
         if not kept:
             return {}
         self._taken_back_total += 1
-        if not self.keeps_positions_on_take_back:
+        if not self._keeps_positions():
             return {}
         log.info("lapsed assignment taken back at generation %d: resuming %s", generation, kept)
         return kept
+
+    def _keeps_positions(self) -> bool:
+        """Whether a take-back resumes from the positions held at the loss (``take_back_positions``)."""
+        if not self.keeps_positions_on_take_back:
+            return False
+        if self.config.take_back_positions is not None:
+            return self.config.take_back_positions
+        kinds = (ListenerKind.LOST, ListenerKind.REVOKED)
+        return self._listener is None or all(getattr(self._listener, k.value, None) is None for k in kinds)
 
     def _stable_again(self, ready: list[TopicPartition]) -> None:
         """The committed offsets of ``ready`` are readable now: hand them out from there."""

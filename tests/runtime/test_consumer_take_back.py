@@ -34,8 +34,10 @@ class _Fetcher:
         pass
 
 
-def _consumer(keeps: bool = True) -> tuple[Consumer, _Fetcher, list[list[TopicPartition]]]:
-    consumer = Consumer(["t"], bootstrap_servers="127.0.0.1:1", group_id="g")
+def _consumer(
+    keeps: bool = True, listener: Any = None, **settings: Any
+) -> tuple[Consumer, _Fetcher, list[list[TopicPartition]]]:
+    consumer = Consumer(["t"], listener=listener, bootstrap_servers="127.0.0.1:1", group_id="g", **settings)
     consumer.keeps_positions_on_take_back = keeps  # type: ignore[misc]
     fetcher, reads = _Fetcher(), []
 
@@ -100,3 +102,49 @@ def test_a_later_generation_or_the_app_reads_the_committed_offsets_again() -> No
         assert fetcher.seeks == {0: 10, 1: 10}
         # the App's take-back counts (it is one), a later generation's assignment does not
         assert consumer.metrics()[TAKEN_BACK_METRIC] == (0.0 if back_at == 6 else 1.0)
+
+
+class _Losing:
+    """A listener whose loss handling may have rolled back what was handed out."""
+
+    def __init__(self) -> None:
+        self.lost: list[tuple[TopicPartition, ...]] = []
+
+    def on_partitions_lost(self, partitions: tuple[TopicPartition, ...]) -> None:
+        self.lost.append(partitions)
+
+
+class _Revoking:
+    """Kafka's fallback: with no ``on_partitions_lost``, a loss calls ``on_partitions_revoked``."""
+
+    def __init__(self) -> None:
+        self.revoked: list[tuple[TopicPartition, ...]] = []
+
+    def on_partitions_revoked(self, partitions: tuple[TopicPartition, ...]) -> None:
+        self.revoked.append(partitions)
+
+
+class _Assigned:
+    def on_partitions_assigned(self, partitions: tuple[TopicPartition, ...]) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("listener", "setting", "kept"),
+    [
+        (_Losing(), None, False),  # a loss handler ran: the committed offsets again, as Kafka
+        (_Revoking(), None, False),  # so did the revoked fallback
+        (_Assigned(), None, True),  # nothing ran for the loss
+        (_Losing(), True, True),  # the listener says its loss handling keeps what it processed
+        (None, False, False),
+    ],
+)
+def test_positions_are_kept_only_where_no_loss_handler_could_have_rolled_them_back(
+    listener: Any, setting: bool | None, kept: bool
+) -> None:
+    extra = {} if setting is None else {"take_back_positions": setting}
+    consumer, fetcher, reads = _consumer(listener=listener, **extra)
+    asyncio.run(_lapse_and_take_back(consumer, back_at=5))
+    assert fetcher.seeks == ({0: 15, 1: 17} if kept else {0: 10, 1: 10})
+    assert reads == ([[T0, T1]] if kept else [[T0, T1], [T0, T1]])
+    assert consumer.metrics()[TAKEN_BACK_METRIC] == 1.0
