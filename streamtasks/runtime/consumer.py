@@ -4,9 +4,8 @@ partition assignors.
 Group membership runs on streamtasks' own members: the classic protocol by default (KIP-429
 cooperative or eager, static membership, KIP-568 ``enforce_rebalance``), or KIP-848's consumer
 group protocol with ``group_protocol="consumer"`` (ConsumerGroupHeartbeat; the coordinator's
-assignor, ``group_remote_assignor``). Records are fetched by an aiokafka consumer with manual
-assignment, the same way under both. Offsets are committed with the member id and generation
-(classic) or member epoch (KIP-848), so a fenced member's commit is rejected::
+assignor, ``group_remote_assignor``). An aiokafka consumer with manual assignment fetches the
+records under both; commits carry the member id and generation (classic) or epoch (KIP-848)::
 
     async with Consumer(["orders"], bootstrap_servers="127.0.0.1:9092", group_id="billing") as c:
         async for record in c:
@@ -67,16 +66,12 @@ from streamtasks.runtime.group_member import (
     wait_for_new_epoch,
 )
 from streamtasks.runtime.group_session import coordinator_session_timeout
+from streamtasks.runtime.take_back import TAKEN_BACK_METRIC, TakeBack, listener_callback
 from topology.ids import TopicPartition
 
 __all__ = ["TAKEN_BACK_METRIC", "CommitFailedError", "Consumer", "ConsumerFailedError"]
 
 log = logging.getLogger("streamtasks.consumer")
-
-#: :meth:`Consumer.metrics`: assignments lost and given back in the generation (KIP-848: epoch)
-#: they were lost in, i.e. a lapsed assignment the coordinator vouched for, taken back without
-#: a rebalance (classic and KIP-848 alike; counted where the fetch side sees it).
-TAKEN_BACK_METRIC = "assignments-taken-back-total"
 
 
 class Consumer:
@@ -135,14 +130,8 @@ class Consumer:
         self.committed_metadata = self._committed.metadata
         #: The gap probes under way and the fetch counters.
         self._gaps = FetchGaps()
-        #: The generation (epoch) the owned partitions are held under, the one the last
-        #: ``on_partitions_lost`` was decided in (a KIP-848 epoch can move on without an
-        #: assignment change); the positions of the partitions last lost and the generation
-        #: they were lost in; the assignments taken back (:meth:`_taken_back`).
-        self._owned_generation = -1
-        self._lost_in = -1
-        self._lost_positions: tuple[int, dict[TopicPartition, int]] = (-1, {})
-        self._taken_back_total = 0
+        #: Lapsed assignments taken back (:mod:`streamtasks.runtime.take_back`).
+        self._take_back = TakeBack()
         self._fatal: ErrorReported | None = None
         self._closed = False
 
@@ -284,7 +273,7 @@ class Consumer:
             out.update(self._driver.rebalance_metrics())  # KIP-848 / streams: from its states
         for name, n in self._gaps.stats.items():
             out[f"fetch-{name.replace('_', '-')}-total"] = float(n)
-        out[TAKEN_BACK_METRIC] = float(self._taken_back_total)
+        out[TAKEN_BACK_METRIC] = float(self._take_back.total)
         return out
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -537,15 +526,14 @@ class Consumer:
         assert self._fetcher is not None
         assert self._client is not None
         owned = frozenset(change.owned)
-        if change.lost:
-            lost = {tp: self._positions[tp] for tp in change.lost if tp in self._positions}
-            self._lost_positions = (max(self._lost_in, self._owned_generation), lost)
-            self._lost_in = -1
+        keep = self.keeps_positions_on_take_back and self._take_back.keeps(
+            self.config.take_back_positions, self._listener
+        )
+        kept = self._take_back.apply(change, self._positions, keep=keep)
         for tp in change.removed:
             self._positions.pop(tp, None)
             self._gaps.probes.pop(tp, None)
-        self._positions.update(self._taken_back(change))
-        self._owned_generation = change.generation
+        self._positions.update(kept)
         self._committed.forget(change.removed)
         self._paused.intersection_update(owned)
         self._paused.difference_update(change.added)
@@ -570,35 +558,6 @@ class Consumer:
         self._owned = owned
         self._refresh_fetchable()
 
-    def _taken_back(self, change: AssignmentChanged) -> dict[TopicPartition, int]:
-        """The positions to resume ``change.added`` from when it takes back partitions lost in
-        the same generation (epoch): the coordinator vouched that this member held that
-        generation all along, so nobody else owned them meanwhile and their committed offsets
-        are this member's own, at or behind its positions. Fetching resumes there at once,
-        as a Java member that never gave them up would, instead of after an OffsetFetch."""
-        generation, lost = self._lost_positions
-        if not change.lost and change.added:
-            self._lost_positions = (-1, {})
-        if generation < 0 or change.generation != generation:
-            return {}
-        kept = {tp: lost[tp] for tp in change.added if tp in lost}
-        if not kept:
-            return {}
-        self._taken_back_total += 1
-        if not self._keeps_positions():
-            return {}
-        log.info("lapsed assignment taken back at generation %d: resuming %s", generation, kept)
-        return kept
-
-    def _keeps_positions(self) -> bool:
-        """Whether a take-back resumes from the positions held at the loss (``take_back_positions``)."""
-        if not self.keeps_positions_on_take_back:
-            return False
-        if self.config.take_back_positions is not None:
-            return self.config.take_back_positions
-        kinds = (ListenerKind.LOST, ListenerKind.REVOKED)
-        return self._listener is None or all(getattr(self._listener, k.value, None) is None for k in kinds)
-
     def _stable_again(self, ready: list[TopicPartition]) -> None:
         """The committed offsets of ``ready`` are readable now: hand them out from there."""
         assert self._fetcher is not None
@@ -609,15 +568,10 @@ class Consumer:
 
     async def invoke_listener(self, call: InvokeListener) -> None:
         if call.kind is ListenerKind.LOST:
-            self._lost_in = call.generation
-        if self._listener is None:
-            return
-        callback = getattr(self._listener, call.kind.value, None)
+            self._take_back.lost_called(call.generation)
+        callback = listener_callback(self._listener, call.kind)
         if callback is None:
-            if call.kind is ListenerKind.LOST:  # Kafka's default: lost behaves like revoked
-                callback = getattr(self._listener, ListenerKind.REVOKED.value, None)
-            if callback is None:
-                return
+            return
         result = callback(call.partitions)
         if inspect.isawaitable(result):
             await result
