@@ -17,6 +17,7 @@ from assignors.types import (
     ApplicationState,
     AssignmentConfigs,
     ClientState,
+    ProcessAssignment,
     TaskAssignor,
     TaskSpec,
 )
@@ -124,6 +125,7 @@ def compute_target(
     by_process: dict[str, list[str]] = {}
     for member in group.members.values():
         by_process.setdefault(member.process_id, []).append(member.member_id)
+    uuid_of = {pid: process_uuid(pid) for pid in by_process}  # one uuid5 per process
     lags = _lags(group, all_tasks)
     clients: list[ClientState] = []
     for pid, member_ids in sorted(by_process.items()):
@@ -141,7 +143,7 @@ def compute_target(
         first = group.members[member_ids[0]]
         clients.append(
             ClientState(
-                process_id=process_uuid(pid),
+                process_id=uuid_of[pid],
                 capacity=len(member_ids),
                 rack=first.rack_id,
                 client_tags={kv.key: kv.value for kv in first.client_tags},
@@ -156,12 +158,13 @@ def compute_target(
     specs = [TaskSpec(id=tid(t), is_stateful=t[0] in stateful) for t in sorted(all_tasks)]
     state = ApplicationState.build(specs, clients, configs, now_ms)
     result = assignor.assign(state)
+    # each process' answer found once (``for_process`` scans every process: quadratic here)
+    answers: dict[uuid.UUID, ProcessAssignment] = {}
+    for answer in result.processes:
+        answers.setdefault(answer.process_id, answer)
     targets: dict[str, MemberTarget] = {}
     for pid, member_ids in by_process.items():
-        try:
-            got = result.for_process(process_uuid(pid))
-        except KeyError:
-            got = None
+        got = answers.get(uuid_of[pid])
         spread = _spread(
             group,
             sorted(member_ids),
