@@ -89,10 +89,9 @@ def caught_up_warmups(group: StreamsGroup, acceptable_recovery_lag: int) -> froz
     for the task that the assignor ranks as caught up (``lag_rank``: within
     ``acceptable_recovery_lag``), the same lags and rule :func:`compute_target` hands the
     assignor."""
-    warming = {
-        mid: current.warmup
-        for mid in group.members
-        if (current := group.current(mid)) is not None and current.warmup
+    members = group.members
+    warming = {  # the members' current assignments, read straight from the map (every heartbeat)
+        mid: current.warmup for mid, current in group.currents.items() if current.warmup and mid in members
     }
     if not warming:
         return frozenset()
