@@ -34,6 +34,9 @@ class TimerKind(enum.Enum):
     #: A streams group's probing rebalance (``coordinator/streams``): the task assignor asked
     #: for a follow-up (KIP-441: warm-ups catching up); when it fires the group epoch is bumped.
     PROBING = "probing"
+    #: A streams group's initial rebalance delay (``group.streams.initial.rebalance.delay.ms``):
+    #: armed when a member joins the empty group; when it fires the owed target is computed.
+    INITIAL_REBALANCE = "initial_rebalance"
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,20 @@ def _add_streams_arguments(parser: argparse.ArgumentParser) -> None:
         default=60_000,
         help="how often members report their task offsets (their lags)",
     )
+    parser.add_argument(
+        "--streams-initial-rebalance-delay-ms",
+        type=int,
+        default=0,
+        help="the first target of a group a member joins empty waits this long for more members "
+        "(Kafka's group.streams.initial.rebalance.delay.ms, 3000 there; 0: none)",
+    )
+    parser.add_argument(
+        "--streams-assignment-interval-ms",
+        type=int,
+        default=0,
+        help="at most one target per group per interval (Kafka's group.streams.assignment.interval.ms, "
+        "1000 there; 0: one per epoch bump)",
+    )
 
 
 def streams_from_args(args: argparse.Namespace) -> StreamsCoordinatorConfig:
@@ -195,6 +209,8 @@ def streams_from_args(args: argparse.Namespace) -> StreamsCoordinatorConfig:
         max_warmup_replicas=args.streams_max_warmup_replicas,
         probing_rebalance_interval_ms=args.streams_probing_rebalance_interval_ms,
         task_offset_interval_ms=args.streams_task_offset_interval_ms,
+        initial_rebalance_delay_ms=args.streams_initial_rebalance_delay_ms,
+        assignment_interval_ms=args.streams_assignment_interval_ms,
         max_group_size=args.max_members_per_group,
     )
 

@@ -388,6 +388,16 @@ def test_the_command_picks_streams_assignors_per_group() -> None:
     assert coordinator.assignor("other").name == "sticky"
 
 
+def test_the_command_paces_streams_targets_as_asked() -> None:
+    default = config_from_args(_args(), "b:9092").streams
+    assert (default.initial_rebalance_delay_ms, default.assignment_interval_ms) == (0, 0)
+    kafka = config_from_args(
+        _args("--streams-initial-rebalance-delay-ms", "3000", "--streams-assignment-interval-ms", "1000"),
+        "b:9092",
+    ).streams
+    assert (kafka.initial_rebalance_delay_ms, kafka.assignment_interval_ms) == (3000, 1000)
+
+
 def test_the_command_refuses_an_unknown_assignor_and_a_malformed_pair() -> None:
     with pytest.raises(UnknownAssignorError, match="available"):
         config_from_args(_args("--streams-assignor", "nope"), "b:9092")

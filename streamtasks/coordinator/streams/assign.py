@@ -17,6 +17,7 @@ from assignors.types import (
     ApplicationState,
     AssignmentConfigs,
     ClientState,
+    ProcessAssignment,
     TaskAssignor,
     TaskSpec,
 )
@@ -88,10 +89,9 @@ def caught_up_warmups(group: StreamsGroup, acceptable_recovery_lag: int) -> froz
     for the task that the assignor ranks as caught up (``lag_rank``: within
     ``acceptable_recovery_lag``), the same lags and rule :func:`compute_target` hands the
     assignor."""
-    warming = {
-        mid: current.warmup
-        for mid in group.members
-        if (current := group.current(mid)) is not None and current.warmup
+    members = group.members
+    warming = {  # the members' current assignments, read straight from the map (every heartbeat)
+        mid: current.warmup for mid, current in group.currents.items() if current.warmup and mid in members
     }
     if not warming:
         return frozenset()
@@ -124,6 +124,7 @@ def compute_target(
     by_process: dict[str, list[str]] = {}
     for member in group.members.values():
         by_process.setdefault(member.process_id, []).append(member.member_id)
+    uuid_of = {pid: process_uuid(pid) for pid in by_process}  # one uuid5 per process
     lags = _lags(group, all_tasks)
     clients: list[ClientState] = []
     for pid, member_ids in sorted(by_process.items()):
@@ -141,7 +142,7 @@ def compute_target(
         first = group.members[member_ids[0]]
         clients.append(
             ClientState(
-                process_id=process_uuid(pid),
+                process_id=uuid_of[pid],
                 capacity=len(member_ids),
                 rack=first.rack_id,
                 client_tags={kv.key: kv.value for kv in first.client_tags},
@@ -156,12 +157,13 @@ def compute_target(
     specs = [TaskSpec(id=tid(t), is_stateful=t[0] in stateful) for t in sorted(all_tasks)]
     state = ApplicationState.build(specs, clients, configs, now_ms)
     result = assignor.assign(state)
+    # each process' answer found once (``for_process`` scans every process: quadratic here)
+    answers: dict[uuid.UUID, ProcessAssignment] = {}
+    for answer in result.processes:
+        answers.setdefault(answer.process_id, answer)
     targets: dict[str, MemberTarget] = {}
     for pid, member_ids in by_process.items():
-        try:
-            got = result.for_process(process_uuid(pid))
-        except KeyError:
-            got = None
+        got = answers.get(uuid_of[pid])
         spread = _spread(
             group,
             sorted(member_ids),

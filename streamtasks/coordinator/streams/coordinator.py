@@ -24,6 +24,7 @@ from streamtasks.coordinator.streams.records import (
     StreamsTargetMetadataTombstone,
     StreamsTopologyTombstone,
 )
+from streamtasks.coordinator.streams.target import update_target
 from streamtasks.coordinator.streams.write import StreamsCoordinatorConfig, StreamsResult, StreamsWrite
 from streamtasks.coordinator.timers import CancelTimer, ScheduleTimer, TimerKey, TimerKind, Timers
 from streamtasks.coordinator.types import MetadataImage
@@ -129,6 +130,7 @@ class StreamsGroupCoordinator:
             assignor=self.assignor(group_id),
             image=self._image,
             now_ms=now_ms,
+            initial_delay=self._timers.deadline(TimerKey(TimerKind.INITIAL_REBALANCE, group_id)) is not None,
         )
 
     def heartbeat(
@@ -150,10 +152,15 @@ class StreamsGroupCoordinator:
 
     def on_timer(self, key: TimerKey, now_ms: int) -> StreamsResult[None]:
         """A timer fired: a member that missed its session or did not revoke in time is removed;
-        a probing rebalance bumps the epoch (the target is computed at the next heartbeat)."""
+        a probing rebalance bumps the epoch (the target is computed at the next heartbeat); the
+        end of the initial rebalance delay computes the owed target (Kafka's
+        ``computeDelayedTargetAssignment``, the assignment interval permitting)."""
         w = self._write(key.group_id, now_ms)
         g = w.g
-        if key.kind is TimerKind.PROBING:
+        if key.kind is TimerKind.INITIAL_REBALANCE:
+            if g.members and g.epoch > g.target_epoch:
+                update_target(w, w.configured())
+        elif key.kind is TimerKind.PROBING:
             if g.meta is not None and g.members:
                 w.bump()
         elif key.kind is TimerKind.SESSION and g.member(key.member_id) is not None:
@@ -184,7 +191,8 @@ class StreamsGroupCoordinator:
         if g.topology is not None:
             w.emit(StreamsTopologyTombstone(group_id=group_id))
         w.emit(StreamsGroupTombstone(group_id=group_id))
-        w.timers.append(CancelTimer(key=TimerKey(TimerKind.PROBING, group_id)))
+        for kind in (TimerKind.PROBING, TimerKind.INITIAL_REBALANCE):
+            w.timers.append(CancelTimer(key=TimerKey(kind, group_id)))
         return w.result(KafkaErrorCode.NONE)
 
     def poll(self, now_ms: int, held: frozenset[str] = frozenset()) -> list[StreamsResult[None]]:

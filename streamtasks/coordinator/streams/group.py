@@ -45,6 +45,7 @@ class StreamsGroup:
 
     __slots__ = (
         "_currents",
+        "_lent",
         "_members",
         "_owners",
         "_targets",
@@ -63,16 +64,28 @@ class StreamsGroup:
         self._currents: dict[str, StreamsCurrentAssignmentRecord] = {}
         self._targets: dict[str, StreamsTargetMemberRecord] = {}
         self._owners: dict[Task, str] = {}
+        #: The maps this copy still shares with the group it was copied from.
+        self._lent: set[str] = set()
 
     def copy(self) -> StreamsGroup:
-        """A copy a write replays its records on (the records are immutable; the maps are not)."""
+        """A copy a write replays its records on (the records are immutable; the maps are not).
+        It shares the group's maps until it first changes one, which it then copies: a write
+        that changes no member's tasks does not copy the task index (10 x members entries in
+        the sweeps), one that writes no record copies nothing. The group itself must not change
+        while the copy is in use (a write's copy is read only before the write is applied)."""
         other = StreamsGroup(self.group_id)
         other.meta, other.topology, other.target_meta = self.meta, self.topology, self.target_meta
-        other._members = dict(self._members)
-        other._currents = dict(self._currents)
-        other._targets = dict(self._targets)
-        other._owners = dict(self._owners)
+        other._members, other._currents = self._members, self._currents
+        other._targets, other._owners = self._targets, self._owners
+        other._lent = {"_members", "_currents", "_targets", "_owners"}
         return other
+
+    def _own(self, *names: str) -> None:
+        """Copy the named maps if they are still shared (before the first change of each)."""
+        for name in names:
+            if name in self._lent:
+                self._lent.discard(name)
+                setattr(self, name, dict(getattr(self, name)))
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -145,6 +158,8 @@ class StreamsGroup:
     # -- the one change -------------------------------------------------------------------------
 
     def replay(self, record: StreamsRecord) -> None:
+        if self._lent:
+            self._own(*_CHANGES.get(type(record), ()))
         match record:
             case StreamsGroupRecord():
                 self.meta = record
@@ -182,3 +197,14 @@ class StreamsGroup:
         for task in old.active | old.pending_revocation:
             if self._owners.get(task) == member_id:
                 del self._owners[task]
+
+
+#: The maps each record type changes (copied first by a copy that still shares them).
+_CHANGES: dict[type[object], tuple[str, ...]] = {
+    StreamsMemberRecord: ("_members",),
+    StreamsMemberTombstone: ("_members",),
+    StreamsTargetMemberRecord: ("_targets",),
+    StreamsTargetMemberTombstone: ("_targets",),
+    StreamsCurrentAssignmentRecord: ("_currents", "_owners"),
+    StreamsCurrentAssignmentTombstone: ("_currents", "_owners"),
+}

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from streamtasks.coordinator.heartbeat import identity_problem
-from streamtasks.coordinator.streams.assign import caught_up_warmups, compute_target
-from streamtasks.coordinator.streams.configured import ConfiguredTopology, validate_topology
+from streamtasks.coordinator.streams.assign import caught_up_warmups
+from streamtasks.coordinator.streams.configured import validate_topology
 from streamtasks.coordinator.streams.reconcile import reconcile
 from streamtasks.coordinator.streams.records import (
     StreamsCurrentAssignmentRecord,
@@ -20,11 +20,10 @@ from streamtasks.coordinator.streams.records import (
     StreamsMemberRecord,
     StreamsMemberState,
     StreamsMemberTombstone,
-    StreamsTargetMemberRecord,
     StreamsTargetMemberTombstone,
-    StreamsTargetMetadataRecord,
     StreamsTopologyRecord,
 )
+from streamtasks.coordinator.streams.target import DELAYED, arm_initial_delay, update_target
 from streamtasks.coordinator.streams.write import StreamsResult, StreamsWrite
 from streamtasks.coordinator.timers import CancelTimer, ScheduleTimer, TimerKey, TimerKind
 from streamtasks.membership.streams.records import task_ids, tasks_of
@@ -108,8 +107,9 @@ def heartbeat(
         w.emit(replace(g.meta, shutdown_requested_by=mid))
     w.check_metadata()
     configured = w.configured()
-    if g.epoch > g.target_epoch or g.target_meta is None:
-        _new_target(w, configured)
+    delayed = w.initial_delay
+    if not delayed and (g.epoch > g.target_epoch or g.target_meta is None):
+        delayed = not update_target(w, configured)
     before = g.current(mid)
     assert before is not None
     joined = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
@@ -122,6 +122,8 @@ def heartbeat(
     _timers(w, mid, before, after, member.rebalance_timeout_ms)
     sent = _tasks_owed(r, before, after)
     statuses = list(configured.statuses)
+    if delayed:
+        statuses.append(DELAYED)
     if stale:
         statuses.append(
             StreamsStatus(
@@ -159,6 +161,7 @@ def _leave_temporarily(w: StreamsWrite, r: Request) -> Response:
 
 def _join(w: StreamsWrite, r: Request) -> Response | None:
     g, mid, gid = w.g, r.member_id, r.group_id
+    was_empty = not g.members
     if g.meta is None:
         w.emit(StreamsGroupRecord(group_id=gid, epoch=0))
     if g.member(mid) is not None:
@@ -198,6 +201,8 @@ def _join(w: StreamsWrite, r: Request) -> Response | None:
         StreamsCurrentAssignmentRecord(group_id=gid, member_id=mid, member_epoch=0, previous_member_epoch=0)
     )
     w.bump()
+    if was_empty:
+        arm_initial_delay(w)
     return None
 
 
@@ -310,38 +315,6 @@ def _record_metadata(
     placed = (member.process_id, member.rack_id, member.client_tags, member.topology_epoch)
     if placed != (nxt.process_id, nxt.rack_id, nxt.client_tags, nxt.topology_epoch):
         w.bump()
-
-
-def _new_target(w: StreamsWrite, configured: ConfiguredTopology) -> None:
-    g, gid = w.g, w.g.group_id
-    computed = (
-        compute_target(g, configured, w.assignor, w.config.assignment_configs(), w.now_ms)
-        if configured.ready
-        else None
-    )
-    for mid in sorted(g.members):
-        want = computed.members.get(mid) if computed is not None else None
-        record = StreamsTargetMemberRecord(
-            group_id=gid,
-            member_id=mid,
-            active=want.active if want else frozenset(),
-            standby=want.standby if want else frozenset(),
-            warmup=want.warmup if want else frozenset(),
-        )
-        if g.target(mid) != record:
-            w.emit(record)
-    for mid in sorted(set(g.targets) - set(g.members)):
-        w.emit(StreamsTargetMemberTombstone(group_id=gid, member_id=mid))
-    followup = computed.followup_ms if computed is not None else None
-    w.emit(
-        StreamsTargetMetadataRecord(
-            group_id=gid, assignment_epoch=g.epoch, assignor_name=w.assignor.name, followup_ms=followup
-        )
-    )
-    key = TimerKey(TimerKind.PROBING, gid)
-    w.timers.append(
-        CancelTimer(key=key) if followup is None else ScheduleTimer(key=key, deadline_ms=followup)
-    )
 
 
 def _timers(

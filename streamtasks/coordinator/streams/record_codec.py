@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import replace
 from typing import cast
 
 from streamtasks.coordinator.streams.records import (
@@ -40,6 +41,9 @@ from streamtasks.protocol.streams_group_codec import _read_topology, _write_topo
 __all__ = ["StreamsRecordType", "decode_streams_record", "encode_streams_record"]
 
 VALUE_VERSION = 0
+#: The target metadata's ``AssignmentTimestampMs``, a tagged field (written when not 0, so a
+#: log written without an assignment interval reads as before and older readers skip it).
+_TIMESTAMP_TAG = 0
 
 
 class StreamsRecordType(enum.IntEnum):
@@ -135,7 +139,12 @@ def encode_streams_record(record: StreamsRecord) -> tuple[bytes, bytes | None]:
     value = Writer()
     value.int16(VALUE_VERSION, "value version")
     _write_value(value, record)
-    F.write_tagged_fields(value, ())
+    tagged: list[tuple[int, bytes]] = []
+    if isinstance(record, StreamsTargetMetadataRecord) and record.assignment_timestamp_ms:
+        stamp = Writer()
+        stamp.int64(record.assignment_timestamp_ms, "AssignmentTimestampMs")
+        tagged.append((_TIMESTAMP_TAG, stamp.getvalue()))
+    F.write_tagged_fields(value, tagged)
     return key.getvalue(), value.getvalue()
 
 
@@ -256,7 +265,14 @@ def decode_streams_record(key: bytes, value: bytes | None) -> StreamsRecord:
         raise
     except ValueError as exc:  # a value a record type refuses
         raise r.fail(str(exc)) from None
-    F.read_tagged_fields(r, "record value", {})
+    known = {_TIMESTAMP_TAG: _read_int64} if kind is StreamsRecordType.TARGET_METADATA else {}
+    tagged = F.read_tagged_fields(r, "record value", known)
     if r.remaining:
         raise r.fail(f"{r.remaining} trailing byte(s)")
+    if _TIMESTAMP_TAG in tagged and isinstance(record, StreamsTargetMetadataRecord):
+        record = replace(record, assignment_timestamp_ms=tagged[_TIMESTAMP_TAG])
     return record
+
+
+def _read_int64(r: Reader) -> int:
+    return r.int64()

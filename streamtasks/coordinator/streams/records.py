@@ -111,12 +111,15 @@ class StreamsMemberTombstone:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamsTargetMetadataRecord:
     """``StreamsGroupTargetAssignmentMetadata``: the epoch the target was computed for, by
-    which assignor, and (a probing rebalance the assignor asked for) when to compute again."""
+    which assignor, (a probing rebalance the assignor asked for) when to compute again, and
+    when it was computed (Kafka's ``AssignmentTimestamp``; 0 when no assignment interval is
+    configured, which never needs it)."""
 
     group_id: str
     assignment_epoch: int
     assignor_name: str = ""
     followup_ms: int | None = None
+    assignment_timestamp_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

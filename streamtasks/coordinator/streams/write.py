@@ -55,6 +55,14 @@ class StreamsCoordinatorConfig:
     task_offset_interval_ms: int = 60_000
     max_group_size: int | None = None
     group_assignors: tuple[tuple[str, str], ...] = ()
+    #: Kafka's ``group.streams.initial.rebalance.delay.ms`` (Apache Kafka's default 3,000): the
+    #: first target of a group that a member joins empty waits this long for more members
+    #: (heartbeats meanwhile answer ASSIGNMENT_DELAYED with no tasks). 0: none.
+    initial_rebalance_delay_ms: int = 0
+    #: Kafka's ``group.streams.assignment.interval.ms`` (Apache Kafka's default 1,000): a new
+    #: target is computed at most once per interval, by the first heartbeat after it that finds
+    #: one owed (ASSIGNMENT_DELAYED until then). 0: at every epoch bump.
+    assignment_interval_ms: int = 0
 
     def assignor_name(self, group_id: str) -> str:
         """The task assignor's name for ``group_id``."""
@@ -65,6 +73,10 @@ class StreamsCoordinatorConfig:
             raise ConfigError("streams coordinator: need 0 < heartbeat_interval_ms < session_timeout_ms")
         if self.task_offset_interval_ms <= 0:
             raise ConfigError("streams coordinator: task_offset_interval_ms must be > 0")
+        if self.initial_rebalance_delay_ms < 0 or self.assignment_interval_ms < 0:
+            raise ConfigError(
+                "streams coordinator: initial_rebalance_delay_ms and assignment_interval_ms must be >= 0"
+            )
         if self.max_group_size is not None and self.max_group_size < 1:
             raise ConfigError("streams coordinator: max_group_size must be >= 1")
         self.assignment_configs()  # the assignor's bounds, checked once here
@@ -81,7 +93,17 @@ class StreamsCoordinatorConfig:
 class StreamsWrite:
     """One write in progress on one group."""
 
-    __slots__ = ("_start_epoch", "assignor", "config", "g", "image", "now_ms", "records", "timers")
+    __slots__ = (
+        "_start_epoch",
+        "assignor",
+        "config",
+        "g",
+        "image",
+        "initial_delay",
+        "now_ms",
+        "records",
+        "timers",
+    )
 
     def __init__(
         self,
@@ -92,9 +114,12 @@ class StreamsWrite:
         assignor: TaskAssignor,
         image: MetadataImage,
         now_ms: int,
+        initial_delay: bool = False,
     ) -> None:
         self.g = group.copy() if group is not None else StreamsGroup(group_id)
         self.config, self.assignor, self.image, self.now_ms = config, assignor, image, now_ms
+        #: The group's initial rebalance delay is running (its timer armed, or armed by this write).
+        self.initial_delay = initial_delay
         self.records: list[StreamsRecord] = []
         self.timers: list[TimerOp] = []
         self._start_epoch: int | None = None  # the epoch before this write's bump, once bumped

@@ -59,7 +59,8 @@ class StreamsChecks:
         group = coordinator.group(self.group_id)
         if group is None:
             return []
-        return [p for p in self.host.live() if p.member_id in group.members]
+        members = group.members  # once, not per process (every event walks every process)
+        return [p for p in self.host.live() if p.config.member_id in members]
 
     def after_event(self, coordinator: StreamsGroupCoordinator) -> None:
         procs = self.members(coordinator)

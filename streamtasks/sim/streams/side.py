@@ -57,6 +57,11 @@ class StreamsSettings(GroupSettings):
     #: The runtime gives up on an answer after this long (the member then looks the
     #: coordinator up and heartbeats again).
     request_timeout_ms: int = 3_000
+    #: Apache Kafka 4.4's ``group.streams.initial.rebalance.delay.ms`` and
+    #: ``group.streams.assignment.interval.ms`` defaults, for both modes (0 and 0: a target at
+    #: every epoch bump, as before these were modelled).
+    initial_rebalance_delay_ms: int = 3_000
+    assignment_interval_ms: int = 1_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +123,8 @@ class StreamsSide:
             acceptable_recovery_lag=settings.acceptable_recovery_lag,
             probing_rebalance_interval_ms=60_000,
             task_offset_interval_ms=settings.task_offset_interval_ms,
+            initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
+            assignment_interval_ms=settings.assignment_interval_ms,
         )
         self.coordinator = StreamsGroupCoordinator(self.config, image=self._image())
         self.log: list[StreamsRecord] = []

@@ -9,10 +9,12 @@ import random
 
 import pytest
 
+from streamtasks.coordinator.streams import StreamsTargetMetadataRecord
 from streamtasks.sim.scenario import FAULT_KINDS, Step
 from streamtasks.sim.streams import (
     MODES,
     StreamsSettings,
+    StreamsSide,
     run_streams_batch,
     run_streams_scenario,
     streams_scenario,
@@ -108,3 +110,20 @@ def test_a_duplicated_heartbeat_reaches_the_coordinator_as_a_retry_after_a_failu
     result = run_streams_scenario(scenario, "streams")
     assert result.violations == ()
     assert result.converged_after_ms is not None
+
+
+def test_a_group_forming_within_the_initial_delay_gets_one_target_for_all_its_joins() -> None:
+    """Kafka 4.4's pacing, the simulator's default: three members start within the 3 s initial
+    rebalance delay; nothing is assigned before it ends, then one target covers all three."""
+    steps = [Step(at_ms=t, op="start", member=f"m{i}") for i, t in enumerate((0, 500, 1_000))]
+    scenario = scripted(steps, topics=(("clicks", 6),))
+    world = streams_world(scenario, "streams", StreamsSettings(standby_replicas=0))
+    world.advance(2_900)
+    assert all(not p.active for p in world.current.values())
+    world.advance(20_000)
+    assert world.violations == []
+    assert sorted(len(p.active) for p in world.current.values()) == [2, 2, 2]
+    side = world.side
+    assert isinstance(side, StreamsSide)
+    first = next(r for r in side.log if isinstance(r, StreamsTargetMetadataRecord))
+    assert first.assignment_epoch >= 3  # the first target already counts every join
