@@ -184,7 +184,7 @@ def _join_or_check_epoch(
     """Who sends a heartbeat of epoch 0 or more: (its record before this heartbeat, its current
     assignment, frozen), frozen for a join from a member still in the group past epoch 0 (answered
     with its current epoch and assignment, which it does not change: see :func:`_join`); or the
-    error to answer: an unknown member, or a fenced epoch (the member is removed)."""
+    error to answer: an unknown member, or a fenced epoch (the member stays in the group)."""
     epoch, member_id = request.member_epoch, request.member_id
     if epoch == JOIN_GROUP_MEMBER_EPOCH:
         joined = _join(u, request)
@@ -205,10 +205,11 @@ def _join_or_check_epoch(
         None if request.topic_partitions is None else TopicPartitionSet.from_wire(request.topic_partitions)
     )
     if not _epoch_is_valid(existing, epoch, owned):
-        # Seed step 3: FENCED_MEMBER_EPOCH, and the member is removed from the group.
-        u.remove_member(member_id)
-        u.bump()
-        u.assign()
+        # FENCED_MEMBER_EPOCH, and nothing else (Apache Kafka's rule): the member stays, with its
+        # epoch and partitions, until it rejoins at epoch 0 (answered with both, see _join) or
+        # its session expires. Removing it here let a stray copy of an old heartbeat (a network
+        # duplicate, whose answer the member discards) free a live member's partitions, and a
+        # late copy of its join re-create it empty at the epoch it still held (sim seed 9872133).
         return _error(
             KafkaErrorCode.FENCED_MEMBER_EPOCH,
             f"Member epoch {epoch} is not the expected {existing.member_epoch}.",

@@ -162,19 +162,23 @@ def test_lost_response_previous_epoch_with_subset_is_accepted() -> None:
     assert (lost.error, lost.member_epoch) == (KafkaErrorCode.NONE, 2)
 
 
-def test_previous_epoch_owning_more_is_fenced_and_removed() -> None:
+def test_previous_epoch_owning_more_is_fenced_and_kept() -> None:
+    """Kafka's rule: FENCED_MEMBER_EPOCH changes nothing in the group; the member keeps its
+    epoch and partitions until it rejoins at epoch 0 (answered with both) or its session ends."""
     h = Harness()
     h.join("A")
     h.join("B")
     h.heartbeat("A")
     h.heartbeat("A")
-    epoch = h.group.group_epoch
+    epoch, before, log = h.group.group_epoch, h.current("A"), len(h.log)
     fenced = h.heartbeat("A", member_epoch=1, topic_partitions=wire(tps(foo=[0, 1, 2])))
     assert fenced.error is KafkaErrorCode.FENCED_MEMBER_EPOCH
-    assert h.group.member("A") is None
-    assert h.group.group_epoch == epoch + 1
-    assert h.heartbeat("A", member_epoch=2).error is KafkaErrorCode.UNKNOWN_MEMBER_ID
-    assert h.join("A").error is KafkaErrorCode.NONE  # rejoins as a new member
+    assert (h.current("A"), h.group.group_epoch, len(h.log)) == (before, epoch, log)
+    assert h.heartbeat("A", member_epoch=2).error is KafkaErrorCode.NONE
+    rejoined = h.join("A")
+    assert (rejoined.error, rejoined.member_epoch) == (KafkaErrorCode.NONE, before.member_epoch)
+    assert rejoined.assignment is not None
+    assert TopicPartitionSet.from_wire(rejoined.assignment.topic_partitions) == before.assigned
 
 
 @pytest.mark.parametrize("epoch", [5, 2])

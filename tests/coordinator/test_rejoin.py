@@ -12,7 +12,7 @@ KAFKA-19233 rejoin; see docs/membership.md, "A join from a member that is still 
 from __future__ import annotations
 
 from streamtasks.coordinator import MemberState, TimerKey, TimerKind, TopicPartitionSet
-from streamtasks.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+from streamtasks.protocol.consumer_group import ClientAssignor, ConsumerGroupHeartbeatRequest
 from streamtasks.protocol.errors import KafkaErrorCode
 from tests.coordinator.support import GROUP, Harness, assert_exclusive, tps, wire
 
@@ -112,6 +112,58 @@ def test_join_from_a_present_member_with_a_new_subscription_still_bumps() -> Non
     h.settle()
     assert h.members["A"].owned == tps(foo=[0, 1], bar=[0, 1])
     assert h.heartbeat("A", topic_partitions=wire(h.members["A"].owned)).assignment is None
+
+
+def test_fenced_stray_copy_then_late_join_leaves_the_member_its_partitions() -> None:
+    """Simulator seed 9872133 (consumer-client, dup and late copies): a duplicate of a member's
+    heartbeat at its previous epoch, without its owned list, is fenced (the member discards
+    that answer: its own copy was answered at the new epoch), then a late copy of its old join
+    arrives, then the member heartbeats at its epoch. The fence used to remove the member, the
+    late join re-created it empty at the assignment epoch it still held, its heartbeat passed,
+    and its partitions went to another member while it kept processing them. Kafka's rule: a
+    fence only answers FENCED_MEMBER_EPOCH; the member keeps its epoch and partitions."""
+    h = Harness({"foo": 4})
+    assignors = (ClientAssignor(name="streams", minimum_version=0, maximum_version=0),)
+    h.join("A", client_assignors=assignors)
+    old_join = stale_join(h, "A")
+    h.install("A", h.prepare("A").group_epoch, {"A": tps(foo=[0, 1, 2, 3])})
+    h.heartbeat("A", topic_partitions=None)
+    h.join("B", client_assignors=assignors)
+    _compute(h, {"A": tps(foo=[0, 1]), "B": tps(foo=[2, 3])})
+    h.heartbeat("A", topic_partitions=None)  # A revokes 2 and 3
+    h.heartbeat("A")
+    h.heartbeat("B")
+    a = h.current("A")
+    assert (a.member_epoch, a.assigned) == (h.group.assignment_epoch, tps(foo=[0, 1]))
+    assert h.members["A"].owned == tps(foo=[0, 1])
+    epoch = h.group.group_epoch
+
+    stray = h.heartbeat("A", member_epoch=a.previous_member_epoch, topic_partitions=None)
+    assert stray.error is KafkaErrorCode.FENCED_MEMBER_EPOCH
+    assert h.current("A") == a  # fenced, not removed
+    assert h.group.group_epoch == epoch
+
+    late = h.apply(h.coordinator.heartbeat(old_join, h.now))  # nobody reads its answer
+    assert (late.error, late.member_epoch) == (KafkaErrorCode.NONE, a.member_epoch)
+    real = h.heartbeat("A", topic_partitions=None)
+    assert (real.error, real.member_epoch) == (KafkaErrorCode.NONE, a.member_epoch)
+    assert h.current("A").assigned == h.members["A"].owned == tps(foo=[0, 1])
+
+    # the next assignment cannot hand A's partitions to B while A holds them
+    h.heartbeat("B", rack_id="r")  # B's rack changes: a new assignment is asked for
+    _compute(h, {"A": tps(), "B": tps(foo=[0, 1, 2, 3])})
+    h.heartbeat("B")
+    assert not h.members["B"].owned.intersection(tps(foo=[0, 1])), "B got partitions A still owns"
+    assert_exclusive(h.coordinator)
+    assert h.replayed().snapshot() == h.coordinator.snapshot()
+
+
+def _compute(h: Harness, assignment: dict[str, TopicPartitionSet]) -> None:
+    """The member the coordinator asked computes ``assignment`` and installs it."""
+    request = h.group.client_request
+    assert request is not None
+    prepared = h.prepare(request.member_id)
+    assert h.install(request.member_id, prepared.group_epoch, assignment).error is KafkaErrorCode.NONE
 
 
 def _join(member_id: str) -> ConsumerGroupHeartbeatRequest:

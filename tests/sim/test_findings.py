@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from assignors.partition.types import RebalanceProtocol
+from streamtasks.sim.kip848.members import CLIENT
 from streamtasks.sim.kip848.runner import MIXED, consumer_scenario, run_consumer_scenario
 from streamtasks.sim.runner import SAME_ASSIGNOR
 from streamtasks.sim.scenario import Step, Timeouts, generate
@@ -147,3 +148,19 @@ def test_an_assignment_in_an_unread_duplicate_answer_is_sent_again() -> None:
     result = run_consumer_scenario(scenario, MIXED)
     assert result.violations == (), result.violations
     assert result.converged_after_ms is not None
+
+
+def test_a_fenced_stray_copy_no_longer_frees_a_live_members_partitions() -> None:
+    """Found on a fresh seed base (issue 27): seed 9872133, ``--protocol consumer-client``,
+    faults dup, failover, loss, move, partition, pause. A duplicate of m0's heartbeat at its
+    previous epoch 9 (without its owned list) reached the coordinator after m0 had moved to
+    epoch 10; it was fenced, and the coordinator removed m0 and freed t0-2, t0-5 and t1-2. m0
+    never saw that answer (it reads one answer per request), and a late copy of its old join
+    re-created m0 empty at epoch 10, the epoch m0 still held: m0's heartbeats passed, and at
+    46,661 ms m2 was given the three partitions at epoch 13 while m0 kept them. Now a fence
+    changes nothing in the group (Apache Kafka's rule), and the late join finds m0 present
+    (tests/coordinator/test_rejoin.py reproduces the mechanism)."""
+    faults = frozenset({"dup", "failover", "loss", "move", "partition", "pause"})
+    scenario = consumer_scenario(9_872_133, CLIENT, faults)
+    result = run_consumer_scenario(scenario, CLIENT)
+    assert result.violations == (), result.violations
