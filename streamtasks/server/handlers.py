@@ -231,6 +231,9 @@ class Handlers:
         request = decode_kio_request(api, version, body)
         if access is not None and not access.allows("group", str(request.group_id), "Read"):
             return denials.denied_commit(request, version, cid)
+        transactional = str(request.group_id) in self.txn.transactional  # its offsets are in the cluster
+        if transactional:
+            await self.txn.commit_turn(str(request.group_id))  # checked below, then held at once
         records, response = offset_api.commit(
             request,
             version,
@@ -240,7 +243,7 @@ class Handlers:
             streams=self.streams.coordinator,
         )
         self.stats.commits += 1
-        if str(request.group_id) in self.txn.transactional:  # its offsets are in the cluster
+        if transactional:
             return encode_kio_response(
                 await self.txn.forward_commit(request, version, response, records), cid
             )

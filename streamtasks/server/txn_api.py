@@ -164,7 +164,9 @@ class TxnOffsets:
         async with self._changed:
             self._changed.notify_all()
 
-    async def _begin(self, group_id: str) -> None:
+    async def commit_turn(self, group_id: str) -> None:
+        """Return once commits of ``group_id`` may begin (no write or due timer of it waits);
+        a commit is checked only after this, and held from its check on without yielding."""
         if not self.holds.may_commit(group_id):
             async with self._changed:
                 await self._changed.wait_for(lambda: self.holds.may_commit(group_id))
@@ -195,7 +197,7 @@ class TxnOffsets:
     async def txn_offset_commit(self, version: int, body: bytes, cid: int) -> bytes:
         request = decode_kio_request(TXN_OFFSET_COMMIT, version, body)
         group_id = str(request.group_id)
-        await self._begin(group_id)
+        await self.commit_turn(group_id)
         who = TxnCommitter(
             member_id=str(getattr(request, "member_id", "") or ""),
             generation_id=int(getattr(request, "generation_id", -1)),
@@ -295,17 +297,17 @@ class TxnOffsets:
     # -- a transactional group's plain commits and fetches ---------------------------------------
 
     async def forward_commit(self, request: Any, version: int, response: Any, accepted: list[Any]) -> Any:
-        """A plain OffsetCommit of a transactional group, already checked (``accepted``: the
-        offset records of the partitions the check let through, ``response`` the answer so
-        far): those offsets are forwarded as a simple commit, the cluster's codes answered."""
+        """A plain OffsetCommit of a transactional group, checked after :meth:`commit_turn` and
+        with no await since (``accepted``: the offset records of the partitions the check let
+        through, ``response`` the answer so far): those offsets are forwarded as a simple commit,
+        the cluster's codes answered."""
         group_id = str(request.group_id)
         if not accepted:
             return response
         if self.cluster is None:
             codes = {(r.topic, r.partition): _UNREACHABLE for r in accepted}
         else:
-            await self._begin(group_id)
-            self.holds.begin(group_id)
+            self.holds.begin(group_id)  # no await between the caller's check and this
             try:
                 await self.log.append(())
                 codes = await self._forward_commit(

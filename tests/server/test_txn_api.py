@@ -11,6 +11,12 @@ import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v9.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_commit.v9.response import OffsetCommitResponse
 from kio.schema.txn_offset_commit.v3.request import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
@@ -33,6 +39,7 @@ from streamtasks.protocol.consumer_group import (
 )
 from streamtasks.server.cluster_groups import decode_body, encode_body
 from streamtasks.server.handlers import Handlers
+from streamtasks.server.offset_api import OFFSET_COMMIT
 from streamtasks.server.offsets import OffsetStore
 from streamtasks.server.txn_api import TXN_OFFSET_COMMIT
 from streamtasks.server.wire import RequestHeader
@@ -51,8 +58,8 @@ class HeldCluster:
         self.release = asyncio.Event()
 
     async def call(self, group_id: str, api_key: int, api_version: int, request: Any) -> bytes:
-        assert (api_key, api_version) == (TXN_OFFSET_COMMIT, 3)
         self.sent.append(request)
+        assert (api_key, api_version) == (TXN_OFFSET_COMMIT, 3)
         self.called.set()
         await self.release.wait()
         answer = TxnOffsetCommitResponse(
@@ -173,6 +180,61 @@ def test_a_leave_waits_for_the_forwarded_commit_and_the_commit_goes_as_a_simple_
         # m1 left: its next commit is fenced by the server, nothing is forwarded
         assert await _txn_commit(h, "m1", epoch) == {0: 25}  # UNKNOWN_MEMBER_ID
         assert len(cluster.sent) == 1
+
+    asyncio.run(run())
+
+
+async def _plain_commit(h: Handlers, member_id: str, epoch: int) -> dict[int, int]:
+    request = OffsetCommitRequest(
+        group_id=GROUP,  # type: ignore[arg-type]
+        generation_id_or_member_epoch=i32(epoch),
+        member_id=member_id,
+        group_instance_id=None,
+        topics=(
+            OffsetCommitRequestTopic(
+                name="in",  # type: ignore[arg-type]
+                partitions=(
+                    OffsetCommitRequestPartition(
+                        partition_index=i32(0),
+                        committed_offset=i64(43),
+                        committed_leader_epoch=i32(-1),
+                        committed_metadata=None,
+                    ),
+                ),
+            ),
+        ),
+    )
+    header = RequestHeader(api_key=OFFSET_COMMIT, api_version=9, correlation_id=3, client_id="t")
+    frame = await h.handle(header, encode_body(request), "h")
+    assert frame is not None
+    answer = decode_body(OffsetCommitResponse, frame[9:])
+    return {int(p.partition_index): int(p.error_code.value) for t in answer.topics for p in t.partitions}
+
+
+def test_a_plain_commit_behind_a_waiting_leave_is_checked_after_it_not_before() -> None:
+    """A transactional group's plain OffsetCommit is checked once no write of the group waits:
+    checked while a leave waited behind a forward, it would be forwarded after the leave, for a
+    member the group no longer has."""
+
+    async def run() -> None:
+        log, cluster = MemoryLog(), HeldCluster()
+        h = _handlers(log, cluster)
+        epoch = (await _heartbeat(h, "m1", 0)).member_epoch
+        commit = asyncio.create_task(_txn_commit(h, "m1", epoch))
+        await cluster.called.wait()  # a forward in flight: GROUP is transactional and held
+        leave = asyncio.create_task(_heartbeat(h, "m1", -1))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        plain = asyncio.create_task(_plain_commit(h, "m1", epoch))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not leave.done()
+        assert not plain.done()
+        cluster.release.set()
+        assert await commit == {0: 0}
+        await leave
+        assert await plain == {0: 25}  # UNKNOWN_MEMBER_ID: m1 left before its commit was checked
+        assert len(cluster.sent) == 1  # only the transactional commit went to the cluster
 
     asyncio.run(run())
 
