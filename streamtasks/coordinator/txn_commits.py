@@ -122,21 +122,13 @@ class CommitHolds:
         self._in_flight[group_id] += 1
 
     def end(self, group_id: str) -> None:
-        if self._in_flight[group_id] <= 0:
-            raise ValueError(f"no commit of group {group_id!r} is in flight")
-        self._in_flight[group_id] -= 1
-        if not self._in_flight[group_id]:
-            del self._in_flight[group_id]
+        _release(self._in_flight, group_id, "commit of group {!r} is in flight")
 
     def wait_write(self, group_id: str) -> None:
         self._waiting[group_id] += 1
 
     def wrote(self, group_id: str) -> None:
-        if self._waiting[group_id] <= 0:
-            raise ValueError(f"no write of group {group_id!r} is waiting")
-        self._waiting[group_id] -= 1
-        if not self._waiting[group_id]:
-            del self._waiting[group_id]
+        _release(self._waiting, group_id, "write of group {!r} is waiting")
 
     def in_flight(self, group_id: str) -> int:
         return self._in_flight[group_id]
@@ -144,6 +136,15 @@ class CommitHolds:
     def held(self) -> frozenset[str]:
         """The groups with a forwarded commit in flight (their timers wait)."""
         return frozenset(g for g, n in self._in_flight.items() if n > 0)
+
+
+def _release(counts: Counter[str], group_id: str, what: str) -> None:
+    """One fewer of ``group_id`` in ``counts`` (gone at 0); ValueError "no <what>" when none."""
+    if counts[group_id] <= 0:
+        raise ValueError("no " + what.format(group_id))
+    counts[group_id] -= 1
+    if not counts[group_id]:
+        del counts[group_id]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

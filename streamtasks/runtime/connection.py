@@ -502,14 +502,14 @@ class GroupCoordinatorClient:
                 if error is not KafkaErrorCode.NONE:
                     last = f"FindCoordinator: {error.name} {found.error_message or ''}".strip()
                     continue
-                address = f"{found.host}:{int(found.port)}"
-                if address != self._silent_peer:
-                    self._coordinator = await self._open(found.host, int(found.port))
-                    return self._coordinator
                 # Named again while the group moves off it: a hung broker would hold the open
                 # (its ApiVersions) for the whole request timeout, and the lookup with it.
-                self._coordinator = await self._open(found.host, int(found.port), SILENT_OPEN_S)
-                self._silent_peer = None  # it answered
+                silent = f"{found.host}:{int(found.port)}" == self._silent_peer
+                self._coordinator = await self._open(
+                    found.host, int(found.port), SILENT_OPEN_S if silent else None
+                )
+                if silent:
+                    self._silent_peer = None  # it answered
                 return self._coordinator
             raise ConnectionLost(f"group coordinator for {self._group_id!r} not found: {last}")
 
