@@ -7,6 +7,7 @@ order of what came off the wire.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import reprlib
 import uuid
@@ -342,9 +343,11 @@ class TaskAssignment:
         object.__setattr__(self, "movements", MappingProxyType(dict(self.movements)))
 
     def for_process(self, process_id: ProcessId) -> ProcessAssignment:
-        for p in self.processes:
-            if p.process_id == process_id:
-                return p
+        """The (first) entry of ``process_id``: a binary search, ``processes`` being sorted by
+        process id (a caller asking for every process is not quadratic in processes)."""
+        i = bisect.bisect_left(self.processes, process_id, key=lambda p: p.process_id)
+        if i < len(self.processes) and self.processes[i].process_id == process_id:
+            return self.processes[i]
         raise KeyError(process_id)
 
     def active_owner(self) -> dict[TaskId, ProcessId]:

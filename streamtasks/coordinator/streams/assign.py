@@ -17,7 +17,6 @@ from assignors.types import (
     ApplicationState,
     AssignmentConfigs,
     ClientState,
-    ProcessAssignment,
     TaskAssignor,
     TaskSpec,
 )
@@ -157,13 +156,12 @@ def compute_target(
     specs = [TaskSpec(id=tid(t), is_stateful=t[0] in stateful) for t in sorted(all_tasks)]
     state = ApplicationState.build(specs, clients, configs, now_ms)
     result = assignor.assign(state)
-    # each process' answer found once (``for_process`` scans every process: quadratic here)
-    answers: dict[uuid.UUID, ProcessAssignment] = {}
-    for answer in result.processes:
-        answers.setdefault(answer.process_id, answer)
     targets: dict[str, MemberTarget] = {}
     for pid, member_ids in by_process.items():
-        got = answers.get(uuid_of[pid])
+        try:
+            got = result.for_process(uuid_of[pid])
+        except KeyError:
+            got = None
         spread = _spread(
             group,
             sorted(member_ids),
