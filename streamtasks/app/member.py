@@ -37,9 +37,6 @@ OnAssignment = Callable[[AssignmentChanged], Awaitable[None]]
 class AppConsumer(Consumer):
     """See the module docstring."""
 
-    #: A task taken back restores to its committed offsets: resume from those.
-    keeps_positions_on_take_back = False
-
     def __init__(
         self,
         topics: tuple[str, ...],
@@ -50,6 +47,8 @@ class AppConsumer(Consumer):
         streams: StreamsWiring | None = None,
         **kwargs: Any,
     ) -> None:
+        # A task taken back restores to its committed offsets: fetching resumes from those.
+        kwargs["take_back_positions"] = False
         super().__init__(topics, member=None if streams is None else streams.member(), **kwargs)
         self._streams = streams
         self._flushed_offsets = flushed_offsets

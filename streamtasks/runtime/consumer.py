@@ -20,7 +20,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
@@ -76,11 +76,6 @@ log = logging.getLogger("streamtasks.consumer")
 
 class Consumer:
     """Async consumer of ``topics`` in group ``group_id`` (see the module docstring)."""
-
-    #: Resume a lapsed assignment taken back (the same generation or epoch, vouched for by
-    #: the coordinator) from the positions held at the loss instead of the committed offsets.
-    #: Off where state is tied to the committed offsets (the App's tasks restore to them).
-    keeps_positions_on_take_back: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -526,9 +521,7 @@ class Consumer:
         assert self._fetcher is not None
         assert self._client is not None
         owned = frozenset(change.owned)
-        keep = self.keeps_positions_on_take_back and self._take_back.keeps(
-            self.config.take_back_positions, self._listener
-        )
+        keep = self._take_back.keeps(self.config.take_back_positions, self._listener)
         kept = self._take_back.apply(change, self._positions, keep=keep)
         for tp in change.removed:
             self._positions.pop(tp, None)

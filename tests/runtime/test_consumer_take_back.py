@@ -37,8 +37,9 @@ class _Fetcher:
 def _consumer(
     keeps: bool = True, listener: Any = None, **settings: Any
 ) -> tuple[Consumer, _Fetcher, list[list[TopicPartition]]]:
+    if not keeps:  # as the App's consumer: its tasks restore to the committed offsets
+        settings["take_back_positions"] = False
     consumer = Consumer(["t"], listener=listener, bootstrap_servers="127.0.0.1:1", group_id="g", **settings)
-    consumer.keeps_positions_on_take_back = keeps  # type: ignore[misc]
     fetcher, reads = _Fetcher(), []
 
     class _Committed:
@@ -95,7 +96,7 @@ def test_taken_back_in_the_same_generation_it_resumes_where_it_was_without_an_of
 
 def test_a_later_generation_or_the_app_reads_the_committed_offsets_again() -> None:
     for consumer, fetcher, reads in (_consumer(), _consumer(keeps=False)):
-        back_at = 6 if consumer.keeps_positions_on_take_back else 5
+        back_at = 6 if consumer.config.take_back_positions is None else 5
         asyncio.run(_lapse_and_take_back(consumer, back_at=back_at))
         assert reads == [[T0, T1], [T0, T1]]
         assert consumer._positions == {T0: 10, T1: 10}
