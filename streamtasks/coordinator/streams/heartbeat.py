@@ -165,8 +165,8 @@ def _join(w: StreamsWrite, r: Request) -> Response | None:
     if g.meta is None:
         w.emit(StreamsGroupRecord(group_id=gid, epoch=0))
     if g.member(mid) is not None:
-        # A join from a member still in the group (a late or repeated join: a fenced member
-        # was removed): it is answered with its epoch and tasks, and is taken to own them; a
+        # A join from a member still in the group (a late or repeated join, or a fenced member
+        # rejoining): it is answered with its epoch and tasks, and is taken to own them; a
         # static member back under its member id takes up its epoch again.
         current = g.current(mid)
         if current is not None and current.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -236,7 +236,8 @@ def _take_over(w: StreamsWrite, previous: str, r: Request) -> None:
 
 def _check_epoch(w: StreamsWrite, r: Request) -> Response | None:
     """Kafka's epoch rule: ahead of the coordinator, or behind it other than by one lost
-    response (the previous epoch, owning no task it no longer may), is fenced."""
+    response (the previous epoch, owning no task it no longer may), is fenced; a fenced member
+    is not removed."""
     current = w.g.current(r.member_id)
     if current is None or w.g.member(r.member_id) is None:
         return _error(E.UNKNOWN_MEMBER_ID, "Unknown member.", r.member_id)
@@ -250,7 +251,11 @@ def _check_epoch(w: StreamsWrite, r: Request) -> Response | None:
             or not owned <= current.active | current.pending_revocation
         )
     ):
-        w.remove_member(r.member_id)  # fenced: it loses its tasks and rejoins as a new member
+        # FENCED_MEMBER_EPOCH and nothing else (Apache Kafka's rule for streams groups as for
+        # consumer groups): the member stays, with its epoch and tasks, until it rejoins at epoch 0
+        # (answered with both: see _join) or its session expires. A stray copy of an old heartbeat
+        # (a network duplicate whose answer the member never reads) must not free the tasks of a
+        # member that is still working on them.
         return _error(
             E.FENCED_MEMBER_EPOCH,
             f"Member epoch {epoch} is not the expected {current.member_epoch}.",

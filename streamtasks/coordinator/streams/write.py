@@ -151,7 +151,8 @@ class StreamsWrite:
             self.bump(metadata=seen)
 
     def remove_member(self, member_id: str) -> None:
-        """The member is gone (left, timed out, fenced): its records go, the epoch moves."""
+        """The member is gone (left, or its session or rebalance timed out): its records go, the
+        epoch moves."""
         gid = self.g.group_id
         if self.g.current(member_id) is not None:
             self.emit(StreamsCurrentAssignmentTombstone(group_id=gid, member_id=member_id))

@@ -106,14 +106,35 @@ def test_stale_and_unknown_members_are_refused() -> None:
     h = Harness()
     a = h.add("a")
     h.beat(a)
+    epoch = a.epoch
     a.epoch = 7
     assert h.beat(a).error is KafkaErrorCode.FENCED_MEMBER_EPOCH
     group = h.coordinator.group(GROUP)
     assert group is not None
-    assert "a" not in group.members, "a fenced member is removed"
+    current = group.current("a")
+    assert current is not None, "a fenced member stays in the group (Kafka's rule)"
+    assert (current.member_epoch, current.active) == (epoch, ALL)
     a.epoch, a.active = 0, frozenset()
-    h.beat(a)
-    assert a.active == ALL
+    h.beat(a)  # it rejoins at epoch 0: answered with its epoch and tasks
+    assert (a.epoch, a.active) == (epoch, ALL)
+
+
+def test_a_stray_copy_of_an_old_heartbeat_does_not_free_a_live_members_tasks() -> None:
+    h = Harness()
+    a, b = h.add("a"), h.add("b")
+    h.round(3)
+    stray = replace(a.request(), member_epoch=a.epoch - 1, active_tasks=None)  # a duplicate, late
+    owned, epoch = a.active, a.epoch
+    assert owned
+    assert epoch > 1
+    assert h.apply(h.coordinator.heartbeat(stray, h.now)).error is KafkaErrorCode.FENCED_MEMBER_EPOCH
+    c = h.add("c")  # a new member: a target is computed with a still in the group
+    h.round(4)
+    assert h.beat(a).error is KafkaErrorCode.NONE, "a's own heartbeats still pass"
+    owners = [m.active for m in (a, b, c)]
+    assert sum(len(o) for o in owners) == len(ALL)
+    assert frozenset().union(*owners) == ALL, "every task owned once"
+    assert a.active, "a kept a share of the tasks"
 
 
 def test_a_repeated_join_keeps_the_members_tasks() -> None:
