@@ -40,15 +40,19 @@ class StreamsGroupState(enum.Enum):
 
 
 class StreamsGroup:
-    """The group's records by key, plus one index: which member owns each active task now
-    (assigned or pending revocation), so that a task is never given to two members."""
+    """The group's records by key, plus indexes kept by :meth:`replay`: which member owns each
+    active task now (assigned or pending revocation), so that a task is never given to two
+    members; the current assignments with warm-ups; how many members have a user endpoint (the
+    last two read at every heartbeat, without a walk of the group)."""
 
     __slots__ = (
         "_currents",
+        "_endpoints",
         "_lent",
         "_members",
         "_owners",
         "_targets",
+        "_warming",
         "group_id",
         "meta",
         "target_meta",
@@ -64,6 +68,8 @@ class StreamsGroup:
         self._currents: dict[str, StreamsCurrentAssignmentRecord] = {}
         self._targets: dict[str, StreamsTargetMemberRecord] = {}
         self._owners: dict[Task, str] = {}
+        self._warming: dict[str, frozenset[Task]] = {}  # member id -> its current warm-ups
+        self._endpoints = 0  # members with a user endpoint
         #: The maps this copy still shares with the group it was copied from.
         self._lent: set[str] = set()
 
@@ -77,7 +83,8 @@ class StreamsGroup:
         other.meta, other.topology, other.target_meta = self.meta, self.topology, self.target_meta
         other._members, other._currents = self._members, self._currents
         other._targets, other._owners = self._targets, self._owners
-        other._lent = {"_members", "_currents", "_targets", "_owners"}
+        other._warming, other._endpoints = self._warming, self._endpoints
+        other._lent = {"_members", "_currents", "_targets", "_owners", "_warming"}
         return other
 
     def _own(self, *names: str) -> None:
@@ -108,6 +115,16 @@ class StreamsGroup:
     @property
     def targets(self) -> Mapping[str, StreamsTargetMemberRecord]:
         return MappingProxyType(self._targets)
+
+    @property
+    def warming(self) -> Mapping[str, frozenset[Task]]:
+        """The current assignments' warm-ups, of the members that have any."""
+        return MappingProxyType(self._warming)
+
+    @property
+    def has_endpoints(self) -> bool:
+        """A member has a user endpoint."""
+        return self._endpoints > 0
 
     def member(self, member_id: str) -> StreamsMemberRecord | None:
         return self._members.get(member_id)
@@ -170,9 +187,11 @@ class StreamsGroup:
             case StreamsTopologyTombstone():
                 self.topology = None
             case StreamsMemberRecord():
+                self._count_endpoint(self._members.get(record.member_id), -1)
                 self._members[record.member_id] = record
+                self._count_endpoint(record, 1)
             case StreamsMemberTombstone():
-                self._members.pop(record.member_id, None)
+                self._count_endpoint(self._members.pop(record.member_id, None), -1)
             case StreamsTargetMetadataRecord():
                 self.target_meta = record
             case StreamsTargetMetadataTombstone():
@@ -186,9 +205,18 @@ class StreamsGroup:
                 self._currents[record.member_id] = record
                 for task in record.active | record.pending_revocation:
                     self._owners[task] = record.member_id
+                if record.warmup:
+                    self._warming[record.member_id] = record.warmup
+                else:
+                    self._warming.pop(record.member_id, None)
             case StreamsCurrentAssignmentTombstone():
                 self._drop_owned(record.member_id)
                 self._currents.pop(record.member_id, None)
+                self._warming.pop(record.member_id, None)
+
+    def _count_endpoint(self, member: StreamsMemberRecord | None, by: int) -> None:
+        if member is not None and member.user_endpoint is not None:
+            self._endpoints += by
 
     def _drop_owned(self, member_id: str) -> None:
         old = self._currents.get(member_id)
@@ -205,6 +233,6 @@ _CHANGES: dict[type[object], tuple[str, ...]] = {
     StreamsMemberTombstone: ("_members",),
     StreamsTargetMemberRecord: ("_targets",),
     StreamsTargetMemberTombstone: ("_targets",),
-    StreamsCurrentAssignmentRecord: ("_currents", "_owners"),
-    StreamsCurrentAssignmentTombstone: ("_currents", "_owners"),
+    StreamsCurrentAssignmentRecord: ("_currents", "_owners", "_warming"),
+    StreamsCurrentAssignmentTombstone: ("_currents", "_owners", "_warming"),
 }
