@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import ItemsView, Mapping
 from types import MappingProxyType
 
 from streamtasks.coordinator.streams.records import (
@@ -67,7 +67,7 @@ class StreamsGroup:
         self._members: dict[str, StreamsMemberRecord] = {}
         self._currents: dict[str, StreamsCurrentAssignmentRecord] = {}
         self._targets: dict[str, StreamsTargetMemberRecord] = {}
-        self._owners: dict[Task, str] = {}
+        self._owners: dict[Task, str] | _Overlay = {}
         self._warming: dict[str, frozenset[Task]] = {}  # member id -> its current warm-ups
         self._endpoints = 0  # members with a user endpoint
         #: The maps this copy still shares with the group it was copied from.
@@ -88,11 +88,15 @@ class StreamsGroup:
         return other
 
     def _own(self, *names: str) -> None:
-        """Copy the named maps if they are still shared (before the first change of each)."""
+        """Copy the named maps if they are still shared (before the first change of each); the
+        task index, 10 x members entries in the sweeps, is not copied but overlaid."""
         for name in names:
             if name in self._lent:
                 self._lent.discard(name)
-                setattr(self, name, dict(getattr(self, name)))
+                if name == "_owners":
+                    self._owners = _Overlay(self._owners)
+                else:
+                    setattr(self, name, dict(getattr(self, name)))
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -225,6 +229,36 @@ class StreamsGroup:
         for task in old.active | old.pending_revocation:
             if self._owners.get(task) == member_id:
                 del self._owners[task]
+
+
+class _Overlay:
+    """A copy's task index: its changes over the index of the group it was copied from (which
+    does not change while the copy is in use), without copying that index."""
+
+    __slots__ = ("_base", "_changed")
+
+    def __init__(self, base: dict[Task, str] | _Overlay) -> None:
+        self._base = base
+        self._changed: dict[Task, str | None] = {}  # None: the copy dropped the task
+
+    def get(self, task: Task) -> str | None:
+        changed = self._changed
+        return changed[task] if task in changed else self._base.get(task)
+
+    def __setitem__(self, task: Task, owner: str) -> None:
+        self._changed[task] = owner
+
+    def __delitem__(self, task: Task) -> None:
+        self._changed[task] = None
+
+    def items(self) -> ItemsView[Task, str]:
+        merged = dict(self._base.items())
+        for task, owner in self._changed.items():
+            if owner is None:
+                merged.pop(task, None)
+            else:
+                merged[task] = owner
+        return merged.items()
 
 
 #: The maps each record type changes (copied first by a copy that still shares them).
