@@ -1,5 +1,6 @@
 """The group's replay indexes: the current warm-ups and whether a member has a user endpoint
-are what a walk of its records finds, on the group and on a write's copy."""
+are what a walk of its records finds, on the group and on a write's copy; a copy's task index
+(overlaid on the group's) is the one replaying every record builds, the group's unchanged."""
 
 from __future__ import annotations
 
@@ -27,12 +28,13 @@ def _member(mid: str, endpoint: Endpoint | None = None) -> StreamsMemberRecord:
     )
 
 
-def _current(mid: str, *warmup: int) -> StreamsCurrentAssignmentRecord:
+def _current(mid: str, *warmup: int, active: tuple[int, ...] = ()) -> StreamsCurrentAssignmentRecord:
     return StreamsCurrentAssignmentRecord(
         group_id=G,
         member_id=mid,
         member_epoch=1,
         previous_member_epoch=0,
+        active=frozenset(("1", p) for p in active),
         warmup=frozenset(("0", p) for p in warmup),
     )
 
@@ -45,16 +47,16 @@ def _walked(group: StreamsGroup) -> tuple[dict[str, frozenset[tuple[str, int]]],
 RECORDS: list[StreamsRecord] = [
     _member("a"),
     _member("b", Endpoint(host="b", port=1)),
-    _current("a", 1, 2),
-    _current("b"),
+    _current("a", 1, 2, active=(0, 1)),
+    _current("b", active=(2,)),
     _member("b"),  # b drops its endpoint
     _member("c", Endpoint(host="c", port=1)),
-    _current("b", 3),
-    _current("a"),  # a's warm-ups are done
+    _current("b", 3, active=(2, 3)),
+    _current("a", active=(1,)),  # a's warm-ups are done, task 0 given up
     _current("c", 0),
     StreamsCurrentAssignmentTombstone(group_id=G, member_id="b"),
     StreamsMemberTombstone(group_id=G, member_id="c"),
-    _current("a", 4),
+    _current("a", 4, active=(0, 1)),
 ]
 
 
@@ -91,3 +93,9 @@ def test_a_copy_keeps_its_own_indexes() -> None:
         copy.replay(record)
         assert (dict(copy.warming), copy.has_endpoints) == _walked(copy)
     assert (dict(group.warming), group.has_endpoints) == before == _walked(group)
+    again = StreamsGroup(G)
+    for record in RECORDS:
+        again.replay(record)
+    assert copy.snapshot() == again.snapshot()  # the copy's task index is the replayed one's
+    assert [copy.owner(("1", p)) for p in range(5)] == ["a", "a", None, None, None]
+    assert [group.owner(("1", p)) for p in range(5)] == ["a", "a", "b", None, None]
