@@ -134,6 +134,8 @@ class MemberHost(Generic[P]):
         self.record_interval_ms = record_interval_ms
         self._apply_step = apply_step
         self._rules: MemberRules[P] | None = None
+        #: Called with a process that started or stopped (:meth:`watch_liveness`).
+        self._liveness_watchers: list[Callable[[P], None]] = []
         #: Which coordinator is the group's: bumped by every ``move`` step. A process talks to
         #: the one its last successful FindCoordinator found (``found_epoch``); a request to an
         #: older one reaches a broker that is no longer the group's coordinator.
@@ -151,6 +153,11 @@ class MemberHost(Generic[P]):
 
     def attach(self, rules: MemberRules[P]) -> None:
         self._rules = rules
+
+    def watch_liveness(self, see: Callable[[P], None]) -> None:
+        """``see(proc)`` whenever a process starts (taking its name from an older incarnation)
+        or stops: what an incremental check needs to know beyond the processes' own actions."""
+        self._liveness_watchers.append(see)
 
     @property
     def rules(self) -> MemberRules[P]:
@@ -356,6 +363,8 @@ class MemberHost(Generic[P]):
         """A new process (a member incarnation) starts: metadata first, then its subscription."""
         self.procs[proc.conn] = proc
         self.current[proc.name] = proc
+        for see in self._liveness_watchers:
+            see(proc)
         self.run(proc, self.rules.metadata_for(proc))
         subscription = proc.subscribe(self.counts, self.now)
         if subscription is not None:
@@ -363,6 +372,8 @@ class MemberHost(Generic[P]):
 
     def stop(self, proc: P, kind: ReleaseKind) -> None:
         proc.alive = False
+        for see in self._liveness_watchers:
+            see(proc)
         proc.deferred.clear()
         if proc.wake_token is not None:
             self.sched.cancel(proc.wake_token)

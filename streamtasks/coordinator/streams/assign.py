@@ -89,9 +89,8 @@ def caught_up_warmups(group: StreamsGroup, acceptable_recovery_lag: int) -> froz
     ``acceptable_recovery_lag``), the same lags and rule :func:`compute_target` hands the
     assignor."""
     members = group.members
-    warming = {  # the members' current assignments, read straight from the map (every heartbeat)
-        mid: current.warmup for mid, current in group.currents.items() if current.warmup and mid in members
-    }
+    # the group's index of current warm-ups (every reporting heartbeat asks: no walk of the group)
+    warming = {mid: tasks for mid, tasks in group.warming.items() if mid in members}
     if not warming:
         return frozenset()
     lags = _lags(group, frozenset().union(*warming.values()))

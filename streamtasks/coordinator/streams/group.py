@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import ItemsView, Mapping
 from types import MappingProxyType
 
 from streamtasks.coordinator.streams.records import (
@@ -40,15 +40,19 @@ class StreamsGroupState(enum.Enum):
 
 
 class StreamsGroup:
-    """The group's records by key, plus one index: which member owns each active task now
-    (assigned or pending revocation), so that a task is never given to two members."""
+    """The group's records by key, plus indexes kept by :meth:`replay`: which member owns each
+    active task now (assigned or pending revocation), so that a task is never given to two
+    members; the current assignments with warm-ups; how many members have a user endpoint (the
+    last two read at every heartbeat, without a walk of the group)."""
 
     __slots__ = (
         "_currents",
+        "_endpoints",
         "_lent",
         "_members",
         "_owners",
         "_targets",
+        "_warming",
         "group_id",
         "meta",
         "target_meta",
@@ -63,7 +67,9 @@ class StreamsGroup:
         self._members: dict[str, StreamsMemberRecord] = {}
         self._currents: dict[str, StreamsCurrentAssignmentRecord] = {}
         self._targets: dict[str, StreamsTargetMemberRecord] = {}
-        self._owners: dict[Task, str] = {}
+        self._owners: dict[Task, str] | _Overlay = {}
+        self._warming: dict[str, frozenset[Task]] = {}  # member id -> its current warm-ups
+        self._endpoints = 0  # members with a user endpoint
         #: The maps this copy still shares with the group it was copied from.
         self._lent: set[str] = set()
 
@@ -77,15 +83,20 @@ class StreamsGroup:
         other.meta, other.topology, other.target_meta = self.meta, self.topology, self.target_meta
         other._members, other._currents = self._members, self._currents
         other._targets, other._owners = self._targets, self._owners
-        other._lent = {"_members", "_currents", "_targets", "_owners"}
+        other._warming, other._endpoints = self._warming, self._endpoints
+        other._lent = {"_members", "_currents", "_targets", "_owners", "_warming"}
         return other
 
     def _own(self, *names: str) -> None:
-        """Copy the named maps if they are still shared (before the first change of each)."""
+        """Copy the named maps if they are still shared (before the first change of each); the
+        task index, 10 x members entries in the sweeps, is not copied but overlaid."""
         for name in names:
             if name in self._lent:
                 self._lent.discard(name)
-                setattr(self, name, dict(getattr(self, name)))
+                if name == "_owners":
+                    self._owners = _Overlay(self._owners)
+                else:
+                    setattr(self, name, dict(getattr(self, name)))
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -108,6 +119,16 @@ class StreamsGroup:
     @property
     def targets(self) -> Mapping[str, StreamsTargetMemberRecord]:
         return MappingProxyType(self._targets)
+
+    @property
+    def warming(self) -> Mapping[str, frozenset[Task]]:
+        """The current assignments' warm-ups, of the members that have any."""
+        return MappingProxyType(self._warming)
+
+    @property
+    def has_endpoints(self) -> bool:
+        """A member has a user endpoint."""
+        return self._endpoints > 0
 
     def member(self, member_id: str) -> StreamsMemberRecord | None:
         return self._members.get(member_id)
@@ -170,9 +191,11 @@ class StreamsGroup:
             case StreamsTopologyTombstone():
                 self.topology = None
             case StreamsMemberRecord():
+                self._count_endpoint(self._members.get(record.member_id), -1)
                 self._members[record.member_id] = record
+                self._count_endpoint(record, 1)
             case StreamsMemberTombstone():
-                self._members.pop(record.member_id, None)
+                self._count_endpoint(self._members.pop(record.member_id, None), -1)
             case StreamsTargetMetadataRecord():
                 self.target_meta = record
             case StreamsTargetMetadataTombstone():
@@ -186,9 +209,18 @@ class StreamsGroup:
                 self._currents[record.member_id] = record
                 for task in record.active | record.pending_revocation:
                     self._owners[task] = record.member_id
+                if record.warmup:
+                    self._warming[record.member_id] = record.warmup
+                else:
+                    self._warming.pop(record.member_id, None)
             case StreamsCurrentAssignmentTombstone():
                 self._drop_owned(record.member_id)
                 self._currents.pop(record.member_id, None)
+                self._warming.pop(record.member_id, None)
+
+    def _count_endpoint(self, member: StreamsMemberRecord | None, by: int) -> None:
+        if member is not None and member.user_endpoint is not None:
+            self._endpoints += by
 
     def _drop_owned(self, member_id: str) -> None:
         old = self._currents.get(member_id)
@@ -199,12 +231,42 @@ class StreamsGroup:
                 del self._owners[task]
 
 
+class _Overlay:
+    """A copy's task index: its changes over the index of the group it was copied from (which
+    does not change while the copy is in use), without copying that index."""
+
+    __slots__ = ("_base", "_changed")
+
+    def __init__(self, base: dict[Task, str] | _Overlay) -> None:
+        self._base = base
+        self._changed: dict[Task, str | None] = {}  # None: the copy dropped the task
+
+    def get(self, task: Task) -> str | None:
+        changed = self._changed
+        return changed[task] if task in changed else self._base.get(task)
+
+    def __setitem__(self, task: Task, owner: str) -> None:
+        self._changed[task] = owner
+
+    def __delitem__(self, task: Task) -> None:
+        self._changed[task] = None
+
+    def items(self) -> ItemsView[Task, str]:
+        merged = dict(self._base.items())
+        for task, owner in self._changed.items():
+            if owner is None:
+                merged.pop(task, None)
+            else:
+                merged[task] = owner
+        return merged.items()
+
+
 #: The maps each record type changes (copied first by a copy that still shares them).
 _CHANGES: dict[type[object], tuple[str, ...]] = {
     StreamsMemberRecord: ("_members",),
     StreamsMemberTombstone: ("_members",),
     StreamsTargetMemberRecord: ("_targets",),
     StreamsTargetMemberTombstone: ("_targets",),
-    StreamsCurrentAssignmentRecord: ("_currents", "_owners"),
-    StreamsCurrentAssignmentTombstone: ("_currents", "_owners"),
+    StreamsCurrentAssignmentRecord: ("_currents", "_owners", "_warming"),
+    StreamsCurrentAssignmentTombstone: ("_currents", "_owners", "_warming"),
 }

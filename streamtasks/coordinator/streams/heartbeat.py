@@ -405,11 +405,7 @@ def _answer(
     c = w.config
     endpoint_epoch = w.g.target_epoch
     endpoints = None
-    if (
-        r is not None
-        and r.endpoint_information_epoch != endpoint_epoch
-        and any(m.user_endpoint is not None for m in w.g.members.values())
-    ):
+    if r is not None and r.endpoint_information_epoch != endpoint_epoch and w.g.has_endpoints:
         endpoints = _endpoints(w)
     return Response(
         error=E.NONE,

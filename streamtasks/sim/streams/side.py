@@ -132,6 +132,8 @@ class StreamsSide:
         self.failovers = 0
         self.states: dict[str, LocalState] = {}
         self.checks = StreamsChecks(host, settings.group_id)
+        host.watch_liveness(self.checks.touched)
+        self._tasks: tuple[tuple[tuple[str, int], ...], frozenset[Task]] = ((), frozenset())
         self.alarm = Alarm(host.sched)
 
     @property
@@ -143,8 +145,14 @@ class StreamsSide:
         return self.unavailable_until is None
 
     def tasks(self) -> frozenset[Task]:
-        counts = self.host.counts
-        return frozenset((s, p) for s, topic in self.sources.items() for p in range(counts.get(topic, 0)))
+        """Every task of the topology on the topics as they are (built again when they grow)."""
+        counts = tuple(self.host.counts.items())
+        if counts != self._tasks[0]:
+            tasks = frozenset(
+                (s, p) for s, topic in self.sources.items() for p in range(dict(counts).get(topic, 0))
+            )
+            self._tasks = (counts, tasks)
+        return self._tasks[1]
 
     def end_offset(self, task: Task, now_ms: int) -> int:
         """Every task's changelog grows by one record per ``record_interval_ms``."""
@@ -167,7 +175,7 @@ class StreamsSide:
     def _write(self, result: StreamsResult[Any]) -> Any:
         self.log += result.records
         response = self.coordinator.apply(result)
-        self.checks.after_write(self.coordinator)
+        self.checks.after_write(self.coordinator, result.records)
         return response
 
     def _rearm(self) -> None:
@@ -198,7 +206,7 @@ class StreamsSide:
             if self.available:
                 for result in self.coordinator.poll(self.now):
                     self.log += result.records
-                    self.checks.after_write(self.coordinator)
+                    self.checks.after_write(self.coordinator, result.records)
             self._rearm()
 
     def topic_grew(self, new: tuple[Any, ...]) -> None:
@@ -280,6 +288,7 @@ class StreamsSide:
                 self.created.update(t.name for t in request.topics)
             proc.create_requests.clear()
             self.coordinator.set_image(self._image())
+        self.checks.touched(proc)
         self.checks.after_event(self.coordinator)
 
     # -- after every event, convergence, the result ----------------------------------------------
@@ -288,10 +297,14 @@ class StreamsSide:
         self.checks.after_event(self.coordinator)
 
     def converged(self) -> bool:
+        """``not convergence_gaps()`` and no fault or pause under way; the checks' indexes
+        answer first (after every event once the steps are over: no walk of the group)."""
         host = self.host
-        if not self.available or host.network.faults_active(self.now) or any(p.paused for p in host.live()):
+        if not self.available or host.network.faults_active(self.now):
             return False
-        return not self.convergence_gaps()
+        if not self.checks.converged(self.coordinator, self.tasks()):
+            return False
+        return not any(p.paused for p in host.live())
 
     def convergence_gaps(self) -> list[str]:
         if not self.available:
