@@ -48,7 +48,14 @@ from streamtasks.drills.stateful_app import record_for
 from streamtasks.errors import BrokerError, ConfigError
 from topology.names import changelog_topic
 
-__all__ = ["PROTOCOLS", "FaultOptions", "fault_spec", "resume_summary", "run_fault_drill"]
+__all__ = [
+    "PROTOCOLS",
+    "FaultOptions",
+    "fault_spec",
+    "leader_crash_label",
+    "resume_summary",
+    "run_fault_drill",
+]
 
 #: ``--protocol``: the release the group runs through the faults.
 PROTOCOLS: dict[str, Stage] = {
@@ -127,6 +134,15 @@ class _TimedAudit(OffsetAudit):
                 if not left:
                     mark.resumed_ms = now - at_ms
                     self.waiting.remove((mark, at_ms, left))
+
+
+def leader_crash_label(node: int, led: int, partitions: int, coordination: tuple[int, str]) -> str:
+    """The ``leader-crash`` fault's label: the node killed, how many data partitions it leads,
+    and whether the group's coordination (``coordination``: its node and what it is, from
+    ``_coordinator_node``) dies with it: the resume time then includes the coordinator's
+    move, which the report's reader could not tell otherwise."""
+    also = f"; also {coordination[1]}" if coordination[0] == node else ""
+    return f"kill -9 node {node} (leads {led} of {partitions} data partitions{also})"
 
 
 class _FaultRun(_Run):
@@ -299,9 +315,8 @@ class _FaultRun(_Run):
             leaders = await self._ask(self.cluster.leaders, self._data_topics())
             counts = Counter(node for node in leaders.values() if node >= 0)
             node, led = counts.most_common(1)[0]
-            await self._crash(
-                node, f"kill -9 node {node} (leads {led} of {len(leaders)} data partitions)", names
-            )
+            coordination = await self._coordinator_node()
+            await self._crash(node, leader_crash_label(node, led, len(leaders), coordination), names)
 
         await self.phase("crash the broker leading most partitions", crash)
 

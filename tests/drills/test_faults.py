@@ -12,7 +12,7 @@ import pytest
 
 from streamtasks.drills.catalog import DRILLS, get_drill
 from streamtasks.drills.drill_report import verdict_rows
-from streamtasks.drills.faults import PROTOCOLS, _TimedAudit, fault_spec, resume_summary
+from streamtasks.drills.faults import PROTOCOLS, _TimedAudit, fault_spec, leader_crash_label, resume_summary
 from streamtasks.drills.ledger import FaultMark
 from streamtasks.drills.rolling import DrillResult
 from streamtasks.errors import ConfigError
@@ -60,6 +60,19 @@ def test_processing_resumes_when_every_partition_passed_what_was_acknowledged_at
         assert audit.report().processed == 5
 
     asyncio.run(go())
+
+
+def test_the_leader_crash_label_says_when_the_coordination_dies_too() -> None:
+    assert leader_crash_label(3, 2, 6, (1, "the group coordinator")) == (
+        "kill -9 node 3 (leads 2 of 6 data partitions)"
+    )
+    assert leader_crash_label(3, 2, 6, (3, "the group coordinator")) == (
+        "kill -9 node 3 (leads 2 of 6 data partitions; also the group coordinator)"
+    )
+    coordinator = (2, "leading streamtasks coordinator's record topic")
+    assert leader_crash_label(2, 4, 10, coordinator).endswith(
+        "(leads 4 of 10 data partitions; also leading streamtasks coordinator's record topic)"
+    )
 
 
 def test_the_resume_summary_and_the_verdict_rows() -> None:
