@@ -54,6 +54,8 @@ def verdict_rows(result: DrillResult) -> list[tuple[str, str, str]]:
         rows.append(("members", result.members_client, "-"))
         for mark in result.faults:
             took = "never" if mark.resumed_ms is None else f"{mark.resumed_ms:,} ms"
+            if mark.acked_ms is not None:
+                took += f" (the cluster acknowledged again after {mark.acked_ms:,} ms)"
             rows.append((f"resumed after: {mark.label} (at {mark.at_s:.1f}s)", took, "-"))
         rows.append(("time until processing resumes", result.resume, "-"))
         rows.append(("lapsed assignments taken back (no rebalance)", str(len(result.taken_back)), "-"))

@@ -33,7 +33,7 @@ import functools
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,7 +48,17 @@ from streamtasks.drills.stateful_app import record_for
 from streamtasks.errors import BrokerError, ConfigError
 from topology.names import changelog_topic
 
-__all__ = ["PROTOCOLS", "FaultOptions", "fault_spec", "resume_summary", "run_fault_drill"]
+__all__ = [
+    "PROTOCOLS",
+    "FaultOptions",
+    "fault_spec",
+    "also_is",
+    "resume_summary",
+    "run_fault_drill",
+]
+
+#: How a fault's label names the metadata quorum's leader (:func:`also_is`).
+ACTIVE_CONTROLLER = "the active controller"
 
 #: ``--protocol``: the release the group runs through the faults.
 PROTOCOLS: dict[str, Stage] = {
@@ -104,15 +114,27 @@ class _TimedAudit(OffsetAudit):
         self.acked_max: dict[int, int] = {}
         #: Open marks: the fault's record and the offset per partition it waits to see passed.
         self.waiting: list[tuple[FaultMark, int, dict[int, int]]] = []
+        #: The same, waiting for an acknowledgement past that offset on every partition.
+        self.acking: list[tuple[FaultMark, int, dict[int, int]]] = []
 
     def _acked(self, key: bytes, future: asyncio.Future[object]) -> None:
         super()._acked(key, future)
         if not future.cancelled() and future.exception() is None:
             meta: Any = future.result()
             self.acked_max[meta.partition] = max(self.acked_max.get(meta.partition, -1), meta.offset)
+            if self.acking:
+                now = _now_ms()
+                for mark, at_ms, left in list(self.acking):
+                    if left.get(meta.partition, meta.offset) < meta.offset:
+                        del left[meta.partition]
+                        if not left:
+                            mark.acked_ms = now - at_ms
+                            self.acking.remove((mark, at_ms, left))
 
     def mark(self, mark: FaultMark, at_ms: int, partitions: int) -> None:
-        self.waiting.append((mark, at_ms, {p: self.acked_max.get(p, -1) for p in range(partitions)}))
+        offsets = {p: self.acked_max.get(p, -1) for p in range(partitions)}
+        self.waiting.append((mark, at_ms, offsets))
+        self.acking.append((mark, at_ms, dict(offsets)))
 
     def processed(self, record_id: str) -> None:
         super().processed(record_id)
@@ -127,6 +149,16 @@ class _TimedAudit(OffsetAudit):
                 if not left:
                     mark.resumed_ms = now - at_ms
                     self.waiting.remove((mark, at_ms, left))
+
+
+def also_is(node: int, roles: Iterable[tuple[int, str]]) -> str:
+    """What else the node a fault hits is, for the fault's label: ``"; also X and Y"`` for the
+    roles ``(node id, what)`` it holds (the group's coordination, the active controller), else
+    ``""``. Each makes the resume time longer (the coordinator moves; the metadata quorum
+    elects a new controller before the dead broker is fenced), which a report's reader could
+    not tell otherwise."""
+    held = [what for at, what in roles if at == node]
+    return f"; also {' and '.join(held)}" if held else ""
 
 
 class _FaultRun(_Run):
@@ -263,6 +295,13 @@ class _FaultRun(_Run):
         await self._restart(broker)
         await self._recovered(mark, names)
 
+    async def _controller(self) -> tuple[int, str]:
+        """The active controller's node (-1 when the cluster could not say), for :func:`also_is`."""
+        try:
+            return await self._ask(self.cluster.active_controller), ACTIVE_CONTROLLER
+        except BrokerError:
+            return -1, ACTIVE_CONTROLLER
+
     async def _coordinator_node(self) -> tuple[int, str]:
         """The broker the group's coordination lives on, and what it is: the cluster's group
         coordinator, or (with ``streamtasks coordinator`` in front) the leader of the
@@ -275,14 +314,16 @@ class _FaultRun(_Run):
     async def _broker_crash(self, names: list[str], state_root: str) -> None:
         async def mid_stream() -> None:
             node, what = await self._coordinator_node()
-            await self._crash(node, f"kill -9 node {node} ({what}), mid-stream", names)
+            also = also_is(node, [await self._controller()])
+            await self._crash(node, f"kill -9 node {node} ({what}{also}), mid-stream", names)
 
         async def mid_rebalance() -> None:
             node, what = await self._coordinator_node()
+            also = also_is(node, [await self._controller()])
             bounced = names[0]
             await self._bounce(bounced, state_root)
             await asyncio.sleep(1.0)  # the new process is joining: the group is rebalancing
-            label = f"kill -9 node {node} ({what}) while {bounced} rejoins"
+            label = f"kill -9 node {node} ({what}{also}) while {bounced} rejoins"
             await self._crash(node, label, names)
 
         await self.phase("crash the coordinator's broker mid-stream", mid_stream)
@@ -299,9 +340,9 @@ class _FaultRun(_Run):
             leaders = await self._ask(self.cluster.leaders, self._data_topics())
             counts = Counter(node for node in leaders.values() if node >= 0)
             node, led = counts.most_common(1)[0]
-            await self._crash(
-                node, f"kill -9 node {node} (leads {led} of {len(leaders)} data partitions)", names
-            )
+            also = also_is(node, [await self._coordinator_node(), await self._controller()])
+            label = f"kill -9 node {node} (leads {led} of {len(leaders)} data partitions{also})"
+            await self._crash(node, label, names)
 
         await self.phase("crash the broker leading most partitions", crash)
 
@@ -322,6 +363,7 @@ class _FaultRun(_Run):
     async def _broker_hang(self, names: list[str], state_root: str) -> None:
         async def hang() -> None:
             node, what = await self._coordinator_node()
+            what += also_is(node, [await self._controller()])
             broker = self.cluster.broker(node)
             mark = self._mark(f"SIGSTOP node {node} ({what}) for {self.fault.hang_s:g} s", node)
             await self._ask(broker.pause)

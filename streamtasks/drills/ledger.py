@@ -217,13 +217,16 @@ class CommitMark:
 @dataclass(slots=True, kw_only=True)
 class FaultMark:
     """One fault a broker drill caused (:mod:`streamtasks.drills.faults`): what, on which node,
-    when (seconds since the drill started), and how long until every partition processed a
-    record acknowledged after it (None: not yet, or never)."""
+    when (seconds since the drill started), how long until every partition processed a record
+    acknowledged after it (None: not yet, or never), and how long until the cluster had
+    acknowledged such a record on every partition (its own failover: no group can resume
+    before; the difference is the members' share)."""
 
     label: str
     node: int
     at_s: float
     resumed_ms: int | None = None
+    acked_ms: int | None = None
 
 
 def first_commits_past(lost: Iterable[str], commits: Sequence[CommitMark]) -> dict[str, CommitMark | None]:

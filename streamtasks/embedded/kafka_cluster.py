@@ -37,10 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Self, TypeVar
 
+from kio.schema.describe_quorum.v0.request import DescribeQuorumRequest, PartitionData, TopicData
+from kio.schema.describe_quorum.v0.response import DescribeQuorumResponse
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.find_coordinator.v4.response import FindCoordinatorResponse
 from kio.schema.metadata.v12.response import MetadataResponse
-from kio.static.primitive import i8
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i32
 
 from streamtasks.embedded._process import unused_port
 from streamtasks.embedded.cluster import create_topics
@@ -259,6 +262,27 @@ class KafkaCluster:
                 why = coordinator.error_code.name if code else f"still on broker {not_on}"
                 raise BrokerError(f"FindCoordinator for {group_id!r}: {why}")
             time.sleep(0.1)
+
+    def active_controller(self) -> int:
+        """The node id of the active controller (the leader of the metadata quorum, which every
+        node of this cluster votes in): DescribeQuorum, which a broker forwards to it. Killing
+        that node makes the quorum elect another before the dead broker can be fenced, so its
+        partitions move later than when another node dies."""
+        request = DescribeQuorumRequest(
+            topics=(
+                TopicData(
+                    topic_name=TopicName("__cluster_metadata"),
+                    partitions=(PartitionData(partition_index=i32(0)),),
+                ),
+            )
+        )
+        response = self._ask(lambda conn: conn.call(request, DescribeQuorumResponse))
+        if response.error_code.value != 0:
+            raise BrokerError(f"DescribeQuorum: {response.error_code.name}")
+        partition = response.topics[0].partitions[0]
+        if partition.error_code.value != 0:
+            raise BrokerError(f"DescribeQuorum: {partition.error_code.name}")
+        return int(partition.leader_id)
 
     def leaders(self, topics: Iterable[str]) -> dict[TopicPartitionKey, int]:
         """``(topic, partition) → leader node id`` (-1 while a partition has none)."""

@@ -12,7 +12,7 @@ import pytest
 
 from streamtasks.drills.catalog import DRILLS, get_drill
 from streamtasks.drills.drill_report import verdict_rows
-from streamtasks.drills.faults import PROTOCOLS, _TimedAudit, fault_spec, resume_summary
+from streamtasks.drills.faults import PROTOCOLS, _TimedAudit, also_is, fault_spec, resume_summary
 from streamtasks.drills.ledger import FaultMark
 from streamtasks.drills.rolling import DrillResult
 from streamtasks.errors import ConfigError
@@ -62,6 +62,36 @@ def test_processing_resumes_when_every_partition_passed_what_was_acknowledged_at
     asyncio.run(go())
 
 
+def test_a_fault_label_says_what_else_the_node_it_hits_is() -> None:
+    coordinator, controller = (3, "the group coordinator"), (1, "the active controller")
+    assert also_is(2, [coordinator, controller]) == ""
+    assert also_is(3, [coordinator, controller]) == "; also the group coordinator"
+    assert also_is(1, [coordinator, controller]) == "; also the active controller"
+    assert also_is(3, [coordinator, (3, "the active controller")]) == (
+        "; also the group coordinator and the active controller"
+    )
+    assert also_is(2, [(-1, "the active controller")]) == ""  # the cluster could not say
+
+
+def test_the_cluster_acknowledged_again_when_every_partition_acknowledged_past_the_fault() -> None:
+    async def go() -> None:
+        audit = _TimedAudit()
+        for offset in range(5):
+            _acked(audit, 0, offset)
+        mark = FaultMark(label="kill -9 node 1", node=1, at_s=3.0)
+        audit.mark(mark, time.time_ns() // 1_000_000 - 250, partitions=2)
+        _acked(audit, 1, 0)  # partition 1 had nothing acknowledged: any acknowledgement counts
+        _acked(audit, 0, 4)  # acknowledged before the fault (a duplicate callback)
+        assert mark.acked_ms is None
+        _acked(audit, 0, 5)
+        assert mark.acked_ms is not None
+        assert mark.acked_ms >= 250
+        assert audit.acking == []
+        assert mark.resumed_ms is None  # nothing processed: acknowledged is not resumed
+
+    asyncio.run(go())
+
+
 def test_the_resume_summary_and_the_verdict_rows() -> None:
     marks = [
         FaultMark(label=f"f{i}", node=1, at_s=float(i), resumed_ms=ms)
@@ -75,6 +105,9 @@ def test_the_resume_summary_and_the_verdict_rows() -> None:
     rows = verdict_rows(result)
     assert ("members", "confluent", "-") in rows
     assert ("resumed after: f1 (at 1.0s)", "900 ms", "-") in rows
+    marks[2].acked_ms = 4_100
+    took = "5,000 ms (the cluster acknowledged again after 4,100 ms)"
+    assert ("resumed after: f2 (at 2.0s)", took, "-") in verdict_rows(result)
     assert ("time until processing resumes", "p50 900 ms / max 5,000 ms (3 faults)", "-") in rows
 
 

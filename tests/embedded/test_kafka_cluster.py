@@ -33,6 +33,7 @@ def test_three_brokers_with_their_own_processes_ports_and_data(cluster_to_break:
     assert {(int(b.node_id), f"{b.host}:{b.port}") for b in brokers} == {
         (b.node_id, b.address) for b in cluster.brokers
     }
+    assert cluster.active_controller() in {1, 2, 3}  # every node is a voter of the quorum
 
 
 async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
