@@ -58,9 +58,6 @@ class OwnershipIndex:
             self._tasks = tasks
             self._missing = sum(1 for t in tasks if t not in self._owners)
 
-    def get(self, key: str) -> Holding | None:
-        return self._held.get(key)
-
     def keys(self) -> list[str]:
         return list(self._held)
 

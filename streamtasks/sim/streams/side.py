@@ -146,12 +146,13 @@ class StreamsSide:
 
     def tasks(self) -> frozenset[Task]:
         """Every task of the topology on the topics as they are (built again when they grow)."""
-        counts = tuple(self.host.counts.items())
-        if counts != self._tasks[0]:
+        counts = self.host.counts
+        seen = tuple(counts.items())
+        if seen != self._tasks[0]:
             tasks = frozenset(
-                (s, p) for s, topic in self.sources.items() for p in range(dict(counts).get(topic, 0))
+                (s, p) for s, topic in self.sources.items() for p in range(counts.get(topic, 0))
             )
-            self._tasks = (counts, tasks)
+            self._tasks = (seen, tasks)
         return self._tasks[1]
 
     def end_offset(self, task: Task, now_ms: int) -> int:
