@@ -137,10 +137,17 @@ async def _txn_commit(h: Handlers, member_id: str, generation: int) -> dict[int,
             ),
         ),
     )
-    header = RequestHeader(api_key=TXN_OFFSET_COMMIT, api_version=3, correlation_id=2, client_id="t")
+    return await _partition_errors(h, TXN_OFFSET_COMMIT, 3, request, TxnOffsetCommitResponse)
+
+
+async def _partition_errors(
+    h: Handlers, api_key: int, version: int, request: Any, answer_type: Any
+) -> dict[int, int]:
+    """Send a commit request through the handlers: its answer's error code per partition."""
+    header = RequestHeader(api_key=api_key, api_version=version, correlation_id=2, client_id="t")
     frame = await h.handle(header, encode_body(request), "h")
     assert frame is not None
-    answer = decode_body(TxnOffsetCommitResponse, frame[9:])
+    answer = decode_body(answer_type, frame[9:])
     return {int(p.partition_index): int(p.error_code.value) for t in answer.topics for p in t.partitions}
 
 
@@ -204,11 +211,7 @@ async def _plain_commit(h: Handlers, member_id: str, epoch: int) -> dict[int, in
             ),
         ),
     )
-    header = RequestHeader(api_key=OFFSET_COMMIT, api_version=9, correlation_id=3, client_id="t")
-    frame = await h.handle(header, encode_body(request), "h")
-    assert frame is not None
-    answer = decode_body(OffsetCommitResponse, frame[9:])
-    return {int(p.partition_index): int(p.error_code.value) for t in answer.topics for p in t.partitions}
+    return await _partition_errors(h, OFFSET_COMMIT, 9, request, OffsetCommitResponse)
 
 
 def test_a_plain_commit_behind_a_waiting_leave_is_checked_after_it_not_before() -> None:
